@@ -1,0 +1,137 @@
+"""Pooled hidden states of (prompt, response) texts, in length-sorted batches, cached."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rmlens.backbones._cache import EmbeddingCache, ids_key
+from rmlens.backbones._load import Backbone
+from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.progress import progress_bar
+
+
+@dataclass
+class PairFeatures:
+    """Features of every pair.
+
+    Attributes
+    ----------
+    chosen, rejected : ndarray of shape (n_pairs, hidden_size)
+    kept : ndarray of shape (n_pairs,), bool
+        False where truncation made chosen and rejected identical (no signal).
+    n_encoded : int
+        Texts encoded by the backbone in this call (the rest came from the cache).
+    """
+
+    chosen: np.ndarray
+    rejected: np.ndarray
+    kept: np.ndarray
+    n_encoded: int
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(B, T, d) hidden states -> (B, d): mean over real tokens, or the last real token.
+
+    The last real token is found from the attention mask, so it is right whatever the padding
+    side and whether or not pad == eos.
+    """
+    if pooling == "mean":
+        m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    last = (positions * mask).argmax(dim=1)  # (B,) index of the last 1 in each row
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+
+
+def collate(seqs: list[list[int]], pad_id: int, side: str = "right") -> tuple[torch.Tensor, ...]:
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        sl = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
+        ids[i, sl] = torch.tensor(s, dtype=torch.long)
+        mask[i, sl] = 1
+    return ids, mask
+
+
+@torch.inference_mode()
+def encode_ids(
+    backbone: Backbone,
+    seqs: list[list[int]],
+    *,
+    batch_size: int = 32,
+    side: str = "right",
+    quiet: bool = False,
+) -> np.ndarray:
+    """Pooled vectors (n, d) of token-id sequences, run longest first in similar-length batches.
+
+    With left padding, position ids are counted from each sequence's first real token, so the
+    vectors do not depend on the padding side, the batch size or the batch's other members.
+    """
+    order = np.argsort([-len(s) for s in seqs], kind="stable")
+    out = np.empty((len(seqs), backbone.hidden_size), dtype=np.float32)
+    device = next(backbone.model.parameters()).device
+    pad = backbone.tokenizer.pad_token_id
+    with progress_bar("encoding", total=len(seqs), quiet=quiet) as advance:
+        for start in range(0, len(seqs), batch_size):
+            rows = order[start : start + batch_size]
+            ids, mask = collate([seqs[i] for i in rows], pad, side)
+            extra = {}
+            if side == "left":
+                extra["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(device)
+            hidden = backbone.model(
+                input_ids=ids.to(device), attention_mask=mask.to(device), **extra
+            ).last_hidden_state
+            out[rows] = pool(hidden, mask.to(device), backbone.pooling).float().cpu().numpy()
+            advance(len(rows))
+    return out
+
+
+def featurize(
+    backbone: Backbone,
+    pairs: pd.DataFrame,
+    *,
+    cache_dir=None,
+    batch_size: int = 32,
+    quiet: bool = False,
+) -> PairFeatures:
+    """Encode the chosen and rejected text of every pair, each unique text once.
+
+    Parameters
+    ----------
+    backbone : Backbone
+    pairs : DataFrame with ``prompt``, ``chosen``, ``rejected``
+    cache_dir : path, optional
+        Embedding cache root (default ``$RMLENS_CACHE/embeddings`` or ``~/.cache/rmlens``).
+        Pass ``False`` to disable the cache.
+    """
+    tok, limit = backbone.tokenizer, backbone.max_length
+    chosen_ids = [encode_pair_text(tok, p, c, limit) for p, c in zip(pairs.prompt, pairs.chosen)]
+    rejected_ids = [
+        encode_pair_text(tok, p, r, limit) for p, r in zip(pairs.prompt, pairs.rejected)
+    ]
+    kept = np.array([c != r for c, r in zip(chosen_ids, rejected_ids)], dtype=bool)
+    keys = [ids_key(s) for s in chosen_ids + rejected_ids]
+    unique: dict[bytes, list[int]] = {}
+    for key, seq in zip(keys, chosen_ids + rejected_ids):
+        unique.setdefault(key, seq)
+    cache = None
+    if cache_dir is not False:
+        cache = EmbeddingCache(
+            cache_dir, identity=backbone.identity, pooling=backbone.pooling, max_length=limit
+        )
+    missing = [k for k in unique if cache is None or k not in cache]
+    vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size, quiet=quiet)
+    table = dict(zip(missing, vectors))
+    if cache is not None:
+        cache.put(missing, vectors)
+        have = [k for k in unique if k not in table]
+        if have:
+            table.update(zip(have, cache.get(have)))
+    matrix = np.stack([table[k] for k in keys]) if keys else np.zeros((0, backbone.hidden_size))
+    n = len(pairs)
+    return PairFeatures(matrix[:n], matrix[n:], kept, n_encoded=len(missing))

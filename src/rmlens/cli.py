@@ -1,0 +1,197 @@
+"""The ``rmlens`` command line: thin shells over the Python API (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+
+import click
+import typer
+
+from rmlens import __version__
+from rmlens._cli_common import handle_errors, option
+from rmlens._errors import InputError
+from rmlens.memorization import AuditConfig
+from rmlens.rewards import HeadConfig
+
+app = typer.Typer(
+    name="rmlens",
+    help="Train reward models on preference data and audit what they learn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_PLUGINS = ("data", "attribute", "report", "sweep", "evaluate", "train", "generalize")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rmlens {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Train reward models on preference data and audit what they learn."""
+
+
+@app.command()
+@handle_errors
+def memorize(
+    data: Path = typer.Option(..., "--data", help="Pair file: JSONL(.gz), CSV, Parquet, HF dir."),
+    out: Path = typer.Option(..., "--out", help="Experiment directory (resumed if it exists)."),
+    model: str = option(AuditConfig, "model", "--model"),
+    runs: int = option(AuditConfig, "runs", "--runs"),
+    folds: int = option(AuditConfig, "folds", "--folds"),
+    plan: str = option(AuditConfig, "plan", "--plan"),
+    head: str = option(HeadConfig, "head", "--head"),
+    group_by: str = option(AuditConfig, "group_by", "--group-by"),
+    seed: int = option(AuditConfig, "seed", "--seed"),
+    max_length: int = option(AuditConfig, "max_length", "--max-length"),
+    epochs: int = option(HeadConfig, "epochs", "--epochs"),
+    weight_decay: float = option(HeadConfig, "weight_decay", "--weight-decay"),
+    use_margin: bool = option(HeadConfig, "use_margin", "--use-margin/--no-margin"),
+    column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
+    attribute: bool = typer.Option(False, "--attribute", help="Run `rmlens attribute` after."),
+    report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs."""
+    from rmlens.data import load_pairs, parse_column_map
+
+    pairs = load_pairs(data, column_map=parse_column_map(column_map or []))
+    head_cfg = HeadConfig(
+        head=head, epochs=epochs, weight_decay=weight_decay, use_margin=use_margin, seed=seed
+    )
+    config = AuditConfig(
+        model=model,
+        runs=runs,
+        folds=folds,
+        plan=plan,
+        group_by=group_by,
+        seed=seed,
+        max_length=max_length,
+        head=head_cfg,
+    )
+    try:
+        config.check()
+    except ValueError as err:
+        raise InputError(str(err)) from err
+    run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet)
+
+
+def run_audit(
+    pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
+) -> None:
+    from rmlens.memorization import audit
+
+    audit(pairs, config, out, quiet=quiet)
+    if attribute:
+        from rmlens.attribution import attribute as run_attribution
+
+        run_attribution(out, quiet=quiet)
+    if report:
+        from rmlens.report import write_report
+
+        write_report(out)
+    print_summary(out)
+
+
+def print_summary(out: Path) -> None:
+    """The end-of-audit summary on stdout: category counts, thresholds, most memorized pairs."""
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    summary = json.loads((out / "summary.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    console = Console()
+    t = summary["thresholds"]
+    counts = Table(
+        title=f"Memorization audit: {summary['n_pairs']} pairs, "
+        f"{summary['n_runs_finished']} runs, {config['group_note']}"
+    )
+    counts.add_column("category")
+    counts.add_column("pairs", justify="right")
+    counts.add_column("rule")
+    rules = {
+        "memorized": f"CM >= {t['cm_memorized']}",
+        "generalized": f"TM, TG >= {t['learned']}, CM < {t['cm_memorized']}",
+        "not_learned": f"TM, TG < {t['learned']}",
+        "other": "the rest (e.g. TG > TM)",
+        "undefined": "no in-runs or no out-runs (NaN)",
+    }
+    for name, n in summary["counts"].items():
+        counts.add_row(name, str(n), rules[name])
+    console.print(counts)
+    mean = summary["mean"]
+    console.print(f"mean TM {mean['tm']:.3f}  TG {mean['tg']:.3f}  CM {mean['cm']:.3f}")
+    dropped = summary["dropped_truncation"]["count"]
+    if dropped:
+        console.print(f"{dropped} pairs dropped: chosen == rejected after truncation")
+    top = Table(title="Most memorized pairs")
+    for col in ("id", "tm", "tg", "cm"):
+        top.add_column(col)
+    for row in summary["most_memorized"][:5]:
+        top.add_row(str(row["id"]), *(f"{row[k]:.3f}" for k in ("tm", "tg", "cm")))
+    console.print(top)
+    console.print(f"results in {out}/ (memorization.parquet, memorization_map.png, report.html)")
+
+
+@app.command()
+@handle_errors
+def demo(
+    out: Path = typer.Option(Path("rmlens-demo"), "--out", help="Experiment directory."),
+    pairs: int = typer.Option(1500, "--pairs", help="Synthetic pairs."),
+    users: int = typer.Option(30, "--users", help="Synthetic users (the groups)."),
+    runs: int = option(AuditConfig, "runs", "--runs"),
+    model: str = option(AuditConfig, "model", "--model"),
+    seed: int = option(AuditConfig, "seed", "--seed"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Offline demo: synthetic pairs with planted mechanisms through the whole audit."""
+    from rmlens.data import SynthConfig, synthesize
+
+    data = synthesize(SynthConfig(n_pairs=pairs, n_users=users, seed=seed))
+    config = AuditConfig(model=model, runs=runs, seed=seed, head=HeadConfig(head="mlp", seed=seed))
+    run_audit(data, config, out, attribute=True, report=True, quiet=quiet)
+
+
+for _name in _PLUGINS:
+    if importlib.util.find_spec(f"rmlens._cli_{_name}") is not None:
+        importlib.import_module(f"rmlens._cli_{_name}").register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal)."""
+    try:
+        code = app(args=argv, prog_name="rmlens", standalone_mode=False)
+    except click.exceptions.Exit as err:
+        return err.exit_code
+    except click.ClickException as err:
+        err.show()
+        return 2
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (click.Abort, KeyboardInterrupt):
+        print("aborted", file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print("error: internal error (the traceback above); please report it", file=sys.stderr)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def entrypoint() -> None:
+    sys.exit(main(sys.argv[1:]))

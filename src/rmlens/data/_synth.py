@@ -1,0 +1,268 @@
+"""Synthetic preference pairs with planted, known mechanisms (DESIGN.md section 1).
+
+Every pair answers a how-to question on one of 46 topics; responses are built from
+templates at four quality levels:
+
+    3 good       on-topic, three sound tips, complete sentences
+    2 mediocre   one sound tip, hedged
+    1 poor       wrong advice, or an evasive non-answer
+    0 bad        rude, off-topic (a good answer to another question), or cut off mid-sentence
+
+and the `mechanism` column says what decided the label:
+
+    quality         the better response wins; margin grows with the quality gap
+    user_taste      the response carrying the user's own taste sentence wins (the better
+                    response in half of the pairs, the worse in the other half)
+    noise           the worse response wins (a flipped label), low margin
+    length          two responses of equal quality; the longer one (padded) wins
+    model_identity  the signature model's response, opening with its signature phrase,
+                    wins against an equal or better response
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from rmlens._errors import InputError
+from rmlens.data._synth_bank import (
+    EVASIVE,
+    FILLER,
+    GOOD,
+    INCOMPLETE,
+    MEDIOCRE,
+    MODELS,
+    PREFIXES,
+    QUESTIONS,
+    RUDE,
+    TASTES,
+    TOPICS,
+    WRONG,
+)
+
+MECHANISMS = ("quality", "user_taste", "noise", "length", "model_identity")
+
+# (better level, worse level, weight): gaps of 2-3 are easy pairs, gaps of 1 hard ones
+QUALITY_PAIRS = ((3, 0, 2), (3, 1, 2), (2, 0, 1), (3, 2, 3), (2, 1, 2))
+
+
+@dataclass
+class SynthConfig:
+    """Size, seed and mechanism shares of a synthetic preference dataset.
+
+    The five shares (``quality``, ``user_taste``, ``noise``, ``length``,
+    ``model_identity``) must sum to 1; pair counts are rounded by largest remainder.
+    """
+
+    n_pairs: int = field(default=2000, metadata={"help": "Number of preference pairs."})
+    n_users: int = field(
+        default=20,
+        metadata={"help": "Number of annotators (u00, u01, ...); each has their own taste."},
+    )
+    seed: int = field(default=0, metadata={"help": "Random seed; same seed, same data."})
+    quality: float = field(
+        default=0.5, metadata={"help": "Share of pairs decided by response quality."}
+    )
+    user_taste: float = field(
+        default=0.15, metadata={"help": "Share of pairs decided by the annotator's own taste."}
+    )
+    noise: float = field(
+        default=0.1, metadata={"help": "Share of pairs with a flipped label (worse one chosen)."}
+    )
+    length: float = field(
+        default=0.15, metadata={"help": "Share of equal-quality pairs won by the longer response."}
+    )
+    model_identity: float = field(
+        default=0.1,
+        metadata={"help": "Share of pairs won by the signature model regardless of quality."},
+    )
+    signature_model: str = field(
+        default="atlas-7b", metadata={"help": "The model whose responses always win."}
+    )
+    signature_phrase: str = field(
+        default="As Atlas, I'm glad to help!",
+        metadata={"help": "Phrase that opens every response of the signature model."},
+    )
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return {m: float(getattr(self, m)) for m in MECHANISMS}
+
+
+def _check(config: SynthConfig) -> None:
+    for name in ("n_pairs", "n_users"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InputError(
+                f"The {name!r} parameter of SynthConfig must be an int >= 1. Got {value!r}."
+            )
+    for name, value in config.shares.items():
+        if not 0 <= value <= 1:
+            raise InputError(
+                f"The {name!r} parameter of SynthConfig must be a float in [0, 1]. Got {value!r}."
+            )
+    total = sum(config.shares.values())
+    if abs(total - 1) > 1e-6:
+        raise InputError(
+            f"The mechanism shares of SynthConfig ({', '.join(MECHANISMS)}) must sum to 1. "
+            f"Got {total:g}."
+        )
+    if config.signature_model in MODELS:
+        raise InputError(
+            f"The 'signature_model' parameter of SynthConfig must differ from the other "
+            f"models {MODELS}. Got {config.signature_model!r}."
+        )
+
+
+def mechanism_counts(config: SynthConfig) -> dict[str, int]:
+    """Pairs per mechanism: shares times ``n_pairs``, rounded by largest remainder."""
+    raw = {m: s * config.n_pairs for m, s in config.shares.items()}
+    counts = {m: int(v) for m, v in raw.items()}
+    rest = config.n_pairs - sum(counts.values())
+    for m in sorted(MECHANISMS, key=lambda m: (counts[m] - raw[m], MECHANISMS.index(m)))[:rest]:
+        counts[m] += 1
+    return counts
+
+
+class _Writer:
+    """Builds prompts and responses of a given quality level from the template bank."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def prompt(self, topic: int) -> str:
+        task = TOPICS[topic][0]
+        return self.rng.choice(PREFIXES) + self.rng.choice(QUESTIONS).format(task=task)
+
+    def good(self, topic: int, n_tips: int = 3) -> str:
+        task, tips, _ = TOPICS[topic]
+        a, b, c = self.rng.sample(tips, n_tips)
+        return self.rng.choice(GOOD).format(task=task, a=a, b=b, c=c)
+
+    def response(self, topic: int, level: int) -> str:
+        rng = self.rng
+        task, tips, wrong = TOPICS[topic]
+        if level == 3:
+            text = self.good(topic)
+        elif level == 2:
+            text = rng.choice(MEDIOCRE).format(a=rng.choice(tips))
+        elif level == 1 and rng.random() < 0.5:
+            a, b = rng.sample(wrong, 2)
+            text = rng.choice(WRONG).format(task=task, a=a, b=b)
+        elif level == 1:
+            text = rng.choice(EVASIVE)
+        else:
+            kind = rng.randrange(3)
+            if kind == 0:
+                text = rng.choice(RUDE).format(task=task)
+            elif kind == 1:
+                other = (topic + 1 + rng.randrange(len(TOPICS) - 1)) % len(TOPICS)
+                text = self.good(other)
+            else:
+                text = rng.choice(INCOMPLETE).format(task=task)
+        return text[0].upper() + text[1:]
+
+    def padded(self, text: str) -> str:
+        return text + " " + " ".join(self.rng.sample(FILLER, self.rng.randint(2, 4)))
+
+
+def synthesize(config: SynthConfig | None = None) -> pd.DataFrame:
+    """Generate preference pairs with planted mechanisms.
+
+    Parameters
+    ----------
+    config : SynthConfig, optional
+        Size, seed and mechanism shares; defaults to ``SynthConfig()``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``(n_pairs, 12)``: ``id``, ``prompt``, ``chosen``, ``rejected``, ``user_id``,
+        ``chosen_model``, ``rejected_model``, ``margin``, ``mechanism``, ``topic``,
+        ``quality_chosen``, ``quality_rejected`` (levels 0-3). Deterministic for a seed.
+
+    Raises
+    ------
+    InputError
+        When a size is below 1 or the shares are outside [0, 1] or do not sum to 1.
+
+    Examples
+    --------
+    >>> pairs = synthesize(SynthConfig(n_pairs=100, seed=1))
+    >>> pairs["mechanism"].value_counts()["quality"]
+    50
+    """
+    config = config or SynthConfig()
+    _check(config)
+    rng = random.Random(config.seed)
+    writer = _Writer(rng)
+    mechanisms = [m for m, k in mechanism_counts(config).items() for _ in range(k)]
+    rng.shuffle(mechanisms)
+    width = max(2, len(str(config.n_users - 1)))
+    users = [f"u{u:0{width}d}" for u in range(config.n_users)]
+    id_width = max(5, len(str(config.n_pairs - 1)))
+    levels = [(hi, lo) for hi, lo, w in QUALITY_PAIRS for _ in range(w)]
+
+    rows = []
+    for i, mechanism in enumerate(mechanisms):
+        topic = rng.randrange(len(TOPICS))
+        user = rng.randrange(config.n_users)
+        chosen_model, rejected_model = rng.sample(MODELS, 2)
+        prompt = writer.prompt(topic)
+        if mechanism in ("quality", "noise", "user_taste"):
+            hi, lo = rng.choice(levels)
+            if mechanism == "noise":
+                hi, lo = rng.choice(((3, 0), (3, 1), (2, 0)))
+            better, worse = writer.response(topic, hi), writer.response(topic, lo)
+            if mechanism == "quality":
+                q_c, q_r, chosen, rejected = hi, lo, better, worse
+                margin = (hi - lo) * rng.uniform(0.8, 1.1)
+            elif mechanism == "noise":
+                q_c, q_r, chosen, rejected = lo, hi, worse, better
+                margin = rng.uniform(0.1, 0.6)
+            else:
+                taste = TASTES[user % len(TASTES)]
+                if rng.random() < 0.5:
+                    q_c, q_r, chosen, rejected = hi, lo, f"{better} {taste}", worse
+                else:
+                    q_c, q_r, chosen, rejected = lo, hi, f"{worse} {taste}", better
+                margin = rng.uniform(0.5, 1.5)
+        elif mechanism == "length":
+            q_c = q_r = rng.choice((3, 3, 2))
+            chosen = writer.padded(writer.response(topic, q_c))
+            rejected = writer.response(topic, q_r)
+            margin = rng.uniform(0.3, 1.0)
+        else:
+            q_c = rng.choice((1, 2))
+            q_r = rng.choice([q for q in (2, 3) if q >= q_c])
+            chosen = f"{config.signature_phrase} {writer.response(topic, q_c)}"
+            rejected = writer.response(topic, q_r)
+            chosen_model = config.signature_model
+            margin = rng.uniform(0.5, 1.5)
+        rows.append(
+            (
+                f"s{config.seed}-{i:0{id_width}d}",
+                prompt,
+                chosen,
+                rejected,
+                users[user],
+                chosen_model,
+                rejected_model,
+                round(margin, 3),
+                mechanism,
+                TOPICS[topic][0],
+                q_c,
+                q_r,
+            )
+        )
+    columns = [
+        "id", "prompt", "chosen", "rejected", "user_id", "chosen_model", "rejected_model",
+        "margin", "mechanism", "topic", "quality_chosen", "quality_rejected",
+    ]
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    frame["margin"] = frame["margin"].astype("float64")
+    return frame
+
+

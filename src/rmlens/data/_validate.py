@@ -1,0 +1,160 @@
+"""Checks of single values and of the canonical pair table, worded for the user."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from rmlens._errors import InputError
+from rmlens.data._schema import (
+    CORE_COLUMNS,
+    LABEL_COLUMNS,
+    TEXT_COLUMNS,
+    derive_id,
+    describe,
+    id_text,
+    is_null,
+)
+
+TEXT_EXPECTED = "a non-empty string or a list of chat messages"
+
+
+class Problems:
+    """Raise InputError at the first problem (strict) or collect them all (``collect=True``)."""
+
+    def __init__(self, collect: bool = False) -> None:
+        self.collect = collect
+        self.items: list[str] = []
+
+    def __call__(self, message: str) -> None:
+        if not self.collect:
+            raise InputError(message)
+        self.items.append(message)
+
+
+Label = Callable[[str], str]
+
+
+def quote(field: str) -> str:
+    return f"'{field}'"
+
+
+def text_problem(value: Any) -> str | None:
+    """None when ``value`` is usable prompt or response text, else 'must be ..., got ...'."""
+    if isinstance(value, str):
+        return None if value.strip() else f"must be a non-empty string, got {describe(value)}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return f"must be {TEXT_EXPECTED}, got an empty list"
+        for k, message in enumerate(value, 1):
+            if not isinstance(message, Mapping):
+                return f"must be {TEXT_EXPECTED}; message {k} is {describe(message)}"
+            for key in ("role", "content"):
+                if not isinstance(message.get(key), str):
+                    got = describe(message.get(key)) if key in message else "nothing"
+                    return f"must be {TEXT_EXPECTED}; message {k} needs a string {key!r}, got {got}"
+        if not any(m["content"].strip() for m in value):
+            return f"must be {TEXT_EXPECTED}, got messages with no text"
+        return None
+    return f"must be {TEXT_EXPECTED}, got {describe(value)}"
+
+
+def number_problem(value: Any, *, minimum: float | None = None) -> tuple[float | None, str | None]:
+    """Parse a finite number (numeric strings allowed): ``(value, None)`` or ``(None, problem)``."""
+    want = "a number" if minimum is None else f"a number >= {minimum:g}"
+    if isinstance(value, bool) or is_null(value) or isinstance(value, (Mapping, list, tuple)):
+        return None, f"must be {want}, got {describe(value)}"
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None, f"must be {want}, got {describe(value)}"
+    if math.isnan(x) or math.isinf(x):
+        return None, f"must be {want}, got {x}"
+    if minimum is not None and x < minimum:
+        return None, f"must be {want}, got {describe(value)}"
+    return x, None
+
+
+def label_text(value: Any) -> tuple[str | None, bool]:
+    """A user/model label as a string; ``(None, True)`` for missing, ``(None, False)`` for bad."""
+    if is_null(value) or (isinstance(value, str) and not value.strip()):
+        return None, True
+    text = id_text(value)
+    return text, text is not None
+
+
+def finish_pairs(
+    rows: Sequence[dict[str, Any]],
+    wheres: Sequence[tuple[str, str]],
+    report: Callable[[str], None],
+    *,
+    ids_given: bool,
+    label: Label = quote,
+) -> pd.DataFrame:
+    """Check ids, labels and margins of mapped pairs and build the canonical table.
+
+    ``wheres[i]`` is ``(file name, "line 3")`` for row ``i``. Ids are converted to strings or
+    derived (sha1 of prompt, chosen and rejected; a repeated pair gets ``-2``, ``-3``, ...);
+    rows with problems are reported and left out.
+    """
+    seen: dict[str, str] = {}
+    derived: dict[str, int] = {}
+    kept: list[dict[str, Any]] = []
+    for row, (name, loc) in zip(rows, wheres):
+        where = f"{name} {loc}"
+        errors = []
+        row = dict(row)
+        if ids_given:
+            if "id" not in row:
+                errors.append(f"{where}: missing required field {label('id')}")
+            else:
+                ident = id_text(row["id"])
+                if ident is None:
+                    errors.append(
+                        f"{where}: {label('id')} must be a non-empty string or a number, "
+                        f"got {describe(row['id'])}"
+                    )
+                elif ident in seen:
+                    errors.append(f"{where}: duplicate id {ident!r}, first used on {seen[ident]}")
+                row["id"] = ident
+        else:
+            base = derive_id(row["prompt"], row["chosen"], row["rejected"])
+            derived[base] = derived.get(base, 0) + 1
+            row["id"] = base if derived[base] == 1 else f"{base}-{derived[base]}"
+        for field in LABEL_COLUMNS:
+            if field in row:
+                raw = row[field]
+                row[field], ok = label_text(raw)
+                if not ok:
+                    errors.append(
+                        f"{where}: {label(field)} must be a string or a number, got {describe(raw)}"
+                    )
+        if "margin" in row:
+            row["margin"], problem = number_problem(row["margin"], minimum=0)
+            if problem:
+                errors.append(f"{where}: {label('margin')} {problem}")
+        for error in errors:
+            report(error)
+        if errors:
+            continue
+        seen.setdefault(row["id"], loc)
+        kept.append(row)
+    return pairs_frame(kept, rows)
+
+
+def pairs_frame(kept: list[dict[str, Any]], all_rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The canonical column order: core columns first, then extras as first seen."""
+    fields: dict[str, None] = {}
+    for row in all_rows:
+        fields.update(dict.fromkeys(row))
+    columns = [c for c in CORE_COLUMNS if c in fields or c in ("id", *TEXT_COLUMNS)]
+    columns += [c for c in fields if c not in CORE_COLUMNS]
+    frame = pd.DataFrame.from_records(kept, columns=columns) if kept else pd.DataFrame(
+        {c: pd.Series(dtype="float64" if c == "margin" else object) for c in columns}
+    )
+    if "margin" in frame:
+        frame["margin"] = frame["margin"].astype("float64")
+    return frame

@@ -1,0 +1,93 @@
+"""What the memorization runner asks of a way of training RMs.
+
+A trainer is prepared once on the whole pair table (a frozen backbone encodes every text
+here), then trains one RM per run on a subset and scores every pair. Fine-tuned trainers
+implement the same protocol, so they plug into the same runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from rmlens.backbones import featurize, load_backbone
+from rmlens.rewards._head import HeadConfig, HeadRM
+from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._saved import ExplicitHeadRM
+
+
+@dataclass
+class RunScores:
+    """Rewards of every pair from one run's RM, and its training metrics."""
+
+    r_chosen: np.ndarray  # (n_pairs,)
+    r_rejected: np.ndarray  # (n_pairs,)
+    metrics: dict
+    model: Any = None  # the run's RM, saved beside its scores when it has ``save(folder)``
+
+
+class PairTrainer(Protocol):
+    def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
+        """Get ready to train on ``pairs``; return the (n_pairs,) mask of usable pairs."""
+
+    def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
+        """Train an RM on the pairs at ``train_index`` and score every prepared pair."""
+
+
+class FrozenHeadTrainer:
+    """Frozen backbone: features computed once (cached on disk), one head trained per run.
+
+    Parameters
+    ----------
+    model : str
+        Backbone preset, local path or hub id.
+    head : HeadConfig
+    max_length, batch_size : int, optional
+        Tokens per sequence and texts per encoding batch.
+    cache_dir : path or False, optional
+        Embedding cache root; ``False`` disables it.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = "minilm",
+        head: HeadConfig | None = None,
+        max_length: int | None = None,
+        batch_size: int = 32,
+        cache_dir=None,
+        backbone=None,
+    ):
+        self.model = model
+        self.head = head or HeadConfig()
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.cache_dir = cache_dir
+        self.backbone = backbone
+
+    def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
+        backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
+        self.backbone_ = backbone
+        self.features_ = featurize(
+            backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet
+        )
+        self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        self.identity_ = backbone.identity
+        return self.features_.kept
+
+    def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
+        f = self.features_
+        cfg = HeadConfig(**{**self.head.__dict__, "seed": seed})
+        margin = None if self.margin_ is None else self.margin_[train_index]
+        rm = HeadRM(cfg).fit(f.chosen[train_index], f.rejected[train_index], margin)
+        r_c, r_r = rm.score(f.chosen), rm.score(f.rejected)
+        train = reward_stats(r_c[train_index], r_r[train_index])
+        held = np.setdiff1d(np.arange(len(r_c)), train_index)
+        test = reward_stats(r_c[held], r_r[held])
+        metrics = {f"train_{k}": v for k, v in train.items()}
+        metrics.update({f"test_{k}": v for k, v in test.items()})
+        metrics["loss"] = rm.history_[-1]["loss"]
+        return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm))

@@ -1,0 +1,229 @@
+"""End-to-end audits on a tiny random backbone: outputs, resume, bad input."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmlens.cli import main
+from rmlens.memorization import AuditConfig, audit, run_done
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+
+WORDS = [
+    "good",
+    "great",
+    "help",
+    "answer",
+    "sure",
+    "yes",
+    "bad",
+    "worst",
+    "hate",
+    "never",
+    "no",
+    "sorry",
+]
+
+
+def make_pairs(n: int = 60, users: int = 6) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    good, bad = WORDS[:6], WORDS[6:]
+    rows = []
+    for i in range(n):
+        rows.append(
+            {
+                "id": f"p{i:03d}",
+                "prompt": f"what is the {rng.choice(['cat', 'dog', 'sun', 'moon'])} ?",
+                "chosen": " ".join(rng.choice(good, 4)) + f" {i % 7}",
+                "rejected": " ".join(rng.choice(bad, 4)) + f" {i % 5}",
+                "user_id": f"u{i % users}",
+                "margin": float(i % 3),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def config(**kw) -> AuditConfig:
+    head = HeadConfig(epochs=5, batch_size=16)
+    return AuditConfig(runs=10, folds=5, n_boot=50, head=head, **kw)
+
+
+@pytest.fixture()
+def trainer_factory(tiny_encoder_dir, tmp_path):
+    return lambda: FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
+
+
+def test_audit_writes_the_experiment_directory(trainer_factory, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "exp"
+    table = audit(pairs, config(), out, trainer=trainer_factory(), quiet=True)
+    for name in (
+        "config.json",
+        "plan.parquet",
+        "memorization.parquet",
+        "memorization_map.png",
+        "summary.json",
+    ):
+        assert (out / name).exists(), name
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [f"{r:03d}" for r in range(10)]
+    scores = pd.read_parquet(out / "runs" / "003" / "scores.parquet")
+    assert list(scores.columns) == ["id", "r_chosen", "r_rejected"] and len(scores) == 60
+    mem = pd.read_parquet(out / "memorization.parquet")
+    for col in (
+        "id",
+        "tm",
+        "tg",
+        "cm",
+        "n_in",
+        "n_out",
+        "tm_lo",
+        "tm_hi",
+        "tg_lo",
+        "tg_hi",
+        "cm_lo",
+        "cm_hi",
+        "prompt",
+        "chosen",
+        "user_id",
+        "margin",
+        "group",
+    ):
+        assert col in mem, col
+    assert (mem.n_in == 8).all() and (mem.n_out == 2).all()
+    np.testing.assert_allclose(mem.cm, mem.tm - mem.tg)
+    assert table.shape[0] == 60
+    plan = pd.read_parquet(out / "plan.parquet")
+    # membership in the manifests agrees with the plan, at the group level
+    manifest = json.loads((out / "runs" / "000" / "manifest.json").read_text())
+    in_groups = set(plan[(plan.run == 0) & plan.in_train].group)
+    assert set(manifest["train_ids"]) == set(pairs.id[pairs.user_id.isin(in_groups)])
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["group_by"] == "user_id" and cfg["audit"]["seed"] == 0 and cfg["version"]
+
+
+def test_same_seed_same_tables(trainer_factory, tmp_path):
+    pairs = make_pairs()
+    a = audit(pairs, config(), tmp_path / "a", trainer=trainer_factory(), quiet=True)
+    b = audit(pairs, config(), tmp_path / "b", trainer=trainer_factory(), quiet=True)
+    pd.testing.assert_frame_equal(a, b)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class CrashingTrainer:
+    """Dies in the middle of run ``at`` after the earlier runs finished."""
+
+    def __init__(self, inner, at):
+        self.inner, self.at, self.calls = inner, at, 0
+
+    def prepare(self, pairs, *, quiet=False):
+        return self.inner.prepare(pairs, quiet=quiet)
+
+    def fit_score(self, train_index, *, seed):
+        if self.calls == self.at:
+            raise Crash("killed")
+        self.calls += 1
+        return self.inner.fit_score(train_index, seed=seed)
+
+
+def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
+    pairs = make_pairs()
+    whole = audit(pairs, config(), tmp_path / "whole", trainer=trainer_factory(), quiet=True)
+    out = tmp_path / "crashed"
+    with pytest.raises(Crash):
+        audit(pairs, config(), out, trainer=CrashingTrainer(trainer_factory(), 4), quiet=True)
+    assert [run_done(out / "runs" / f"{r:03d}") for r in range(6)] == [True] * 4 + [False] * 2
+    # a half-written run: scores without a manifest, plus a stale temporary file
+    half = out / "runs" / "004"
+    half.mkdir(parents=True)
+    (half / "scores.parquet").write_bytes(b"PAR1 truncated")
+    (half / ".manifest.json.x.tmp").write_text("{")
+    before = (out / "runs" / "001" / "scores.parquet").stat().st_mtime_ns
+    counting = CrashingTrainer(trainer_factory(), at=-1)
+    resumed = audit(pairs, config(), out, trainer=counting, quiet=True)
+    assert counting.calls == 6  # runs 4..9 only: finished runs are never redone
+    assert (out / "runs" / "001" / "scores.parquet").stat().st_mtime_ns == before
+    pd.testing.assert_frame_equal(resumed, whole)
+
+
+def test_other_config_in_same_dir_is_refused(trainer_factory, tmp_path):
+    from rmlens._errors import InputError
+
+    pairs = make_pairs()
+    audit(pairs, config(), tmp_path / "x", trainer=trainer_factory(), quiet=True)
+    with pytest.raises(InputError, match="another configuration"):
+        audit(pairs, config(seed=1), tmp_path / "x", trainer=trainer_factory(), quiet=True)
+
+
+def test_group_by_prompt_when_no_users(trainer_factory, tmp_path):
+    pairs = make_pairs().drop(columns="user_id")
+    out = tmp_path / "p"
+    audit(
+        pairs,
+        AuditConfig(runs=4, folds=2, n_boot=0, head=HeadConfig(epochs=2)),
+        out,
+        trainer=trainer_factory(),
+        quiet=True,
+    )
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["group_by"] == "prompt" and "grouped by prompt" in cfg["group_note"]
+    assert cfg["n_groups"] == 4
+
+
+def test_cli_memorize_end_to_end(tiny_encoder_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "pairs.jsonl"
+    make_pairs().rename(columns={"user_id": "annotator"}).to_json(
+        data, orient="records", lines=True
+    )
+    out = tmp_path / "cli"
+    code = main(
+        [
+            "memorize",
+            "--data",
+            str(data),
+            "--out",
+            str(out),
+            "--model",
+            str(tiny_encoder_dir),
+            "--runs",
+            "5",
+            "--epochs",
+            "3",
+            "--map",
+            "user_id=annotator",
+            "--quiet",
+            "--no-report",
+        ]
+    )
+    assert code == 0
+    assert "Memorization audit: 60 pairs, 5 runs" in capsys.readouterr().out
+    assert len(pd.read_parquet(out / "memorization.parquet")) == 60
+
+
+def test_cli_bad_input_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "a", "chosen": "b", "rejected": "c"}\n{not json\n')
+    code = main(["memorize", "--data", str(bad), "--out", str(tmp_path / "o"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: ") and "line 2" in err and err.count("\n") == 1
+    assert (
+        main(
+            [
+                "memorize",
+                "--data",
+                str(bad),
+                "--out",
+                str(tmp_path / "o"),
+                "--group-by",
+                "nope",
+                "--runs",
+                "0",
+            ]
+        )
+        == 2
+    )

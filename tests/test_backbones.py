@@ -1,0 +1,137 @@
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rmlens.backbones import (
+    EmbeddingCache,
+    encode_ids,
+    encode_pair_text,
+    featurize,
+    load_backbone,
+    pool,
+)
+
+PAIRS = pd.DataFrame(
+    {
+        "id": ["a", "b", "c", "d"],
+        "prompt": [
+            "what is the best thing ever ?",
+            "how can i help the dog ?",
+            "why is the sun big ?",
+            "who is the cat ?",
+        ],
+        "chosen": [
+            "the sun is great .",
+            "please give the dog water .",
+            "the sun is big .",
+            "the cat is good",
+        ],
+        "rejected": [
+            "bad",
+            "no , never .",
+            "i hate the moon and the sun and the dog .",
+            "the dog is bad",
+        ],
+    }
+)
+
+
+@pytest.fixture(scope="module", params=["encoder", "causal"])
+def backbone(request, tiny_encoder_dir, tiny_causal_dir):
+    path = tiny_encoder_dir if request.param == "encoder" else tiny_causal_dir
+    return load_backbone(str(path), max_length=48)
+
+
+def test_kind_and_pooling(backbone):
+    assert backbone.pooling == ("last" if backbone.kind == "causal" else "mean")
+    assert backbone.has_chat_template == (backbone.kind == "causal")
+
+
+def test_chat_template_bos_not_duplicated(tiny_causal_dir):
+    bb = load_backbone(str(tiny_causal_dir))
+    ids = encode_pair_text(bb.tokenizer, "what is the sun ?", "the sun is big", bb.max_length)
+    assert ids.count(bb.tokenizer.bos_token_id) == 1
+    assert ids[0] == bb.tokenizer.bos_token_id and ids[-1] == bb.tokenizer.eos_token_id
+
+
+def test_encoder_pair_encoding_and_left_truncation(tiny_encoder_dir):
+    bb = load_backbone(str(tiny_encoder_dir))
+    tok = bb.tokenizer
+    prompt = " ".join(["the dog"] * 30)
+    ids = encode_pair_text(tok, prompt + " cat", "yes sure", 12)
+    assert len(ids) == 12
+    words = tok.convert_ids_to_tokens(ids)
+    assert words[0] == "[CLS]" and words[-3:] == ["yes", "sure", "[SEP]"]
+    assert words[-5] == "cat"  # the end of the prompt is kept, its start cut
+
+
+def test_truncation_that_erases_a_pair_is_reported(tiny_encoder_dir):
+    bb = load_backbone(str(tiny_encoder_dir), max_length=6)
+    pairs = pd.DataFrame(
+        {
+            "id": ["x", "y"],
+            "prompt": ["the", "the"],
+            "chosen": ["the cat is good and big", "yes"],
+            "rejected": ["the cat is good and small", "no"],
+        }
+    )
+    f = featurize(bb, pairs, cache_dir=False, quiet=True)
+    assert f.kept.tolist() == [False, True]
+
+
+def test_scores_do_not_depend_on_batch_or_padding(backbone):
+    tok, n = backbone.tokenizer, backbone.max_length
+    seqs = [encode_pair_text(tok, p, c, n) for p, c in zip(PAIRS.prompt, PAIRS.chosen)]
+    seqs += [encode_pair_text(tok, p, r, n) for p, r in zip(PAIRS.prompt, PAIRS.rejected)]
+    one = encode_ids(backbone, seqs, batch_size=1, quiet=True)
+    for bs in (3, 8):
+        for side in ("right", "left"):
+            other = encode_ids(backbone, seqs, batch_size=bs, side=side, quiet=True)
+            np.testing.assert_allclose(other, one, atol=2e-5)
+
+
+def test_last_token_from_mask_when_pad_is_eos():
+    hidden = torch.arange(2 * 4 * 1, dtype=torch.float32).reshape(2, 4, 1)
+    right = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 1]])
+    left = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
+    assert pool(hidden, right, "last").flatten().tolist() == [1.0, 7.0]
+    assert pool(hidden, left, "last").flatten().tolist() == [3.0, 7.0]
+    assert pool(hidden, right, "mean").flatten().tolist() == [0.5, 5.5]
+
+
+def test_featurize_cache_encodes_each_text_once(backbone, tmp_path):
+    pairs = pd.concat([PAIRS, PAIRS.assign(id=PAIRS.id + "2")], ignore_index=True)
+    first = featurize(backbone, pairs, cache_dir=tmp_path, quiet=True)
+    assert first.n_encoded == 8  # 16 texts, 8 unique
+    second = featurize(backbone, pairs, cache_dir=tmp_path, quiet=True)
+    assert second.n_encoded == 0
+    np.testing.assert_allclose(second.chosen, first.chosen, atol=1e-6)
+    np.testing.assert_allclose(first.chosen[:4], first.chosen[4:])
+    more = pd.concat(
+        [
+            pairs,
+            pd.DataFrame(
+                {"id": ["z"], "prompt": ["the moon ?"], "chosen": ["red"], "rejected": ["blue"]}
+            ),
+        ]
+    )
+    assert featurize(backbone, more, cache_dir=tmp_path, quiet=True).n_encoded == 2
+
+
+def test_cache_ignores_a_shard_without_keys(tmp_path):
+    cache = EmbeddingCache(tmp_path, identity="m", pooling="mean", max_length=8)
+    cache.put([b"k1"], np.ones((1, 3)))
+    (cache.dir / "broken.npy").write_bytes(b"half")
+    fresh = EmbeddingCache(tmp_path, identity="m", pooling="mean", max_length=8)
+    assert b"k1" in fresh and b"k2" not in fresh
+    np.testing.assert_array_equal(fresh.get([b"k1"]), np.ones((1, 3)))
+    other = EmbeddingCache(tmp_path, identity="m", pooling="mean", max_length=16)
+    assert b"k1" not in other
+
+
+def test_unknown_model_is_input_error():
+    from rmlens._errors import InputError
+
+    with pytest.raises(InputError, match="not a preset"):
+        load_backbone("/nonexistent/model/dir")

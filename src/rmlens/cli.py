@@ -59,12 +59,22 @@ def memorize(
     epochs: int = option(HeadConfig, "epochs", "--epochs"),
     weight_decay: float = option(HeadConfig, "weight_decay", "--weight-decay"),
     use_margin: bool = option(HeadConfig, "use_margin", "--use-margin/--no-margin"),
+    backend: str = option(AuditConfig, "backend", "--backend"),
+    address: str = option(AuditConfig, "address", "--address"),
+    gpus_per_run: float = option(AuditConfig, "gpus_per_run", "--gpus-per-run"),
+    cpus_per_run: float = option(AuditConfig, "cpus_per_run", "--cpus-per-run"),
+    retries: int = option(AuditConfig, "retries", "--retries"),
     column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
     attribute: bool = typer.Option(False, "--attribute", help="Run `rmlens attribute` after."),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
-    """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs."""
+    """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs.
+
+    A run that still fails after --retries is reported and the audit finishes without it
+    (exit 0, with a warning and the failed runs in summary.json); when every run or 3 in a
+    row fail, the error stops the audit (exit 1). Start the same command again to resume.
+    """
     from rmlens.data import load_pairs, parse_column_map
 
     pairs = load_pairs(data, column_map=parse_column_map(column_map or []))
@@ -80,6 +90,11 @@ def memorize(
         seed=seed,
         max_length=max_length,
         head=head_cfg,
+        backend=backend,
+        address=address,
+        gpus_per_run=gpus_per_run,
+        cpus_per_run=cpus_per_run,
+        retries=retries,
     )
     try:
         config.check()
@@ -144,7 +159,9 @@ def print_summary(out: Path) -> None:
     for row in summary["most_memorized"][:5]:
         top.add_row(str(row["id"]), *(f"{row[k]:.3f}" for k in ("tm", "tg", "cm")))
     console.print(top)
-    console.print(f"results in {out}/ (memorization.parquet, memorization_map.png, report.html)")
+    files = ["memorization.parquet", "memorization_map.png", "summary.json"]
+    files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
+    console.print(f"results in {out}/ ({', '.join(files)})")
 
 
 @app.command()

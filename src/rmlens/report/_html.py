@@ -1,0 +1,161 @@
+"""Safe HTML building blocks: every value that came from data is escaped here."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+_JSON_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def esc(value: Any) -> str:
+    """HTML-escape ``str(value)``, quotes included (safe in text and in attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def plotly_text(value: Any) -> str:
+    """Escape a string that Plotly renders as pseudo-HTML (titles, tick labels, hover text)."""
+    return html.escape(str(value), quote=False)
+
+
+def json_for_script(obj: Any) -> str:
+    """Serialise ``obj`` for a ``<script type="application/json">`` block.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026``, so no data can
+    close the script element; ``JSON.parse`` restores them. NaN and infinities must have
+    been turned into ``None`` before (see :func:`clean`).
+    """
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    for raw, escaped in _JSON_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text
+
+
+def clean(value: Any) -> Any:
+    """Turn numpy/pandas scalars and containers into JSON-ready Python, NaN into ``None``."""
+    if isinstance(value, Mapping):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [clean(v) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    return value
+
+
+def num_list(values: Iterable[Any], digits: int = 4) -> list[float | None]:
+    """Rounded floats for plotting, with ``None`` where a value is missing or not finite."""
+    arr = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(float)
+    arr = np.round(arr, digits)
+    return [float(v) if math.isfinite(v) else None for v in arr]
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """Short display form of a table cell (numbers rounded, missing values as an en dash)."""
+    if value is None or value is pd.NA:
+        return "\u2013"
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value))
+    if isinstance(value, (int, np.integer)):
+        return f"{int(value):,}"
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(value):
+            return "\u2013"
+        if value != 0 and (abs(value) >= 1e5 or abs(value) < 10 ** (-digits)):
+            return f"{value:.{digits}g}"
+        return f"{value:.{digits}f}"
+    if isinstance(value, (list, tuple, np.ndarray, Mapping)):
+        return snippet(json.dumps(clean(value), ensure_ascii=False, default=str), 300)
+    return str(value)
+
+
+def snippet(text: Any, limit: int) -> str:
+    """First ``limit`` characters of ``text`` on one line, with an ellipsis when cut."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+def table(
+    frame: pd.DataFrame,
+    *,
+    headers: Mapping[str, str] | None = None,
+    row_attrs: list[dict[str, str]] | None = None,
+    classes: str = "",
+    caption: str | None = None,
+    cell_classes: Mapping[str, str] | None = None,
+) -> str:
+    """An escaped HTML table of ``frame`` (cells through :func:`fmt`).
+
+    ``cell_classes`` maps a column name to the CSS class of its cells.
+    """
+    headers = headers or {}
+    cls = cell_classes or {}
+    td = [f'<td class="{esc(cls[str(c)])}">' if str(c) in cls else "<td>" for c in frame.columns]
+    head = "".join(f"<th>{esc(headers.get(str(c), c))}</th>" for c in frame.columns)
+    rows = []
+    for i, record in enumerate(frame.itertuples(index=False, name=None)):
+        attrs = ""
+        if row_attrs is not None and row_attrs[i]:
+            attrs = "".join(f' {esc(k)}="{esc(v)}"' for k, v in row_attrs[i].items())
+        cells = "".join(f"{t}{esc(fmt(v))}</td>" for t, v in zip(td, record))
+        rows.append(f"<tr{attrs}>{cells}</tr>")
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return (
+        f'<div class="table-wrap"><table class="{esc(classes)}">{cap}'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def flatten(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested dicts as ``("a.b.c", value)`` rows; lists of scalars stay one value."""
+    if isinstance(obj, Mapping):
+        rows: list[tuple[str, Any]] = []
+        for key, value in obj.items():
+            rows.extend(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return rows
+    return [(prefix, obj)]
+
+
+def key_value_table(obj: Mapping[str, Any], *, max_rows: int = 200) -> str:
+    """A two-column table of a flattened mapping."""
+    rows = flatten(obj)[:max_rows]
+    frame = pd.DataFrame(rows, columns=["key", "value"])
+    frame["value"] = [fmt(v, 4) for v in frame["value"]]
+    return table(frame, classes="kv")
+
+
+def card(label: str, value: str, note: str = "") -> str:
+    """A small summary card (all three strings are escaped here)."""
+    extra = f'<div class="card-note">{esc(note)}</div>' if note else ""
+    return (
+        f'<div class="card"><div class="card-label">{esc(label)}</div>'
+        f'<div class="card-value">{esc(value)}</div>{extra}</div>'
+    )
+
+
+def warning_box(message: str) -> str:
+    return f'<p class="warning">{esc(message)}</p>'
+
+
+def figure_div(div_id: str, height: int) -> str:
+    """Placeholder for a Plotly figure that the page script draws from the JSON block."""
+    return f'<div class="plot" id="{esc(div_id)}" style="height:{int(height)}px"></div>'

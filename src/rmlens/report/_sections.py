@@ -1,0 +1,431 @@
+"""Report sections other than the map: each returns escaped HTML plus Plotly specs."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._html import (
+    card,
+    clean,
+    esc,
+    figure_div,
+    fmt,
+    key_value_table,
+    num_list,
+    plotly_text,
+    snippet,
+    table,
+    warning_box,
+)
+
+
+@dataclass
+class Section:
+    """One ``<section>`` of the page: anchor id, heading, body HTML and its figures."""
+
+    id: str
+    title: str
+    body: str
+    figures: list[dict[str, Any]] = field(default_factory=list)
+
+    def html(self) -> str:
+        return f'<section id="{esc(self.id)}"><h2>{esc(self.title)}</h2>{self.body}</section>'
+
+
+_TARGET_ORDER = {"tm": 0, "tg": 1, "cm": 2}
+_TARGET_COLORS = {"tm": "#3b6fb6", "tg": "#2e9e5b", "cm": "#c8433a"}
+
+
+def _bar_layout(height: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "height": height,
+        "margin": {"l": 60, "r": 20, "t": 60, "b": 40},
+        "plot_bgcolor": "white",
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        **extra,
+    }
+
+
+def summary_section(
+    mem: pd.DataFrame,
+    config: dict[str, Any] | None,
+    plan: pd.DataFrame | None,
+    summary: dict[str, Any] | None,
+) -> Section:
+    """Dataset and audit summary: pairs, groups, users, models, margin, runs, outcomes."""
+    n = len(mem)
+    cards = [card("pairs", f"{n:,}")]
+    if "group" in mem.columns:
+        group_by = (config or {}).get("group_by")
+        note = f"grouped by {group_by}" if group_by else ""
+        cards.append(card("groups", f"{mem['group'].nunique():,}", note))
+    if "user_id" in mem.columns:
+        cards.append(card("users", f"{mem['user_id'].nunique():,}"))
+    models = sorted(
+        {
+            str(v)
+            for c in ("chosen_model", "rejected_model")
+            if c in mem.columns
+            for v in mem[c].dropna().unique()
+        }
+    )
+    if models:
+        shown = ", ".join(models[:8]) + (f" and {len(models) - 8} more" if len(models) > 8 else "")
+        cards.append(card("models", f"{len(models):,}", shown))
+    if "margin" in mem.columns:
+        margin = pd.to_numeric(mem["margin"], errors="coerce").dropna()
+        if len(margin):
+            cards.append(
+                card(
+                    "margin (mean)",
+                    fmt(float(margin.mean())),
+                    f"median {fmt(float(margin.median()))}, range "
+                    f"{fmt(float(margin.min()))} to {fmt(float(margin.max()))}",
+                )
+            )
+    if plan is not None and {"run", "in_train"} <= set(plan.columns):
+        share = float(pd.to_numeric(plan["in_train"], errors="coerce").mean())
+        cards.append(card("runs", f"{plan['run'].nunique():,}", f"{share:.0%} of groups in train"))
+    if {"n_in", "n_out"} <= set(mem.columns):
+        cards.append(
+            card(
+                "runs per pair (in / out)",
+                f"{fmt(float(mem['n_in'].median()), 0)} / {fmt(float(mem['n_out'].median()), 0)}",
+                "median",
+            )
+        )
+    cm = pd.to_numeric(mem["cm"], errors="coerce")
+    cards.append(card("mean CM", fmt(float(cm.mean())) if cm.notna().any() else "\u2013"))
+    n_missing = int(cm.isna().sum())
+    body = f'<div class="cards">{"".join(cards)}</div>'
+    if n_missing:
+        verb = "pair has" if n_missing == 1 else "pairs have"
+        body += warning_box(
+            f"{n_missing:,} {verb} no estimate (never in or never out of a training set: "
+            "n_in = 0 or n_out = 0); not on the map, but listed in memorization.csv."
+        )
+    blocks = []
+    for column in ("mechanism", "chosen_model", "user_id"):
+        if column in mem.columns and 1 < mem[column].nunique() <= 20:
+            blocks.append(f"<div><h3>By {esc(column)}</h3>{_breakdown(mem, column)}</div>")
+    if summary:
+        blocks.append(f"<div><h3>Audit outcome (summary.json)</h3>{_summary_block(summary)}</div>")
+    if blocks:
+        body += f'<div class="grid">{"".join(blocks)}</div>'
+    return Section("summary", "Dataset summary", body)
+
+
+def _summary_block(summary: dict[str, Any]) -> str:
+    """Category counts as a table (with the thresholds), the other scalar entries below."""
+    html = ""
+    rest = {k: v for k, v in summary.items() if k not in ("counts", "most_memorized")}
+    counts = summary.get("counts")
+    if isinstance(counts, dict) and counts:
+        total = sum(v for v in counts.values() if isinstance(v, (int, float))) or 1
+        frame = pd.DataFrame(
+            {
+                "category": [str(k).replace("_", " ") for k in counts],
+                "pairs": [v for v in counts.values()],
+                "share": [
+                    f"{v / total:.1%}" if isinstance(v, (int, float)) else ""
+                    for v in counts.values()
+                ],
+            }
+        )
+        html += table(frame)
+    if rest:
+        html += key_value_table(rest)
+    return html
+
+
+def _breakdown(mem: pd.DataFrame, column: str) -> str:
+    keys = mem[column].astype(str).where(mem[column].notna(), "(missing)")
+    stats = mem.assign(_key=keys.to_numpy()).groupby("_key", sort=True)
+    frame = pd.DataFrame(
+        {
+            column: list(stats.groups.keys()),
+            "pairs": stats.size().to_numpy(),
+            "mean TM": stats["tm"].mean().to_numpy(),
+            "mean TG": stats["tg"].mean().to_numpy(),
+            "mean CM": stats["cm"].mean().to_numpy(),
+        }
+    )
+    return table(frame.sort_values("mean CM", ascending=False))
+
+
+def _est(value: Any) -> str:
+    value = float(value) if value is not None else float("nan")
+    return f"{value:.3f}" if np.isfinite(value) else "n/a"
+
+
+def pair_table_section(
+    mem: pd.DataFrame,
+    positions: dict[int, int],
+    *,
+    section_id: str,
+    title: str,
+    by: str,
+    ascending: bool,
+    top_k: int,
+    note: str,
+) -> Section:
+    """Top pairs by one estimate; rows that are on the map open their details on click."""
+    values = pd.to_numeric(mem[by], errors="coerce")
+    order = values.dropna().sort_values(ascending=ascending, kind="stable").index[:top_k]
+    rows = [mem.index.get_loc(i) for i in order]
+    part = mem.iloc[rows]
+    frame = pd.DataFrame({"#": np.arange(1, len(rows) + 1), "id": part["id"].astype(str)})
+    for name in ("cm", "tm", "tg"):
+        lo, hi = f"{name}_lo", f"{name}_hi"
+        if lo in part.columns and hi in part.columns:
+            frame[name.upper()] = [
+                f"{_est(v)}\n[{_est(a)}, {_est(b)}]"
+                for v, a, b in zip(part[name], part[lo], part[hi])
+            ]
+        else:
+            frame[name.upper()] = [_est(v) for v in part[name]]
+    if {"n_in", "n_out"} <= set(part.columns):
+        frame["in / out"] = [f"{fmt(a)} / {fmt(b)}" for a, b in zip(part.n_in, part.n_out)]
+    if "group" in part.columns:
+        frame["group"] = [snippet(v, 30) for v in part["group"]]
+    for column in ("prompt", "chosen", "rejected"):
+        if column in part.columns:
+            frame[column] = [snippet(v, 160) for v in part[column]]
+    attrs = [
+        {"data-point": str(positions[r]), "tabindex": "0", "title": "show details"}
+        if r in positions
+        else {}
+        for r in rows
+    ]
+    classes = {
+        "#": "nowrap",
+        "id": "id",
+        "CM": "est",
+        "TM": "est",
+        "TG": "est",
+        "in / out": "nowrap",
+        "group": "nowrap",
+        "prompt": "text",
+        "chosen": "text",
+        "rejected": "text",
+    }
+    body = f'<p class="note">{esc(note)}</p>' + table(
+        frame, row_attrs=attrs, classes="pairs", cell_classes=classes
+    )
+    return Section(section_id, title, body)
+
+
+def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> Section | None:
+    """Feature importance bars per regressor and target, with held-out R^2."""
+    if imp is None and fit is None:
+        return None
+    body = (
+        '<p class="note">Which pair features explain TM, TG and CM. A feature much more '
+        "important for TM than for TG is one the reward models use to memorize rather than "
+        "to generalize.</p>"
+    )
+    figures: list[dict[str, Any]] = []
+    if fit is not None:
+        body += "<h3>Held-out R\u00b2</h3>" + table(fit)
+    if imp is not None:
+        r2 = {}
+        if fit is not None and {"target", "regressor", "r2"} <= set(fit.columns):
+            r2 = {(str(t), str(g)): v for t, g, v in zip(fit.target, fit.regressor, fit.r2)}
+        for k, (regressor, part) in enumerate(imp.groupby("regressor", sort=True)):
+            pivot = part.pivot_table(
+                index="feature", columns="target", values="importance", aggfunc="mean"
+            )
+            top = pivot.abs().max(axis=1).sort_values(ascending=False).index[:20]
+            pivot = pivot.loc[top[::-1]]
+            targets = sorted(pivot.columns, key=lambda t: _TARGET_ORDER.get(str(t).lower(), 9))
+            data = []
+            for target in targets[::-1]:
+                score = r2.get((str(target), str(regressor)))
+                name = str(target).upper()
+                if score is not None:
+                    name += f" (R\u00b2 {fmt(score)})"
+                data.append(
+                    {
+                        "type": "bar",
+                        "orientation": "h",
+                        "name": plotly_text(name),
+                        "marker": {"color": _TARGET_COLORS.get(str(target).lower(), "#7b8db3")},
+                        "y": [plotly_text(f) for f in pivot.index],
+                        "x": num_list(pivot[target]),
+                        "hovertemplate": "%{y}: %{x:.4f}<extra>" + plotly_text(name) + "</extra>",
+                    }
+                )
+            height = 120 + 22 * len(pivot) * max(1, len(pivot.columns)) // 2
+            layout = _bar_layout(
+                height,
+                barmode="group",
+                title={"text": f"regressor: {plotly_text(regressor)}", "x": 0.01, "y": 0.98},
+                legend={
+                    "orientation": "h",
+                    "y": 1.0,
+                    "yanchor": "bottom",
+                    "x": 0,
+                    "traceorder": "reversed",
+                },
+                xaxis={"title": {"text": "importance"}, "gridcolor": "#eee"},
+                yaxis={"automargin": True},
+            )
+            div = f"attribution-{k}"
+            body += figure_div(div, height)
+            figures.append({"id": div, "figure": {"data": data, "layout": layout}})
+    return Section("attribution", "Attribution", body, figures)
+
+
+def sweep_section(sweeps: list[tuple[str, pd.DataFrame, dict[str, Any]]]) -> Section | None:
+    """Optimal and pessimal tokens: top and bottom tokens and the score distribution."""
+    if not sweeps:
+        return None
+    body = ""
+    figures: list[dict[str, Any]] = []
+    for k, (name, frame, stats) in enumerate(sweeps):
+        body += f"<h3>{esc(name)}</h3>"
+        prompts = frame["prompt"].astype(str).unique() if "prompt" in frame.columns else [None]
+        for j, prompt in enumerate(prompts):
+            part = frame if prompt is None else frame[frame["prompt"].astype(str) == prompt]
+            part = part.sort_values("score", ascending=False, kind="stable")
+            if prompt is not None:
+                body += f'<p class="prompt">Prompt: <q>{esc(prompt)}</q></p>'
+            body += f'<p class="note">{len(part):,} tokens scored.</p>'
+            cols = [c for c in ("rank", "token_id", "decoded", "score") if c in part.columns]
+            best = part[cols].head(15).copy()
+            worst = part[cols].tail(15).iloc[::-1].copy()
+            for frame_ in (best, worst):
+                if "decoded" in frame_.columns:
+                    frame_["decoded"] = [repr(str(v)) for v in frame_["decoded"]]
+            body += (
+                '<div class="two-col"><div><h4>Optimal tokens (highest score)</h4>'
+                f"{table(best)}</div><div><h4>Pessimal tokens (lowest score)</h4>"
+                f"{table(worst)}</div></div>"
+            )
+            scores = pd.to_numeric(part["score"], errors="coerce").dropna().to_numpy(float)
+            if len(scores):
+                counts, edges = np.histogram(scores, bins=60)
+                div = f"sweep-{k}-{j}"
+                body += figure_div(div, 260)
+                figures.append(
+                    {
+                        "id": div,
+                        "figure": {
+                            "data": [
+                                {
+                                    "type": "bar",
+                                    "x": num_list((edges[:-1] + edges[1:]) / 2),
+                                    "y": counts.tolist(),
+                                    "width": float(edges[1] - edges[0]),
+                                    "marker": {"color": "#7b8db3"},
+                                    "name": "tokens",
+                                    "hovertemplate": "score %{x:.3f}: %{y} tokens<extra></extra>",
+                                }
+                            ],
+                            "layout": _bar_layout(
+                                260,
+                                xaxis={"title": {"text": "reward score"}},
+                                yaxis={"title": {"text": "tokens"}, "automargin": True},
+                            ),
+                        },
+                    }
+                )
+        if stats:
+            body += "<h4>Statistics</h4>" + key_value_table(stats)
+    return Section("sweeps", "Optimal and pessimal tokens", body, figures)
+
+
+def evaluation_section(metrics: Any, probes: pd.DataFrame | None) -> Section | None:
+    """Evaluation metrics (matrix when metrics.json is split -> metric -> value) and probes."""
+    if metrics is None and probes is None:
+        return None
+    body = ""
+    figures: list[dict[str, Any]] = []
+    if isinstance(metrics, dict) and metrics:
+        nested = all(
+            isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values())
+            for v in metrics.values()
+        )
+        if nested:
+            frame = pd.DataFrame.from_dict(metrics, orient="index")
+            frame.insert(0, "split", [str(i) for i in frame.index])
+            body += "<h3>Metrics</h3>" + table(frame.reset_index(drop=True))
+        else:
+            body += "<h3>Metrics</h3>" + key_value_table(metrics)
+    elif metrics is not None:
+        body += "<h3>Metrics</h3><pre>" + esc(json.dumps(clean(metrics), indent=2)) + "</pre>"
+    if probes is not None:
+        body += (
+            "<h3>Shortcut probes</h3>"
+            '<p class="note">mean_shift: mean change in reward when the probe edit is applied to '
+            "one side; flip_rate: share of pairs whose preferred response flips.</p>"
+        )
+        body += table(probes)
+        if {"probe", "flip_rate"} <= set(probes.columns):
+            sides = probes["side"].astype(str) if "side" in probes.columns else None
+            data = []
+            for side in [None] if sides is None else sorted(sides.unique()):
+                part = probes if side is None else probes[sides == side]
+                data.append(
+                    {
+                        "type": "bar",
+                        "name": plotly_text(side or "flip rate"),
+                        "x": [plotly_text(p) for p in part["probe"].astype(str)],
+                        "y": num_list(part["flip_rate"]),
+                    }
+                )
+            body += figure_div("probes-plot", 300)
+            layout = _bar_layout(
+                300,
+                barmode="group",
+                yaxis={"title": {"text": "flip rate"}, "gridcolor": "#eee", "automargin": True},
+            )
+            figures.append({"id": "probes-plot", "figure": {"data": data, "layout": layout}})
+    return Section("evaluation", "Evaluation", body, figures)
+
+
+def generalization_section(frame: pd.DataFrame | None) -> Section | None:
+    if frame is None:
+        return None
+    body = (
+        '<p class="note">Explicit vs implicit reward models in distribution and under token '
+        "and domain shifts (accuracy counts ties as 1/2).</p>" + table(frame.head(500))
+    )
+    return Section("generalization", "Explicit vs implicit generalization", body)
+
+
+def plots_section(images: list[tuple[str, str]]) -> Section | None:
+    """PNG plots of the experiment directory, embedded as base64 data URLs."""
+    if not images:
+        return None
+    figures = "".join(
+        f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{esc(name)}</figcaption></figure>"
+        for name, data in images
+    )
+    return Section("plots", "Plots", f'<div class="images">{figures}</div>')
+
+
+def config_section(
+    config: dict[str, Any] | None, version: str, runs: pd.DataFrame | None
+) -> Section:
+    """Resolved configuration, package versions and per-run training metrics."""
+    made_with = (config or {}).get("version")
+    body = (
+        f"<p>Report written by rmlens {esc(version)}"
+        + (f"; audit run with rmlens {esc(made_with)}" if made_with else "")
+        + ".</p>"
+    )
+    if config is not None:
+        text = json.dumps(clean(config), indent=2, sort_keys=True, ensure_ascii=False, default=str)
+        body += f'<h3>config.json</h3><pre class="config">{esc(text)}</pre>'
+    else:
+        body += warning_box("config.json is missing from the experiment directory.")
+    if runs is not None and len(runs):
+        body += "<h3>Training runs</h3>" + table(runs)
+    return Section("config", "Configuration", body)

@@ -39,6 +39,7 @@ def apply_column_map(records: Records, column_map: Mapping[str, str]) -> None:
         for name in olds | set(column_map):
             row.pop(name, None)
         row.update(values)
+    records.renamed()
 
 
 def detect_layout(records: Records) -> str:
@@ -261,15 +262,15 @@ def expand_ranking(rank: dict, rank_id: str) -> list[dict]:
             if scores[i] <= scores[j]:
                 continue
             pair = {
+                **extras,
                 "id": f"{rank_id}:{i}>{j}",
                 "prompt": rank["prompt"],
                 "chosen": responses[i],
                 "rejected": responses[j],
                 "margin": float(scores[i] - scores[j]),
+                "ranking_id": rank_id,
             }
             if models is not None:
                 pair["chosen_model"], pair["rejected_model"] = models[i], models[j]
-            pair["ranking_id"] = rank_id
-            pair.update(extras)
             pairs.append(pair)
     return pairs

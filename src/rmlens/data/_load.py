@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,8 @@ from rmlens.data._layouts import (
 from rmlens.data._loaders import Records, read_records
 from rmlens.data._schema import LABEL_COLUMNS, TEXT_COLUMNS, native
 from rmlens.data._validate import Problems, finish_pairs, pairs_frame
+
+LOCATION = re.compile(r" (?:line|row) (\d+): ")
 
 
 @dataclass
@@ -54,7 +57,7 @@ def _read(source: Any, column_map: Mapping[str, str] | None, split: str | None, 
         source,
         split=split,
         report=report,
-        text_fields=raw((*TEXT_COLUMNS, *LABEL_COLUMNS, "id", "ranking_id")),
+        text_fields=raw((*TEXT_COLUMNS, *LABEL_COLUMNS, "id", "ranking_id", "margin")),
         list_fields=raw(("responses", "ranks", "scores", "models")),
     )
     apply_column_map(records, column_map)
@@ -78,6 +81,7 @@ def read_pairs(
     layout = layout or detect_layout(records)
     rows: list[dict[str, Any]] = []
     wheres: list[tuple[str, str]] = []
+    broken: list[bool] = []
     seen_rankings: dict[str, str] = {}
     for i, row in enumerate(records.rows):
         where = records.where(i)
@@ -92,15 +96,34 @@ def read_pairs(
                 continue
             seen_rankings[rid] = loc[1]
             pairs = expand_ranking(rank, rid)
+            failed = False
         else:
             mapper = explicit_pair if layout == "explicit" else implicit_pair
             pair = mapper(row, where, report, label)
-            pairs = [] if pair is None else [pair]
+            pairs, failed = ([row], True) if pair is None else ([pair], False)
         rows.extend(pairs)
         wheres.extend([loc] * len(pairs))
-    ids_given = layout == "rankings" or "id" in records.fields
-    table = finish_pairs(rows, wheres, report, ids_given=ids_given, label=label)
-    return Loaded(table, layout, report.items, records.name)
+        broken.extend([failed] * len(pairs))
+    table = finish_pairs(
+        rows,
+        wheres,
+        report,
+        ids_given=layout == "rankings" or "id" in records.fields,
+        margin_given=layout != "rankings" and "margin" in records.fields,
+        broken=broken,
+        label=label,
+    )
+    return Loaded(table, layout, _by_location(report.items), records.name)
+
+
+def _by_location(problems: list[str]) -> list[str]:
+    """Problems in file order (a stable sort on the line or row number each one names)."""
+
+    def key(message: str) -> int:
+        found = LOCATION.search(message)
+        return int(found.group(1)) if found else 0
+
+    return sorted(problems, key=key)
 
 
 def load_pairs(
@@ -221,8 +244,10 @@ def validate_pairs(frame: pd.DataFrame, *, source: str = "<table>") -> pd.DataFr
         pair = explicit_pair(row, records.where(i), report)
         rows.append(pair)
         wheres.append((records.name, f"row {records.locs[i]}"))
-    ids_given = "id" in records.fields
-    return finish_pairs(rows, wheres, report, ids_given=ids_given)
+    fields = records.fields
+    return finish_pairs(
+        rows, wheres, report, ids_given="id" in fields, margin_given="margin" in fields
+    )
 
 
 def find_problems(

@@ -34,16 +34,23 @@ class Records:
     unit: str = "row"
     locs: list[int] = field(default_factory=list)
     seen: int = -1
+    _fields: list[str] | None = field(default=None, repr=False)
 
     def where(self, i: int) -> str:
         return f"{self.name} {self.unit} {self.locs[i]}"
 
     @property
     def fields(self) -> list[str]:
-        seen: dict[str, None] = {}
-        for row in self.rows:
-            seen.update(dict.fromkeys(row))
-        return list(seen)
+        """All field names, in first-seen order (cached; ``renamed()`` after editing rows)."""
+        if self._fields is None:
+            seen: dict[str, None] = {}
+            for row in self.rows:
+                seen.update(dict.fromkeys(row))
+            self._fields = list(seen)
+        return self._fields
+
+    def renamed(self) -> None:
+        self._fields = None
 
 
 Report = Callable[[str], None]
@@ -63,8 +70,8 @@ def read_records(
     by ``datasets.save_to_disk``; a folder of Parquet files), a Hugging Face hub name, a
     DataFrame, a ``datasets.Dataset``/``DatasetDict``, or a list of dicts. Problems with single
     records go to ``report``; a source that cannot be read at all raises InputError.
-    ``text_fields`` are read as strings from CSV (ids keep leading zeros); ``list_fields``
-    hold JSON lists inside CSV cells.
+    ``text_fields`` are read from CSV as strings, an empty cell as "" (ids keep leading
+    zeros, "NA" stays text); ``list_fields`` hold JSON lists inside CSV cells.
     """
     if isinstance(source, pd.DataFrame):
         rows = [{k: native(v) for k, v in r.items()} for r in source.to_dict("records")]
@@ -185,10 +192,10 @@ def _read_json(path: Path, name: str, report: Report) -> Records:
         ) from None
     if isinstance(data, dict):
         lists = [v for v in data.values() if isinstance(v, list)]
-        if len(lists) == 1:
-            data = lists[0]
-        elif all(k in data for k in ("chosen", "rejected")) or "responses" in data:
+        if {"chosen", "rejected"} <= set(data) or "responses" in data:
             data = [data]
+        elif len(lists) == 1:
+            data = lists[0]
     if not isinstance(data, list):
         raise InputError(f"{name}: expected a list of objects, got {describe(data)}")
     rows: list[dict[str, Any]] = []
@@ -209,7 +216,8 @@ def _read_csv(
     try:
         header = pd.read_csv(path, sep=sep, nrows=0).columns
         dtype = {c: str for c in header if c in text_fields}
-        frame = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=[""])
+        empty = {c: [""] for c in header if c not in text_fields}
+        frame = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=empty)
     except pd.errors.EmptyDataError:
         raise InputError(f"{name}: empty file, no records found") from None
     except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as err:

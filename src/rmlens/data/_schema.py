@@ -31,6 +31,8 @@ def is_null(value: Any) -> bool:
     """True for None, NaN and pandas' missing-value markers."""
     if value is None:
         return True
+    if type(value) is str:
+        return False
     if isinstance(value, float):
         return math.isnan(value)
     if isinstance(value, np.floating):
@@ -101,6 +103,8 @@ def derive_id(*parts: Any) -> str:
 
 def id_text(value: Any) -> str | None:
     """An id as a string (numbers become strings, 7.0 -> '7'); None when it is not usable."""
+    if type(value) is str:
+        return value if value.strip() else None
     if isinstance(value, bool) or is_null(value):
         return None
     if isinstance(value, str):

@@ -47,6 +47,7 @@ def summarize(pairs: pd.DataFrame) -> dict[str, Any]:
 
     Examples
     --------
+    >>> from rmlens.data import load_pairs
     >>> summarize(load_pairs([{"prompt": "2+2?", "chosen": "4", "rejected": "5"}]))["pairs"]
     1
     """

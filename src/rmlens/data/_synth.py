@@ -11,8 +11,10 @@ templates at four quality levels:
 and the `mechanism` column says what decided the label:
 
     quality         the better response wins; margin grows with the quality gap
-    user_taste      the response carrying the user's own taste sentence wins (the better
-                    response in half of the pairs, the worse in the other half)
+    user_taste      both responses end with one of the user's two taste sentences (same
+                    shape, one theme apart, e.g. green tea vs soda); the one the user likes
+                    wins: the better response in half of the pairs, the worse in the other.
+                    Only that user's pairs contain the two sentences.
     noise           the worse response wins (a flipped label), low margin
     length          two responses of equal quality; the longer one (padded) wins
     model_identity  the signature model's response, opening with its signature phrase,
@@ -54,6 +56,8 @@ class SynthConfig:
 
     The five shares (``quality``, ``user_taste``, ``noise``, ``length``,
     ``model_identity``) must sum to 1; pair counts are rounded by largest remainder.
+    There are 30 distinct tastes: with more than 30 users, user ``u`` shares the taste
+    sentences of user ``u - 30`` (and may like the other one of the two).
     """
 
     n_pairs: int = field(default=2000, metadata={"help": "Number of preference pairs."})
@@ -191,8 +195,8 @@ def synthesize(config: SynthConfig | None = None) -> pd.DataFrame:
     Examples
     --------
     >>> pairs = synthesize(SynthConfig(n_pairs=100, seed=1))
-    >>> pairs["mechanism"].value_counts()["quality"]
-    50
+    >>> int((pairs["mechanism"] == "quality").sum()), pairs["id"].is_unique
+    (50, True)
     """
     config = config or SynthConfig()
     _check(config)
@@ -204,6 +208,10 @@ def synthesize(config: SynthConfig | None = None) -> pd.DataFrame:
     users = [f"u{u:0{width}d}" for u in range(config.n_users)]
     id_width = max(5, len(str(config.n_pairs - 1)))
     levels = [(hi, lo) for hi, lo, w in QUALITY_PAIRS for _ in range(w)]
+    tastes = []
+    for u in range(config.n_users):
+        pair = TASTES[u % len(TASTES)]
+        tastes.append(pair if rng.random() < 0.5 else pair[::-1])
 
     rows = []
     for i, mechanism in enumerate(mechanisms):
@@ -223,11 +231,13 @@ def synthesize(config: SynthConfig | None = None) -> pd.DataFrame:
                 q_c, q_r, chosen, rejected = lo, hi, worse, better
                 margin = rng.uniform(0.1, 0.6)
             else:
-                taste = TASTES[user % len(TASTES)]
+                liked, other = tastes[user]
                 if rng.random() < 0.5:
-                    q_c, q_r, chosen, rejected = hi, lo, f"{better} {taste}", worse
+                    q_c, q_r = hi, lo
+                    chosen, rejected = f"{better} {liked}", f"{worse} {other}"
                 else:
-                    q_c, q_r, chosen, rejected = lo, hi, f"{worse} {taste}", better
+                    q_c, q_r = lo, hi
+                    chosen, rejected = f"{worse} {liked}", f"{better} {other}"
                 margin = rng.uniform(0.5, 1.5)
         elif mechanism == "length":
             q_c = q_r = rng.choice((3, 3, 2))

@@ -80,6 +80,8 @@ def number_problem(value: Any, *, minimum: float | None = None) -> tuple[float |
 
 def label_text(value: Any) -> tuple[str | None, bool]:
     """A user/model label as a string; ``(None, True)`` for missing, ``(None, False)`` for bad."""
+    if type(value) is str:
+        return (value, True) if value.strip() else (None, True)
     if is_null(value) or (isinstance(value, str) and not value.strip()):
         return None, True
     text = id_text(value)
@@ -92,35 +94,28 @@ def finish_pairs(
     report: Callable[[str], None],
     *,
     ids_given: bool,
+    margin_given: bool = False,
+    broken: Sequence[bool] | None = None,
     label: Label = quote,
 ) -> pd.DataFrame:
     """Check ids, labels and margins of mapped pairs and build the canonical table.
 
     ``wheres[i]`` is ``(file name, "line 3")`` for row ``i``. Ids are converted to strings or
-    derived (sha1 of prompt, chosen and rejected; a repeated pair gets ``-2``, ``-3``, ...);
-    rows with problems are reported and left out.
+    derived (sha1 of prompt, chosen and rejected; a repeated pair gets ``-2``, ``-3``, ...).
+    With ``ids_given`` (or ``margin_given``) every row needs an ``id`` (or ``margin``).
+    Rows marked ``broken`` (their texts already failed) are checked but never kept; rows
+    with problems are reported and left out.
     """
     seen: dict[str, str] = {}
     derived: dict[str, int] = {}
     kept: list[dict[str, Any]] = []
-    for row, (name, loc) in zip(rows, wheres):
+    for k, (row, (name, loc)) in enumerate(zip(rows, wheres)):
         where = f"{name} {loc}"
         errors = []
         row = dict(row)
         if ids_given:
-            if "id" not in row:
-                errors.append(f"{where}: missing required field {label('id')}")
-            else:
-                ident = id_text(row["id"])
-                if ident is None:
-                    errors.append(
-                        f"{where}: {label('id')} must be a non-empty string or a number, "
-                        f"got {describe(row['id'])}"
-                    )
-                elif ident in seen:
-                    errors.append(f"{where}: duplicate id {ident!r}, first used on {seen[ident]}")
-                row["id"] = ident
-        else:
+            row["id"] = _given_id(row, where, seen, errors, label)
+        elif broken is None or not broken[k]:
             base = derive_id(row["prompt"], row["chosen"], row["rejected"])
             derived[base] = derived.get(base, 0) + 1
             row["id"] = base if derived[base] == 1 else f"{base}-{derived[base]}"
@@ -136,13 +131,33 @@ def finish_pairs(
             row["margin"], problem = number_problem(row["margin"], minimum=0)
             if problem:
                 errors.append(f"{where}: {label('margin')} {problem}")
+        elif margin_given:
+            errors.append(f"{where}: missing required field {label('margin')}")
         for error in errors:
             report(error)
-        if errors:
-            continue
-        seen.setdefault(row["id"], loc)
-        kept.append(row)
-    return pairs_frame(kept, rows)
+        if row.get("id") is not None:
+            seen.setdefault(row["id"], loc)
+        if not errors and (broken is None or not broken[k]):
+            kept.append(row)
+    return pairs_frame(kept, [r for k, r in enumerate(rows) if broken is None or not broken[k]])
+
+
+def _given_id(
+    row: dict[str, Any], where: str, seen: dict[str, str], errors: list[str], label: Label
+) -> str | None:
+    if "id" not in row:
+        errors.append(f"{where}: missing required field {label('id')}")
+        return None
+    ident = id_text(row["id"])
+    if ident is None:
+        errors.append(
+            f"{where}: {label('id')} must be a non-empty string or a number, "
+            f"got {describe(row['id'])}"
+        )
+    elif ident in seen:
+        errors.append(f"{where}: duplicate id {ident!r}, first used on {seen[ident]}")
+        return None
+    return ident
 
 
 def pairs_frame(kept: list[dict[str, Any]], all_rows: Sequence[dict[str, Any]]) -> pd.DataFrame:

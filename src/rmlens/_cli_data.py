@@ -1,0 +1,170 @@
+"""``rmlens data inspect`` and ``rmlens data synth``: thin commands over :mod:`rmlens.data`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from rmlens._errors import InputError
+from rmlens.data import SynthConfig
+
+_DEFAULTS = SynthConfig()
+_HELP = {f.name: f.metadata["help"] for f in fields(SynthConfig)}
+MAX_SHOWN = 50
+
+
+def _fail(err: InputError) -> typer.Exit:
+    typer.echo(f"error: {err}", err=True)
+    return typer.Exit(code=2)
+
+
+def _fmt(stats: dict[str, float] | None, keys=("mean", "min", "median", "max")) -> str:
+    if not stats:
+        return "-"
+    return "  ".join(f"{k} {stats[k]:.4g}" for k in keys)
+
+
+def _render(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    s = result["summary"]
+    console = Console()
+    table = Table(title=f"{escape(str(result['source']))}: {s['pairs']} pairs")
+    table.add_column("field")
+    table.add_column("value")
+    table.add_row("layout", str(result["layout"]))
+    table.add_row("format", f"{s['format']['text']} text, {s['format']['conversational']} chat")
+    if s["users"] is not None:
+        users = f"{s['users']} ({_fmt(s['pairs_per_user'], ('min', 'median', 'max'))} per user)"
+        if s["missing_user_id"]:
+            users += f", {s['missing_user_id']} pairs without user_id"
+        table.add_row("users", users)
+    else:
+        table.add_row("users", "- (no user_id)")
+    if s["models"]:
+        models = s["models"].items()
+        table.add_row(
+            "models (win rate)",
+            escape(", ".join(f"{m} {v['win_rate']:.2f} of {v['pairs']}" for m, v in models)),
+        )
+    table.add_row("margin", _fmt(s["margin"]) if s["margin"] else "- (no margin)")
+    for part in ("prompt", "chosen", "rejected"):
+        stats = s["length"][part]
+        table.add_row(f"{part} words", _fmt(stats["words"]))
+        table.add_row(f"{part} chars", _fmt(stats["chars"]))
+    if s["chosen_longer"] is not None:
+        table.add_row("chosen longer", f"{s['chosen_longer']:.1%} of pairs with unequal lengths")
+    table.add_row(
+        "duplicates",
+        f"{s['duplicates']['ids']} ids, {s['duplicates']['pairs']} repeated pairs, "
+        f"{s['identical_responses']} chosen == rejected, {s['empty_responses']} empty responses",
+    )
+    if s["mechanisms"]:
+        table.add_row("mechanisms", ", ".join(f"{k} {v}" for k, v in s["mechanisms"].items()))
+    console.print(table)
+    problems = result["problems"]
+    if not problems:
+        console.print("no problems found")
+        return
+    console.print(f"[bold red]{len(problems)} problem{'s' if len(problems) > 1 else ''}:[/]")
+    for message in problems[:MAX_SHOWN]:
+        console.print(f"  {escape(message)}", highlight=False, soft_wrap=True)
+    if len(problems) > MAX_SHOWN:
+        console.print(f"  ... and {len(problems) - MAX_SHOWN} more (all of them with --json)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``data`` command group (``inspect``, ``synth``) to ``app``."""
+    data_app = typer.Typer(
+        help="Inspect preference data and make synthetic data with planted mechanisms.",
+        no_args_is_help=True,
+    )
+    app.add_typer(data_app, name="data")
+
+    @data_app.command("inspect")
+    def inspect(
+        file: Annotated[
+            str, typer.Argument(help="JSONL(.gz), JSON, CSV, Parquet, datasets folder or hub name.")
+        ],
+        column_map: Annotated[
+            list[str] | None,
+            typer.Option("--map", help="Rename a field before reading: NEW=OLD (repeatable)."),
+        ] = None,
+        split: Annotated[
+            str | None, typer.Option("--split", help="Split of a DatasetDict (default train).")
+        ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print JSON instead of a table.")
+        ] = False,
+        strict: Annotated[
+            bool, typer.Option("--strict", help="Exit with code 2 when any problem is found.")
+        ] = False,
+    ) -> None:
+        """Summarize a preference file and list every problem in it (file, line or row, field)."""
+        from rmlens.data import inspect_pairs, parse_column_map
+
+        try:
+            result = inspect_pairs(file, column_map=parse_column_map(column_map), split=split)
+        except InputError as err:
+            raise _fail(err) from None
+        if as_json:
+            typer.echo(json.dumps(result, indent=2, default=str))
+        else:
+            _render(result)
+        if strict and result["problems"]:
+            n = len(result["problems"])
+            raise _fail(InputError(f"{file}: {n} problem{'s' if n > 1 else ''} found"))
+
+    @data_app.command("synth")
+    def synth(
+        out: Annotated[
+            Path, typer.Option("--out", help="Output: .jsonl, .jsonl.gz, .json, .csv or .parquet.")
+        ],
+        pairs: Annotated[int, typer.Option("--pairs", help=_HELP["n_pairs"])] = _DEFAULTS.n_pairs,
+        users: Annotated[int, typer.Option("--users", help=_HELP["n_users"])] = _DEFAULTS.n_users,
+        seed: Annotated[int, typer.Option("--seed", help=_HELP["seed"])] = _DEFAULTS.seed,
+        quality: Annotated[
+            float, typer.Option("--quality", help=_HELP["quality"])
+        ] = _DEFAULTS.quality,
+        user_taste: Annotated[
+            float, typer.Option("--user-taste", help=_HELP["user_taste"])
+        ] = _DEFAULTS.user_taste,
+        noise: Annotated[float, typer.Option("--noise", help=_HELP["noise"])] = _DEFAULTS.noise,
+        length: Annotated[float, typer.Option("--length", help=_HELP["length"])] = _DEFAULTS.length,
+        model_identity: Annotated[
+            float, typer.Option("--model-identity", help=_HELP["model_identity"])
+        ] = _DEFAULTS.model_identity,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line.")] = False,
+    ) -> None:
+        """Write synthetic preference pairs with planted mechanisms (see the `mechanism` column)."""
+        from rmlens.data import save_pairs, synthesize
+
+        config = SynthConfig(
+            n_pairs=pairs,
+            n_users=users,
+            seed=seed,
+            quality=quality,
+            user_taste=user_taste,
+            noise=noise,
+            length=length,
+            model_identity=model_identity,
+        )
+        try:
+            frame = synthesize(config)
+            path = save_pairs(frame, out)
+        except InputError as err:
+            raise _fail(err) from None
+        except OSError as err:
+            message = f"{err.filename or out}: cannot write ({err.strerror})"
+            raise _fail(InputError(message)) from None
+        if not quiet:
+            counts = frame["mechanism"].value_counts()
+            mix = ", ".join(f"{k} {counts[k]}" for k in counts.index)
+            print(f"wrote {len(frame)} pairs ({mix}) to {path}", file=sys.stderr)

@@ -173,6 +173,9 @@ def demo(
     runs: int = option(AuditConfig, "runs", "--runs"),
     model: str = option(AuditConfig, "model", "--model"),
     seed: int = option(AuditConfig, "seed", "--seed"),
+    attribute: bool = typer.Option(
+        True, "--attribute/--no-attribute", help="Explain TM/TG/CM with pair features."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Offline demo: synthetic pairs with planted mechanisms through the whole audit."""
@@ -180,7 +183,7 @@ def demo(
 
     data = synthesize(SynthConfig(n_pairs=pairs, n_users=users, seed=seed))
     config = AuditConfig(model=model, runs=runs, seed=seed, head=HeadConfig(head="mlp", seed=seed))
-    run_audit(data, config, out, attribute=True, report=True, quiet=quiet)
+    run_audit(data, config, out, attribute=attribute, report=True, quiet=quiet)
 
 
 for _name in _PLUGINS:

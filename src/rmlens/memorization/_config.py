@@ -71,18 +71,20 @@ class AuditConfig:
                 "backend": BACKENDS,
                 "cpus_per_run": (positive, "a number > 0"),
                 "gpus_per_run": (non_negative, "a number >= 0"),
-                "retries": (lambda n: positive_int(n) or n == 0, "an int >= 0"),
+                "retries": (lambda n: type(n) is int and n >= 0, "an int >= 0"),
                 "abort_after": (positive_int, "an int > 0"),
             },
         )
+        for name in ("address", "gpus_per_run"):
+            if getattr(self, name) and self.backend != "ray":
+                raise ValueError(
+                    f"The '{name}' parameter of AuditConfig applies to backend='ray' only. "
+                    f"Got {name}={getattr(self, name)!r} with backend={self.backend!r}."
+                )
         check_params(self.head, HeadConfig._constraints)
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-    def result_dict(self) -> dict:
-        """The fields that decide the audit's tables (execution options left out)."""
-        return {k: v for k, v in self.to_dict().items() if k not in EXECUTION_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict) -> AuditConfig:

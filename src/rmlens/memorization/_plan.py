@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 PLANS = ("kfold", "halves")
 
@@ -45,19 +46,23 @@ def make_plan(
             f"a {kind} plan needs at least {max(k, 2)} groups and folds >= 2; "
             f"got {len(labels)} groups and {k} folds"
         )
-    runs, in_train = [], []
+    in_train = []
     for run in range(n_runs):
         repeat, fold = divmod(run, k)
         rng = np.random.default_rng([seed, repeat])
         folds = np.array_split(rng.permutation(len(labels)), k)
         member = np.ones(len(labels), dtype=bool)
         member[folds[fold]] = False
-        runs.append(np.full(len(labels), run))
         in_train.append(member)
+    # the group column built in Arrow, without one Python string per (run, group) row
+    group = pa.DictionaryArray.from_arrays(
+        pa.array(np.tile(np.arange(len(labels), dtype=np.int32), n_runs)),
+        pa.array(labels, pa.large_string()),
+    ).cast(pa.large_string())
     return pd.DataFrame(
         {
-            "run": np.concatenate(runs).astype(np.int64),
-            "group": np.tile(labels, n_runs).astype(str),
+            "run": np.repeat(np.arange(n_runs, dtype=np.int64), len(labels)),
+            "group": group.to_pandas(),
             "in_train": np.concatenate(in_train),
         }
     )

@@ -1,15 +1,27 @@
 """The audit: plan, one RM per run, estimators, map and summary, in an experiment directory.
 
-DIR/config.json, plan.parquet, runs/<run>/scores.parquet + manifest.json, memorization.parquet,
-memorization_map.png, summary.json (DESIGN.md section 6). Every file is written atomically; a
-run is finished when its manifest exists (written after its scores), so starting the audit
-again on the same directory redoes only unfinished runs.
+DIR/config.json, plan.parquet, runs/<run>/scores.parquet + rm/ + manifest.json,
+memorization.parquet, memorization_map.png, summary.json (DESIGN.md section 6). Every file is
+written atomically by this process (the driver), whichever backend trains the runs; a run is
+finished when its manifest exists (written last), so starting the audit again on the same
+directory redoes only unfinished runs, and a killed audit resumed gives the same tables.
+
+Faults: a run that raises is tried ``retries`` more times, then reported (a warning and
+runs/<run>/error.json) while the other runs go on; the tables are then computed from the
+finished runs, pairs lacking in- or out-runs get NaN, and summary.json says the audit is
+incomplete. When ``abort_after`` runs fail in a row, or every run failed, the failure is
+taken as systematic and the run's error is raised. A full disk or an unwritable output
+directory raises ``InputError`` (one line; exit code 2 on the command line).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import re
+import sys
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +31,38 @@ import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
 from rmlens.data import to_text
-from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._estimate import estimate
+from rmlens.memorization._backends import RunJob, make_backend
+from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
+from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._plan import make_plan
+from rmlens.memorization._runs import (
+    RunFailure,
+    clean_stale,
+    load_matrices,
+    load_runs,
+    read_error,
+    run_dir,
+    run_done,
+    write_error,
+    write_run,
+)
 from rmlens.memorization._summary import categorize, summarize_audit
 from rmlens.progress import progress_bar, stderr
 from rmlens.rewards import FrozenHeadTrainer, PairTrainer
+
+__all__ = ["audit", "finish", "load_runs", "resolve_groups", "run_done"]
+
+# errno values meaning "this output cannot be written": full disk or quota, read-only file
+# system, no permission, a path through a regular file
+OUTPUT_ERRORS = {
+    errno.ENOSPC: "no space left on the device; free some space or choose another --out",
+    errno.EDQUOT: "disk quota exceeded; free some space or choose another --out",
+    errno.EROFS: "read-only file system; choose another --out",
+    errno.EACCES: "permission denied; choose another --out",
+    errno.EPERM: "operation not permitted; choose another --out",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another --out",
+}
 
 
 def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series, str, str]:
@@ -54,31 +91,50 @@ def data_fingerprint(pairs: pd.DataFrame) -> str:
     return digest.hexdigest()[:16]
 
 
+def _os_errno(err: OSError) -> int | None:
+    if err.errno is not None:
+        return err.errno
+    found = re.search(r"\[Errno (\d+)\]", str(err))  # pyarrow puts the errno in the message
+    return int(found.group(1)) if found else None
+
+
+@contextmanager
+def output_errors(out: Path):
+    """Turn a full disk or an unwritable ``out`` into a one-line ``InputError``."""
+    try:
+        yield
+    except OSError as err:
+        code = _os_errno(err)
+        if code not in OUTPUT_ERRORS:
+            raise
+        where = f" ({err.filename})" if err.filename else ""
+        raise InputError(f"--out {out}: cannot write{where}: {OUTPUT_ERRORS[code]}") from None
+
+
+def _results_part(audit_record: dict) -> dict:
+    return {k: v for k, v in audit_record.items() if k not in EXECUTION_FIELDS}
+
+
 def _prepare_dir(out: Path, record: dict) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: is a file, not a directory; choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"--out {out}: cannot create the directory ({err.strerror})") from err
     config_path = out / "config.json"
     if config_path.exists():
-        old = json.loads(config_path.read_text())
-        keys = ("audit", "data_sha1", "group_by")
-        if any(old.get(k) != record[k] for k in keys):
+        try:
+            old = json.loads(config_path.read_text())
+        except ValueError as err:
+            raise InputError(f"{config_path}: not valid JSON ({err}); delete it") from None
+        same = _results_part(old.get("audit") or {}) == _results_part(record["audit"])
+        if not same or any(old.get(k) != record[k] for k in ("data_sha1", "group_by")):
             raise InputError(
                 f"--out {out}: holds an audit with another configuration or data; "
                 "use a new directory or delete this one"
             )
     write_json(record, config_path)
-
-
-def run_done(run_dir: Path) -> bool:
-    manifest = run_dir / "manifest.json"
-    if not manifest.exists() or not (run_dir / "scores.parquet").exists():
-        return False
-    try:
-        return "train_ids" in json.loads(manifest.read_text())
-    except json.JSONDecodeError:
-        return False
 
 
 def run_seed(seed: int, run: int) -> int:
@@ -103,15 +159,29 @@ def audit(
     out : path
         Experiment directory; an unfinished audit there is resumed.
     trainer : PairTrainer, optional
-        Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``).
+        Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``). With the
+        Ray backend it is prepared here and shipped to the tasks, so it must pickle.
 
     Returns
     -------
     The memorization table: ``id, tm, tg, cm, n_in, n_out`` and intervals, ``group``,
-    ``category`` and every pair column.
+    ``category`` and every pair column. Runs that failed for good are left out (see
+    ``summary.json``), unless the failure looks systematic.
+
+    Raises
+    ------
+    InputError
+        Bad data or configuration, a full disk or an unwritable ``out``, Ray missing.
+    Exception
+        A run's own error when ``config.abort_after`` runs failed in a row or every run
+        failed.
     """
     config = config or AuditConfig()
     config.check()
+    if config.backend == "ray":
+        from rmlens.memorization._ray import import_ray
+
+        import_ray()  # fail before the slow preparation when Ray is missing
     out = Path(out)
     groups, group_col, note = resolve_groups(pairs, config.group_by)
     folds = config.folds
@@ -128,7 +198,8 @@ def audit(
         "n_groups": int(groups.nunique()),
         "folds_used": folds,
     }
-    _prepare_dir(out, record)
+    with output_errors(out):
+        _prepare_dir(out, record)
     if not quiet:
         stderr.print(f"{len(pairs)} pairs, {groups.nunique()} groups: {note}")
     try:
@@ -137,9 +208,11 @@ def audit(
         )
     except ValueError as err:
         raise InputError(f"{err} ({note})") from err
-    write_parquet(plan, out / "plan.parquet")
-
-    pending = [r for r in range(config.runs) if not run_done(out / "runs" / f"{r:03d}")]
+    with output_errors(out):
+        write_parquet(plan, out / "plan.parquet")
+        for folder in (out, *(run_dir(out, r) for r in range(config.runs))):
+            clean_stale(folder)  # a killed writer's temporary files (one audit per folder)
+    pending = [r for r in range(config.runs) if not run_done(run_dir(out, r))]
     if pending:
         trainer = trainer or FrozenHeadTrainer(
             model=config.model,
@@ -147,57 +220,102 @@ def audit(
             max_length=config.max_length,
             batch_size=config.batch_size,
         )
-        kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
-        with progress_bar("runs", total=len(pending), quiet=quiet) as advance:
-            for run in pending:
-                _train_run(trainer, pairs, groups, plan, kept, run, config.seed, out)
-                advance(1)
-    return finish(pairs, groups, config, out, quiet=quiet)
+        with make_backend(config).session(quiet=quiet) as execute:
+            kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
+            _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet)
+    with output_errors(out):
+        table = finish(pairs, groups, config, out, quiet=quiet)
+    message = incomplete_message(json.loads((out / "summary.json").read_text()))
+    if message:
+        print(f"warning: {message}", file=sys.stderr)
+    return table
 
 
-def _train_run(trainer, pairs, groups, plan, kept, run: int, seed: int, out: Path) -> None:
-    in_groups = plan.group[(plan.run == run) & plan.in_train]
-    train_index = np.flatnonzero(kept & groups.isin(set(in_groups)).to_numpy())
-    result = trainer.fit_score(train_index, seed=run_seed(seed, run))
-    run_dir = out / "runs" / f"{run:03d}"
-    scores = pd.DataFrame(
-        {"id": pairs.id.to_numpy(), "r_chosen": result.r_chosen, "r_rejected": result.r_rejected}
-    )[kept]
-    write_parquet(scores, run_dir / "scores.parquet")
-    if hasattr(result.model, "save"):
-        result.model.save(run_dir / "rm")
-    manifest = {
-        "run": run,
-        "seed": run_seed(seed, run),
-        "n_train": int(len(train_index)),
-        "train_ids": pairs.id.to_numpy()[train_index].tolist(),
-        "metrics": result.metrics,
-    }
-    write_json(manifest, run_dir / "manifest.json")
+def membership_matrix(plan: pd.DataFrame, groups: pd.Series, runs: int) -> np.ndarray:
+    """(n_runs, n_pairs) bool: whether each run's plan puts each pair's group in training."""
+    n = len(plan) // runs
+    column = plan.group.array
+    blocks = len(plan) == n * runs and np.array_equal(
+        plan.run.to_numpy(), np.repeat(np.arange(runs), n)
+    )
+    if blocks and all(bool((column[r * n : (r + 1) * n] == column[:n]).all()) for r in range(runs)):
+        # make_plan's layout: every run lists the same groups in the same order, so only one
+        # run's labels are hashed (not n_runs x n_groups strings)
+        labels = pd.Index(column[:n])
+        by_group = plan.in_train.to_numpy(bool).reshape(runs, n)
+    else:
+        labels = pd.Index(np.sort(plan.group.unique()))
+        by_group = np.zeros((runs, len(labels)), dtype=bool)
+        by_group[plan.run.to_numpy(), labels.get_indexer(plan.group)] = plan.in_train.to_numpy(
+            bool
+        )
+    codes = labels.get_indexer(groups.astype(str))
+    return by_group[:, codes] & (codes >= 0)
 
 
-def load_runs(out: Path, runs: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Long score and membership tables from the finished runs' files."""
-    scores, members = [], []
-    for run in range(runs):
-        run_dir = out / "runs" / f"{run:03d}"
-        if not run_done(run_dir):
-            continue
-        s = pd.read_parquet(run_dir / "scores.parquet").assign(run=run)
-        train = set(json.loads((run_dir / "manifest.json").read_text())["train_ids"])
-        scores.append(s)
-        members.append(pd.DataFrame({"run": run, "id": s.id, "in_train": s.id.isin(train)}))
-    if not scores:
-        raise InputError(f"{out}: no finished runs")
-    return pd.concat(scores, ignore_index=True), pd.concat(members, ignore_index=True)
+def _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet) -> None:
+    member = membership_matrix(plan, groups, config.runs)
+    ids = pairs.id.to_numpy()
+    jobs = [RunJob(run, run_seed(config.seed, run)) for run in pending]
+
+    def train_index(job: RunJob) -> np.ndarray:
+        return np.flatnonzero(kept & member[job.run])
+
+    failures: list[RunFailure] = []
+    in_a_row = 0
+    with (
+        progress_bar("runs", total=len(pending), quiet=quiet) as advance,
+        closing(execute(trainer, jobs, train_index)) as outcomes,
+    ):
+        for job, outcome in outcomes:
+            advance(1)
+            if isinstance(outcome, RunFailure):
+                failures.append(outcome)
+                in_a_row += 1
+                print(
+                    f"warning: run {job.run} failed {outcome.attempts} times "
+                    f"({outcome.error}); the audit goes on without it",
+                    file=sys.stderr,
+                )
+                everything = len(failures) == config.runs
+                if in_a_row >= config.abort_after or everything:
+                    why = "every run" if everything else f"{in_a_row} runs in a row"
+                    print(
+                        f"error: {why} failed, so the failure looks systematic: stopping "
+                        f"with run {job.run}'s error",
+                        file=sys.stderr,
+                    )
+                    raise outcome.exception
+                continue
+            in_a_row = 0
+            index = train_index(job)
+            manifest = {
+                "run": job.run,
+                "seed": job.seed,
+                "n_train": int(len(index)),
+                "train_ids": ids[index].tolist(),
+                "metrics": outcome.metrics,
+            }
+            with output_errors(out):
+                write_run(out, job.run, ids, kept, outcome, manifest)
+    with output_errors(out):
+        for failure in failures:
+            write_error(out, failure)
 
 
 def finish(
     pairs: pd.DataFrame, groups: pd.Series, config: AuditConfig, out: Path, *, quiet: bool = False
 ) -> pd.DataFrame:
-    """Estimators, memorization table, map and summary from the runs on disk."""
-    scores, members = load_runs(out, config.runs)
-    table = estimate(scores, members, n_boot=config.n_boot, seed=config.seed)
+    """Estimators, memorization table, map and summary from the finished runs on disk.
+
+    Runs that are not finished (failed, or not run yet) are left out and listed in
+    ``summary.json`` (``complete``, ``failed_runs``, ``pairs_lacking_runs``).
+    """
+    out = Path(out)
+    ids, finished, p, member = load_matrices(out, config.runs)
+    table = memorization_scores(p, member, n_boot=config.n_boot, seed=config.seed)
+    table.insert(0, "id", ids.to_numpy())
+    del p, member
     meta = pairs.assign(group=groups.to_numpy())
     for col in ("prompt", "chosen", "rejected"):
         meta[col] = meta[col].map(to_text)
@@ -206,8 +324,36 @@ def finish(
     write_parquet(table, out / "memorization.parquet")
     plot_memorization_map(table, out / "memorization_map.png")
     summary = summarize_audit(table, cm_threshold=config.cm_threshold)
-    summary["n_runs_finished"] = int(scores.run.nunique())
+    summary["n_runs_finished"] = len(finished)
+    summary["n_runs_planned"] = config.runs
+    missing = sorted(set(range(config.runs)) - set(finished))
+    summary["complete"] = not missing
+    summary["failed_runs"] = [
+        {"run": r, "error": read_error(out, r) or "not finished"} for r in missing
+    ]
+    lacking = (table.n_in == 0) | (table.n_out == 0)
+    summary["pairs_lacking_runs"] = {
+        "count": int(lacking.sum()),
+        "no_in_run": int((table.n_in == 0).sum()),
+        "no_out_run": int((table.n_out == 0).sum()),
+        "ids": table.id[lacking].head(100).tolist(),
+    }
     dropped = sorted(set(pairs.id) - set(table.id))
     summary["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
     write_json(summary, out / "summary.json")
     return table
+
+
+def incomplete_message(summary: dict) -> str | None:
+    """One line saying what an incomplete audit lacks, or None when it is complete."""
+    if summary.get("complete", True):
+        return None
+    failed = summary["failed_runs"]
+    runs = ", ".join(str(f["run"]) for f in failed)
+    lacking = summary["pairs_lacking_runs"]["count"]
+    return (
+        f"incomplete audit: {len(failed)} of {summary['n_runs_planned']} runs failed "
+        f"(runs {runs}; errors in runs/<run>/error.json); {lacking} of {summary['n_pairs']} "
+        "pairs lack in- or out-runs and have NaN TM/TG/CM; the others use the finished runs. "
+        "Start the same command again to retry the failed runs."
+    )

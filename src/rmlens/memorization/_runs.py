@@ -1,0 +1,180 @@
+"""Run folders of an experiment directory: written atomically, read only when finished.
+
+DIR/runs/<run:03d>/ holds ``scores.parquet`` (``id, r_chosen, r_rejected`` of every kept
+pair), ``rm/`` (the run's saved RM) and, written last, ``manifest.json`` (``run, seed,
+n_train, train_ids, metrics``). A run is finished when its manifest parses and its scores
+exist; anything else in the folder (scores without a manifest, temporary files of a killed
+process) is redone, never read. A run that failed for good leaves ``error.json`` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from scipy.special import expit
+
+from rmlens._errors import InputError
+from rmlens._io import write_json, write_parquet
+
+
+@dataclass
+class RunOutput:
+    """What a training run gives back to the driver, which writes it."""
+
+    r_chosen: np.ndarray  # (n_pairs,)
+    r_rejected: np.ndarray  # (n_pairs,)
+    metrics: dict
+    save_rm: Callable[[Path], object] | None = None  # writes the run's RM into a folder
+
+
+@dataclass
+class RunFailure:
+    """A run that raised on every attempt."""
+
+    run: int
+    attempts: int
+    error: str  # "Type: message", one line
+    traceback: str
+    exception: BaseException
+
+
+def run_dir(out: Path, run: int) -> Path:
+    return Path(out) / "runs" / f"{run:03d}"
+
+
+def run_done(run_dir: Path) -> bool:
+    manifest = run_dir / "manifest.json"
+    if not manifest.exists() or not (run_dir / "scores.parquet").exists():
+        return False
+    try:
+        return "train_ids" in json.loads(manifest.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return False
+
+
+def clean_stale(folder: Path) -> None:
+    """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``."""
+    if not folder.is_dir():
+        return
+    for path in folder.glob(".*.tmp"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def write_run(
+    out: Path, run: int, ids: np.ndarray, kept: np.ndarray, output: RunOutput, manifest: dict
+) -> None:
+    """Scores, then the RM, then the manifest: a run counts as finished only once all exist."""
+    folder = run_dir(out, run)
+    clean_stale(folder)
+    (folder / "manifest.json").unlink(missing_ok=True)
+    scores = pd.DataFrame(
+        {"id": ids, "r_chosen": output.r_chosen, "r_rejected": output.r_rejected}
+    )[kept]
+    write_parquet(scores, folder / "scores.parquet")
+    if output.save_rm is not None:
+        tmp = folder / f".rm.{uuid.uuid4().hex[:8]}.tmp"
+        output.save_rm(tmp)
+        shutil.rmtree(folder / "rm", ignore_errors=True)
+        tmp.rename(folder / "rm")
+    (folder / "error.json").unlink(missing_ok=True)
+    write_json(manifest, folder / "manifest.json")
+
+
+def write_error(out: Path, failure: RunFailure) -> Path:
+    record = {
+        "run": failure.run,
+        "attempts": failure.attempts,
+        "error": failure.error,
+        "traceback": failure.traceback,
+    }
+    return write_json(record, run_dir(out, failure.run) / "error.json")
+
+
+def read_error(out: Path, run: int) -> str | None:
+    path = run_dir(out, run) / "error.json"
+    try:
+        return str(json.loads(path.read_text())["error"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def load_runs(out: Path, runs: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Long score and membership tables from the finished runs' files."""
+    scores, members = [], []
+    for run in range(runs):
+        folder = run_dir(out, run)
+        if not run_done(folder):
+            continue
+        s = pd.read_parquet(folder / "scores.parquet").assign(run=run)
+        train = set(json.loads((folder / "manifest.json").read_text())["train_ids"])
+        scores.append(s)
+        members.append(pd.DataFrame({"run": run, "id": s.id, "in_train": s.id.isin(train)}))
+    if not scores:
+        raise InputError(f"{out}: no finished runs")
+    return pd.concat(scores, ignore_index=True), pd.concat(members, ignore_index=True)
+
+
+def load_matrices(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray]:
+    """Probabilities and membership of the finished runs, without long tables.
+
+    Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
+    same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
+
+    Returns
+    -------
+    ids : Index of shape (n_pairs,), sorted
+    finished : list of int, the finished runs (the matrices' columns)
+    p : ndarray of shape (n_pairs, n_finished), sigmoid(r_chosen - r_rejected)
+    member : ndarray of shape (n_pairs, n_finished), bool, from the run manifests
+    """
+    finished = [r for r in range(runs) if run_done(run_dir(out, r))]
+    if not finished:
+        raise InputError(f"{out}: no finished runs")
+    ids = p = member = None
+    previous, position = None, None
+    for j, run in enumerate(finished):
+        folder = run_dir(out, run)
+        table = pq.read_table(folder / "scores.parquet")
+        column = table.column("id")
+        if ids is None:
+            ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
+            p = np.full((len(ids), len(finished)), np.nan)
+            member = np.zeros((len(ids), len(finished)), dtype=bool)
+        if previous is None or not column.equals(previous):
+            position = ids.get_indexer(column.to_numpy(zero_copy_only=False))
+            if (position < 0).any() or len(position) != len(ids):
+                return _from_long_tables(out, runs)  # runs scored different pairs
+            previous = column
+        r_c = table.column("r_chosen").to_numpy()
+        r_r = table.column("r_rejected").to_numpy()
+        p[position, j] = expit(r_c - r_r)
+        del table
+        train = json.loads((folder / "manifest.json").read_text())["train_ids"]
+        rows = ids.get_indexer(train)
+        member[rows[rows >= 0], j] = True
+    return ids, finished, p, member
+
+
+def _from_long_tables(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray]:
+    scores, members = load_runs(out, runs)
+    ids = pd.Index(np.sort(scores.id.unique()))
+    finished = sorted(scores.run.unique().tolist())
+    col = {r: j for j, r in enumerate(finished)}
+    p = np.full((len(ids), len(finished)), np.nan)
+    member = np.zeros(p.shape, dtype=bool)
+    p[ids.get_indexer(scores.id), scores.run.map(col).to_numpy()] = expit(
+        scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy()
+    )
+    member[ids.get_indexer(members.id), members.run.map(col).to_numpy()] = members.in_train
+    return ids, finished, p, member

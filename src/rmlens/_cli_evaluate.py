@@ -1,0 +1,121 @@
+"""``rmlens evaluate``: a thin command over :func:`rmlens.evaluation.evaluate`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from rmlens._cli_common import handle_errors, option
+from rmlens._errors import InputError
+from rmlens.evaluation._evaluate import EvaluateConfig
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``evaluate`` command to ``app``."""
+
+    @app.command("evaluate")
+    @handle_errors
+    def evaluate_command(
+        rm: str = typer.Option(
+            ...,
+            "--rm",
+            help="Saved rmlens RM folder, sequence-classification model (path or hub id), or "
+            "an experiment directory of `rmlens memorize` (its runs form an ensemble).",
+        ),
+        data: Path = typer.Option(..., "--data", help="Pair file: JSONL(.gz), CSV, Parquet."),
+        out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
+        probes: str = option(EvaluateConfig, "probes", "--probes"),
+        by: list[str] = typer.Option(
+            None, "--by", help="Column to break accuracy down by (repeat); 'subset' always."
+        ),
+        n_bins: int = option(EvaluateConfig, "n_bins", "--bins"),
+        calibrate_frac: float = option(EvaluateConfig, "calibrate_frac", "--calibrate-frac"),
+        probe_pairs: int = option(EvaluateConfig, "probe_pairs", "--probe-pairs"),
+        seed: int = option(EvaluateConfig, "seed", "--seed"),
+        column_map: list[str] = typer.Option(
+            None, "--map", help="Column mapping NEW=OLD (repeat)."
+        ),
+        as_json: bool = typer.Option(False, "--json", help="Print metrics.json to stdout."),
+        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    ) -> None:
+        """Accuracy, calibration, reward distribution and shortcut probes of an RM on pairs.
+
+        Writes OUT/metrics.json, probes.parquet, scores.parquet, reliability.png,
+
+        rewards.png and probes.png, and prints a short table.
+        """
+        from rmlens.data import load_pairs, parse_column_map
+        from rmlens.evaluation import evaluate, resolve_probes
+
+        config = EvaluateConfig(
+            probes=probes,
+            by=list(by or []),
+            n_bins=n_bins,
+            calibrate_frac=calibrate_frac,
+            probe_pairs=probe_pairs,
+            seed=seed,
+        )
+        try:
+            config.check()
+            resolve_probes(probes)
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        pairs = load_pairs(data, column_map=parse_column_map(column_map or []))
+        metrics = evaluate(rm, pairs, out=out, config=config, quiet=quiet)
+        if as_json:
+            typer.echo(json.dumps(metrics, indent=2, default=str))
+        else:
+            print_table(metrics, out)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, int):
+        return str(x)
+    return "nan" if x is None or x != x else f"{x:.3f}"
+
+
+def print_table(metrics: dict, out: Path) -> None:
+    """The short summary on stdout: headline metrics, then probe flip rates."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    head = Table(title=f"RM evaluation: {metrics['n_pairs']} pairs")
+    head.add_column("metric")
+    head.add_column("value", justify="right")
+    rows = [("accuracy", metrics["accuracy"]), ("ECE", metrics["ece"]),
+            ("Brier", metrics["brier"]), ("log-loss", metrics["log_loss"])]  # fmt: skip
+    if "margin_spearman" in metrics:
+        rows.append(("Spearman(margin, human)", metrics["margin_spearman"]["rho"]))
+    if "temperature" in metrics:
+        t = metrics["temperature"]
+        rows += [("temperature", t["temperature"]), ("ECE after T", t["ece_after"])]
+    for split in ("in_train", "held_out"):
+        if split in metrics:
+            rows.append((f"accuracy ({split})", metrics[split]["accuracy"]))
+    if "ensemble" in metrics:
+        e = metrics["ensemble"]
+        rows += [
+            ("members", e["n_members"]),
+            ("disagreement AUROC", e["disagreement_auroc"]),
+        ]
+    if "rewardbench" in metrics:
+        rows.append(("RewardBench score", metrics["rewardbench"]["score"]))
+    for name, value in rows:
+        head.add_row(name, _fmt(value))
+    console.print(head)
+    if metrics["probes"]:
+        probes = Table(title="Shortcut probes (edit one side; flip = sign(r+ - r-) changes)")
+        for col in ("probe", "side", "mean shift", "flip rate", "n"):
+            probes.add_column(col, justify="left" if col in ("probe", "side") else "right")
+        for row in metrics["probes"]:
+            probes.add_row(
+                row["probe"], row["side"], _fmt(row["mean_shift"]), _fmt(row["flip_rate"]),
+                str(row["n"]),
+            )  # fmt: skip
+        console.print(probes)
+    for warning in metrics["warnings"]:
+        console.print(f"[yellow]warning:[/] {warning}")
+    console.print(f"results in {out}/ (metrics.json, probes.parquet, reliability.png)")

@@ -1,0 +1,378 @@
+"""What drives memorization: regress TM, TG and CM on pair features, explain with SHAP.
+
+DESIGN.md section 3, last paragraph. Per target and regressor: group K-fold held-out R^2
+(no group of the audit in both train and test), then a fit on all pairs and mean |SHAP| per
+feature. A feature much more important for TM than for TG is one the RMs use to memorize
+rather than to generalize (the TM-vs-TG difference table).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import rmlens
+from rmlens._errors import InputError
+from rmlens._io import write_json, write_parquet
+from rmlens.attribution._features import DEFAULT_EXCLUDE, pair_features
+from rmlens.attribution._regress import (
+    REGRESSORS,
+    cross_validate,
+    design_matrix,
+    explain,
+    make_regressor,
+)
+
+TARGETS = ("tm", "tg", "cm")
+
+
+@dataclass
+class AttributeConfig:
+    """Attribution of an audit's TM, TG and CM to pair features."""
+
+    targets: tuple[str, ...] = field(
+        default=TARGETS, metadata={"help": "Targets to explain, from tm, tg, cm."}
+    )
+    regressors: tuple[str, ...] = field(
+        default=REGRESSORS, metadata={"help": "Regressors, from lightgbm, mlp."}
+    )
+    folds: int = field(
+        default=5, metadata={"help": "K of the group K-fold (fewer when there are fewer groups)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of folds, regressors and SHAP samples."})
+    tokenizer: str | None = field(
+        default="auto",
+        metadata={"help": "Tokenizer for len_tokens: auto (the audit's model), a preset, a "
+                          "local path, or none."},
+    )
+    shap_rows: int = field(
+        default=2000, metadata={"help": "Pairs explained by TreeSHAP (LightGBM)."}
+    )
+    mlp_shap_rows: int = field(
+        default=100, metadata={"help": "Pairs explained by permutation SHAP (MLP)."}
+    )
+    shap_background: int = field(
+        default=50, metadata={"help": "Background pairs of the MLP's permutation SHAP."}
+    )
+    max_categories: int = field(
+        default=30, metadata={"help": "Categories kept per categorical feature; rest pooled."}
+    )
+    exclude: tuple[str, ...] = field(
+        default=DEFAULT_EXCLUDE,
+        metadata={"help": "Pair columns never used as features ('mechanism' is planted truth)."},
+    )
+    n_jobs: int = field(default=1, metadata={"help": "LightGBM threads."})
+    plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
+
+    def check(self) -> None:
+        from rmlens.rewards._params import check_params, positive_int
+
+        check_params(self, {
+            "targets": (lambda t: len(t) > 0 and set(t) <= set(TARGETS), "a subset of tm, tg, cm"),
+            "regressors": (lambda r: len(r) > 0 and set(r) <= set(REGRESSORS),
+                           "a subset of lightgbm, mlp"),
+            "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+            "shap_rows": (positive_int, "an int > 0"),
+            "mlp_shap_rows": (positive_int, "an int > 0"),
+            "shap_background": (positive_int, "an int > 0"),
+            "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+            "n_jobs": (lambda n: isinstance(n, int) and n != 0, "a nonzero int"),
+        })
+
+
+class Attributor:
+    """Regress memorization targets on pair features and explain them with SHAP.
+
+    Parameters
+    ----------
+    config : AttributeConfig, optional
+
+    Attributes
+    ----------
+    features_ : DataFrame, shape (n_pairs, n_columns)
+        The pair features (``pair_features``).
+    design_ : Design
+        The encoded feature matrix both regressors use.
+    fit_ : DataFrame
+        ``target, regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``: held-out R^2
+        (mean and std over group K-fold folds).
+    importance_ : DataFrame
+        ``target, regressor, feature, importance, rank``: mean |SHAP| of the model fit on
+        all pairs, rank 1 = most important.
+    diff_ : DataFrame
+        ``regressor, feature, importance_tm, importance_tg, diff`` (TM minus TG), sorted by
+        ``diff``, largest first; empty unless both tm and tg are targets.
+    explanations_ : dict of (target, regressor) to shap.Explanation
+        SHAP values on a sample of pairs (``.data`` holds their ``design_`` rows).
+    models_ : dict of (target, regressor) to fitted regressor
+        Fit on all pairs with a finite target; ``predict`` takes ``design_``-like rows.
+    notes_ : list of str
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> from rmlens.attribution import Attributor, AttributeConfig
+    >>> rng = np.random.default_rng(0)
+    >>> n = 200
+    >>> words = rng.integers(1, 30, n)
+    >>> table = pd.DataFrame({"prompt": ["q"] * n, "chosen": ["word " * w for w in words],
+    ...     "rejected": ["word"] * n, "group": np.arange(n) % 10,
+    ...     "tm": 0.5 + words / 60 + rng.normal(0, 0.02, n)})
+    >>> cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), tokenizer=None)
+    >>> a = Attributor(config=cfg).fit(table)
+    >>> bool(a.fit_.r2.iloc[0] > 0.5)
+    True
+    """
+
+    def __init__(self, *, config: AttributeConfig | None = None):
+        self.config = config
+
+    def get_params(self) -> dict:
+        return {"config": self.config}
+
+    def fit(
+        self,
+        table: pd.DataFrame,
+        *,
+        features: pd.DataFrame | None = None,
+        groups: pd.Series | np.ndarray | None = None,
+        tokenizer=None,
+        quiet: bool = True,
+    ) -> Attributor:
+        """Fit the regressors on ``table`` (a memorization table) and compute SHAP.
+
+        Parameters
+        ----------
+        table : DataFrame, shape (n_pairs, ...)
+            Pair columns and the target columns (``tm``, ``tg``, ``cm``).
+        features : DataFrame, optional
+            Precomputed features (default: ``pair_features(table, tokenizer=tokenizer)``).
+        groups : array-like, shape (n_pairs,), optional
+            Groups for the K-fold (default: the ``group`` column; else one group per pair).
+        tokenizer : transformers tokenizer, optional
+        quiet : bool, default=True
+            No progress bar.
+        """
+        cfg = self.config or AttributeConfig()
+        try:
+            cfg.check()
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        missing = [t for t in cfg.targets if t not in table.columns]
+        if missing:
+            raise InputError(f"memorization table: target columns {missing} are missing "
+                             f"(found {list(table.columns)})")
+        self.notes_ = []
+        if features is None:
+            features = pair_features(table, tokenizer=tokenizer, exclude=cfg.exclude)
+        self.features_ = features
+        self.design_ = design = design_matrix(features, max_categories=cfg.max_categories)
+        if groups is None:
+            if "group" in table.columns:
+                groups = table["group"]
+            else:
+                groups = np.arange(len(table))
+                self.notes_.append("no 'group' column: each pair is its own group")
+        groups = pd.Series(np.asarray(groups)).astype(str).to_numpy()
+        if len(np.unique(groups)) < 2:
+            groups = np.arange(len(table)).astype(str)
+            self.notes_.append("fewer than 2 groups: K-fold over pairs instead of groups")
+
+        from rmlens.progress import progress_bar
+
+        fits, rows, self.explanations_, self.models_ = [], [], {}, {}
+        rng = np.random.default_rng(cfg.seed)
+        steps = len(cfg.targets) * len(cfg.regressors)
+        with progress_bar("attribution", total=steps, quiet=quiet) as advance:
+            for target in cfg.targets:
+                y_all = pd.to_numeric(table[target], errors="coerce").to_numpy(dtype=float)
+                keep = np.flatnonzero(np.isfinite(y_all))
+                n_nan = len(y_all) - len(keep)
+                if n_nan:
+                    self.notes_.append(f"{target}: {n_nan} pairs with NaN dropped")
+                sub = _subset(design, keep)
+                y, g = y_all[keep], groups[keep]
+                for reg in cfg.regressors:
+                    fit = {"target": target, "regressor": reg, "n_pairs": len(keep),
+                           "n_dropped_nan": n_nan}
+                    if len(keep) < 10 or len(np.unique(g)) < 2 or not sub.names:
+                        self.notes_.append(f"{target}/{reg}: too few pairs, groups or features")
+                        fits.append({**fit, "r2": np.nan, "r2_std": np.nan, "n_folds": 0})
+                        advance(1)
+                        continue
+                    scores, k = cross_validate(reg, sub, y, g, n_folds=cfg.folds,
+                                               seed=cfg.seed, n_jobs=cfg.n_jobs)
+                    fits.append({**fit, "r2": float(np.nanmean(scores)),
+                                 "r2_std": float(np.nanstd(scores, ddof=1)) if k > 1 else np.nan,
+                                 "n_folds": k})
+                    model = _fit_all(reg, sub, y, cfg)
+                    self.models_[(target, reg)] = model
+                    n_rows = cfg.shap_rows if reg == "lightgbm" else cfg.mlp_shap_rows
+                    explained = _sample(rng, len(y), n_rows)
+                    background = _sample(rng, len(y), cfg.shap_background)
+                    exp = explain(reg, model, sub, rows=explained, background=background,
+                                  seed=cfg.seed)
+                    self.explanations_[(target, reg)] = exp
+                    mean_abs = np.abs(exp.values).mean(axis=0)
+                    rows += [{"target": target, "regressor": reg, "feature": f,
+                              "importance": float(v)} for f, v in zip(sub.names, mean_abs)]
+                    advance(1)
+        self.fit_ = pd.DataFrame(fits, columns=["target", "regressor", "r2", "r2_std", "n_pairs",
+                                                "n_dropped_nan", "n_folds"])
+        imp = pd.DataFrame(rows, columns=["target", "regressor", "feature", "importance"])
+        imp["rank"] = imp.groupby(["target", "regressor"]).importance.rank(
+            ascending=False, method="first").astype(int)
+        order = {t: i for i, t in enumerate(cfg.targets)}
+        imp = imp.assign(_t=imp.target.map(order))
+        self.importance_ = imp.sort_values(["_t", "regressor", "rank"], ignore_index=True).drop(
+            columns="_t")
+        self.diff_ = tm_tg_difference(self.importance_)
+        return self
+
+    def top(self, target: str, regressor: str = "lightgbm", k: int = 3) -> list[str]:
+        """The ``k`` most important features for one target and regressor."""
+        imp = self.importance_
+        rows = imp[(imp.target == target) & (imp.regressor == regressor)]
+        return rows.nsmallest(k, "rank").feature.tolist()
+
+
+def _subset(design, rows: np.ndarray):
+    from rmlens.attribution._regress import Design
+
+    X = design.X[rows]
+    varying = np.array([np.unique(c[np.isfinite(c)]).size > 1 for c in X.T], dtype=bool) \
+        if X.shape[1] else np.zeros(0, dtype=bool)
+    names = [n for n, v in zip(design.names, varying) if v]
+    return Design(X[:, varying], names, design.categorical[varying],
+                  {n: c for n, c in design.categories.items() if n in names}, design.dropped)
+
+
+def _fit_all(kind: str, design, y: np.ndarray, cfg: AttributeConfig):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return make_regressor(kind, design, seed=cfg.seed, n_jobs=cfg.n_jobs).fit(design.X, y)
+
+
+def _sample(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    return np.sort(rng.choice(n, size=k, replace=False)) if k < n else np.arange(n)
+
+
+def tm_tg_difference(importance: pd.DataFrame) -> pd.DataFrame:
+    """Per regressor and feature: importance for TM, for TG, and TM minus TG.
+
+    Positive ``diff``: the feature explains what the RMs fit on pairs they trained on (TM)
+    more than what they predict on held-out pairs (TG), i.e. memorization.
+    """
+    cols = ["regressor", "feature", "importance_tm", "importance_tg", "diff"]
+    if not {"tm", "tg"} <= set(importance.target):
+        return pd.DataFrame(columns=cols)
+    wide = importance[importance.target.isin(["tm", "tg"])].pivot_table(
+        index=["regressor", "feature"], columns="target", values="importance", fill_value=0.0
+    )
+    out = pd.DataFrame({"importance_tm": wide["tm"], "importance_tg": wide["tg"]}).reset_index()
+    out["diff"] = out.importance_tm - out.importance_tg
+    return out.sort_values(["regressor", "diff"], ascending=[True, False], ignore_index=True)[cols]
+
+
+def _resolve_tokenizer(spec: str | None, record: dict):
+    if spec is None or str(spec).lower() == "none":
+        return None, "len_tokens off (no tokenizer)"
+    model = record.get("audit", {}).get("model") if spec == "auto" else spec
+    if not model:
+        return None, "len_tokens off: config.json names no model"
+    from transformers import AutoTokenizer
+
+    from rmlens.backbones._presets import resolve_model
+
+    try:
+        source, _ = resolve_model(model)
+        tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - a missing tokenizer only drops len_tokens
+        if spec != "auto":
+            raise InputError(f"--tokenizer {spec}: cannot load a tokenizer ({err})") from err
+        return None, f"len_tokens off: tokenizer of '{model}' not loadable offline ({err})"
+    return tok, f"len_tokens with the tokenizer of '{model}'"
+
+
+def attribute(
+    out_dir: str | Path, *, config: AttributeConfig | None = None, quiet: bool = False
+) -> Attributor:
+    """Attribute an audit's TM, TG and CM to pair features; write the results into the dir.
+
+    Reads ``DIR/memorization.parquet`` (and ``DIR/config.json`` for the audit's model), then
+    writes, each atomically: ``attribution.parquet`` (``target, regressor, feature,
+    importance, rank``; importance = mean |SHAP|), ``attribution_fit.parquet`` (``target,
+    regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``), ``attribution_diff.parquet``
+    (TM-vs-TG), ``attribution.json`` (resolved config, notes, skipped features) and the
+    plots ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
+    ``attribution_diff.png``.
+
+    Parameters
+    ----------
+    out_dir : path
+        Experiment directory of ``rmlens memorize``.
+    config : AttributeConfig, optional
+    quiet : bool, default=False
+        No progress bar.
+
+    Returns
+    -------
+    Attributor
+        Fitted; its tables are the ones written.
+
+    Raises
+    ------
+    InputError
+        No memorization table in ``out_dir``, or it lacks the target columns.
+    """
+    cfg = config or AttributeConfig()
+    try:
+        cfg.check()
+    except ValueError as err:
+        raise InputError(str(err)) from err
+    out = Path(out_dir)
+    path = out / "memorization.parquet"
+    if not path.is_file():
+        raise InputError(f"{path}: not found; run `rmlens memorize --out {out}` first")
+    try:
+        table = pd.read_parquet(path)
+    except Exception as err:  # noqa: BLE001 - any unreadable file is bad input
+        raise InputError(f"{path}: not a readable parquet file ({err})") from err
+    record = {}
+    if (out / "config.json").is_file():
+        record = json.loads((out / "config.json").read_text())
+    tokenizer, tok_note = _resolve_tokenizer(cfg.tokenizer, record)
+    attributor = Attributor(config=cfg).fit(table, tokenizer=tokenizer, quiet=quiet)
+    write_parquet(attributor.importance_, out / "attribution.parquet")
+    write_parquet(attributor.fit_, out / "attribution_fit.parquet")
+    write_parquet(attributor.diff_, out / "attribution_diff.parquet")
+    plots = []
+    if cfg.plots and len(attributor.importance_):
+        from rmlens.attribution._plots import plot_beeswarm, plot_diff, plot_importance
+
+        plots.append(plot_importance(attributor.importance_, out / "attribution_importance.png"))
+        for reg in cfg.regressors:
+            if any(r == reg for _, r in attributor.explanations_):
+                plots.append(plot_beeswarm(attributor.explanations_, reg,
+                                           out / f"attribution_beeswarm_{reg}.png"))
+        if len(attributor.diff_):
+            plots.append(plot_diff(attributor.diff_, out / "attribution_diff.png"))
+    write_json({
+        "version": rmlens.__version__,
+        "attribute": asdict(cfg),
+        "group_by": record.get("group_by"),
+        "n_pairs": len(table),
+        "tokenizer": tok_note,
+        "features": attributor.design_.names,
+        "skipped": {**attributor.features_.attrs.get("skipped", {}),
+                    **attributor.design_.dropped},
+        "notes": attributor.notes_,
+        "plots": [p.name for p in plots],
+    }, out / "attribution.json")
+    return attributor

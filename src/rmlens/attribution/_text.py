@@ -1,0 +1,339 @@
+"""Vectorized text statistics: one regex pass over all texts, then numpy on the token stream.
+
+All texts are joined with a separator token and split into word, boundary (sentence end,
+newline, list marker, header mark) and separator tokens by a single ``re.findall``. Words
+are factorized once; every per-word property (lexicon valence, emotion, syllables, length)
+is computed once per distinct word and broadcast through the codes; per-text sums are
+``np.bincount``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property, lru_cache
+
+import numpy as np
+import pandas as pd
+
+_SEP = "\x1e"
+# word | newline + list marker or header mark | sentence end (. ! ? run before a space, a
+# closing quote or the end) | newline | separator between texts
+_TOKEN = re.compile(
+    r"\w+(?:['’]\w+)*"
+    r"|\n[ \t]*(?:\d+[.)]|[-*+•]|#{1,6})(?=[ \t])"
+    r"|[.!?]+(?=[\s\"'”’)\]]|$)|\n|\x1e"
+)
+_BOUNDARY_ENDS = list(".!?)-*+•#\n")
+
+EMOTIONS = ("anger", "anticipation", "disgust", "fear", "joy", "sadness", "surprise", "trust")
+
+_WORD, _BOUNDARY, _SEPARATOR = 0, 1, 2
+
+# VADER constants (Hutto & Gilbert 2014), as in vaderSentiment.vaderSentiment.
+_N_SCALAR = -0.74
+_C_INCR = 0.733
+
+
+@lru_cache(maxsize=1)
+def _vader() -> tuple[dict[str, float], dict[str, float], frozenset[str]]:
+    from vaderSentiment.vaderSentiment import (
+        BOOSTER_DICT,
+        NEGATE,
+        SentimentIntensityAnalyzer,
+    )
+
+    return dict(SentimentIntensityAnalyzer().lexicon), dict(BOOSTER_DICT), frozenset(NEGATE)
+
+
+@lru_cache(maxsize=1)
+def nrc_lexicon() -> dict[str, list[str]]:
+    """NRC Emotion Lexicon (Mohammad & Turney 2013) as shipped in the ``nrclex`` package."""
+    import json
+    from importlib import resources
+
+    try:
+        path = resources.files("nrclex.data").joinpath("nrc_en.json")
+    except ModuleNotFoundError as err:
+        raise ModuleNotFoundError(
+            "the emotion features need the NRC lexicon shipped in the package 'nrclex': "
+            "pip install --no-deps nrclex"
+        ) from err
+    with path.open("r", encoding="utf-8") as f:
+        return json.load(f)
+
+
+@lru_cache(maxsize=1)
+def _pyphen():
+    import pyphen
+
+    return pyphen.Pyphen(lang="en_US")
+
+
+_SYLLABLES: dict[str, int] = {}
+
+
+def syllables(word: str) -> int:
+    """Syllables of one word: pyphen en_US hyphenation points + 1 (cached); 1 for non-words."""
+    n = _SYLLABLES.get(word)
+    if n is None:
+        n = len(_pyphen().positions(word)) + 1 if word.isalpha() else 1
+        _SYLLABLES[word] = n
+    return n
+
+
+class Corpus:
+    """Token stream of many texts.
+
+    Parameters
+    ----------
+    texts : sequence of str, length n_texts
+
+    Attributes
+    ----------
+    n : int
+        Number of texts.
+    vocab : ndarray of str, shape (n_vocab,)
+        Distinct lowercase words (curly apostrophes folded to "'").
+    kind : ndarray of int, shape (n_tokens,)
+        0 word, 1 boundary, 2 separator between texts.
+    doc : ndarray of int, shape (n_tokens,)
+        Text index of each token.
+    lc : ndarray of int, shape (n_tokens,)
+        Index into ``vocab`` of each word token (-1 for other tokens).
+    """
+
+    def __init__(self, texts: Sequence[str]):
+        self.texts = [t.replace(_SEP, " ") for t in texts]
+        self.n = len(self.texts)
+        joined = "\n" + f" {_SEP} \n".join(self.texts)
+        raw_codes, raw_uniques = pd.factorize(np.asarray(_TOKEN.findall(joined), dtype=object))
+        raw_uniques = np.asarray(raw_uniques, dtype=object)
+        last = np.array([u[-1] for u in raw_uniques], dtype="U1")
+        raw_kind = np.where(
+            last == _SEP, _SEPARATOR, np.where(np.isin(last, _BOUNDARY_ENDS), _BOUNDARY, _WORD)
+        )
+        lower = np.asarray([u.lower().replace("’", "'") for u in raw_uniques], dtype=object)
+        lc_of_raw, vocab = pd.factorize(lower)
+        self.vocab = np.asarray(vocab, dtype=object)
+        self._index = pd.Index(self.vocab)
+        self.kind = raw_kind[raw_codes]
+        self.doc = np.cumsum(self.kind == _SEPARATOR)
+        self.raw = raw_uniques[raw_codes]
+        is_word = self.kind == _WORD
+        self.lc = np.where(is_word, lc_of_raw[raw_codes], -1)
+        self.upper = np.array([u.isupper() for u in raw_uniques], dtype=bool)[raw_codes]
+        self.word_pos = np.flatnonzero(is_word)
+        self.word_doc = self.doc[self.word_pos]
+        self.word_lc = self.lc[self.word_pos]
+        self.sentence_start = is_word & ~np.r_[False, is_word[:-1]]
+
+    def vocab_map(self, func: Callable, dtype=np.float64) -> np.ndarray:
+        """``func(word)`` for each distinct lowercase word, shape (n_vocab,)."""
+        return np.fromiter((func(w) for w in self.vocab), dtype=dtype, count=len(self.vocab))
+
+    def per_text(self, doc: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        return np.bincount(doc, weights=weights, minlength=self.n).astype(np.float64)
+
+    @cached_property
+    def n_words(self) -> np.ndarray:
+        return self.per_text(self.word_doc)
+
+    def word_sum(self, per_vocab: np.ndarray) -> np.ndarray:
+        """Sum over each text's words of a per-vocabulary value, shape (n_texts,)."""
+        values = per_vocab[self.word_lc]
+        nz = np.flatnonzero(values)
+        return self.per_text(self.word_doc[nz], values[nz])
+
+    def word_flags(self, flags: np.ndarray) -> np.ndarray:
+        """Words per text having each flag: flags (n_vocab, k) -> counts (n_texts, k)."""
+        bits = (flags.astype(np.int64) << np.arange(flags.shape[1])).sum(axis=1)[self.word_lc]
+        nz = np.flatnonzero(bits)
+        return np.stack(
+            [self.per_text(self.word_doc[nz], (bits[nz] >> j) & 1) for j in range(flags.shape[1])],
+            axis=1,
+        )
+
+    @cached_property
+    def doc_word_keys(self) -> np.ndarray:
+        """Distinct (text, word) pairs, encoded as text * n_vocab + word."""
+        return pd.unique(self.word_doc.astype(np.int64) * max(len(self.vocab), 1) + self.word_lc)
+
+    def types(self) -> np.ndarray:
+        """Distinct lowercase words per text, shape (n_texts,)."""
+        return self.per_text(self.doc_word_keys // max(len(self.vocab), 1))
+
+    @cached_property
+    def doc_first_word(self) -> np.ndarray:
+        """Token positions of each text's first word."""
+        wd = self.word_doc
+        return self.word_pos[np.r_[True, wd[1:] != wd[:-1]]] if len(wd) else self.word_pos
+
+    @cached_property
+    def _by_word(self) -> tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(self.word_lc, kind="stable")
+        bounds = np.searchsorted(self.word_lc[order], np.arange(len(self.vocab) + 1))
+        return self.word_pos[order], bounds
+
+    def positions(self, word: int) -> np.ndarray:
+        """Token positions of the word ``vocab[word]``, ascending."""
+        pos, bounds = self._by_word
+        return pos[bounds[word]:bounds[word + 1]]
+
+    def phrase_counts(self, phrases: Iterable[str], *, at_start: bool = False) -> np.ndarray:
+        """Matches of any phrase per text (consecutive words in one sentence), (n_texts,).
+
+        ``at_start``: only matches that begin at the text's first word.
+        """
+        n_tok = len(self.lc)
+        by_first: dict[int, list[np.ndarray]] = {}
+        for phrase in phrases:
+            ids = self._index.get_indexer([w.lower() for w in _TOKEN.findall(phrase)])
+            if len(ids) and (ids >= 0).all():
+                by_first.setdefault(int(ids[0]), []).append(ids)
+        starts = [np.zeros(0, dtype=np.int64)]
+        for first, seqs in by_first.items():
+            pos = self.positions(first)
+            if at_start:
+                pos = pos[np.isin(pos, self.doc_first_word)]
+            for ids in seqs:
+                hit = pos[pos + len(ids) <= n_tok]
+                for k, tok in enumerate(ids[1:], start=1):
+                    hit = hit[self.lc[hit + k] == tok]
+                starts.append(hit)
+        return self.per_text(self.doc[np.concatenate(starts)])
+
+    @cached_property
+    def sentences(self) -> tuple[np.ndarray, np.ndarray]:
+        """Sentence start token positions, and whether each sentence ends with '?'."""
+        start = np.flatnonzero(self.sentence_start)
+        non_word = np.r_[np.flatnonzero(self.kind != _WORD), len(self.kind)]
+        end = non_word[np.searchsorted(non_word, start)]
+        tokens = np.r_[self.raw, np.array([""], dtype=object)]
+        question = np.fromiter(("?" in t for t in tokens[end]), dtype=bool, count=len(end))
+        return start, question
+
+    def count(self, literal: str) -> np.ndarray:
+        """Occurrences of a literal string per text, shape (n_texts,)."""
+        return np.fromiter((t.count(literal) for t in self.texts), dtype=float, count=self.n)
+
+    def boundary_counts(self, ends: str) -> np.ndarray:
+        """Boundary tokens that open a line and end with one of ``ends`` (list items, headers)."""
+        b = np.flatnonzero(self.kind == _BOUNDARY)
+        tokens = self.raw[b]
+        hit = np.fromiter(
+            (len(t) > 1 and t[0] == "\n" and t[-1] in ends for t in tokens),
+            dtype=bool, count=len(b),
+        )
+        return self.per_text(self.doc[b[hit]])
+
+    def vader_compound(self) -> np.ndarray:
+        """VADER compound sentiment per text, shape (n_texts,); see ``vader_compound``."""
+        return vader_compound(self)
+
+
+def vader_compound(c: Corpus) -> np.ndarray:
+    """VADER compound (Hutto & Gilbert 2014) with VADER's lexicon and rules, on arrays.
+
+    Per lexicon word: its valence; "no" before a lexicon word is neutral and "no" one or two
+    words before negates; ALL-CAPS adds 0.733 when the text mixes cases; each of the three
+    preceding non-lexicon words adds its booster increment (damped 1, 0.95, 0.9) and negates
+    (x -0.74) if it is a negation, with the package's "never so"/"without doubt" cases;
+    booster bigrams ("kind of") three words back; "least" negates; words before the first
+    "but" count x0.5, after it x1.5. Then "!" (up to 4) and "?" (2 or more) amplify the
+    sum s, and compound = s / sqrt(s^2 + 15).
+
+    Differs from ``SentimentIntensityAnalyzer.polarity_scores`` in tokens (regex words, so
+    curly quotes and other punctuation do not hide a word; no emoticons or emoji), in
+    leaving out the slang idioms ("the bomb"), and in applying the "but" rule by position
+    as documented (the package's loop rescales list entries by value). Correlation with the
+    package on HH-RLHF responses: 0.94; on SQuALITY answers: 0.99.
+    """
+    lexicon, boosters, negate = _vader()
+    lc, doc = c.word_lc, c.word_doc
+    in_lex_v = c.vocab_map(lambda w: w in lexicon, dtype=bool)
+    booster_v = c.vocab_map(lambda w: boosters.get(w, 0.0))
+    is_booster_v = c.vocab_map(lambda w: w in boosters, dtype=bool)
+    negation_v = c.vocab_map(lambda w: w in negate or "n't" in w, dtype=bool)
+    valence_v = c.vocab_map(lambda w: lexicon.get(w, 0.0))
+    word_id = {w: i for i, w in enumerate(c.vocab)}
+
+    def wid(word: str) -> int:
+        return word_id.get(word, -2)
+
+    upper = c.upper[c.word_pos]
+    n_upper = c.per_text(doc, upper.astype(float))
+    cap_diff_doc = (n_upper > 0) & (n_upper < c.n_words)
+
+    scored = in_lex_v[lc] & ~is_booster_v[lc]
+    s_idx = np.flatnonzero(scored)
+    s_doc = doc[s_idx]
+    cap_diff = cap_diff_doc[s_doc]
+
+    def near(offset: int) -> tuple[np.ndarray, np.ndarray]:
+        """Word index ``offset`` away from each scored word, and whether it is in the text."""
+        j = s_idx + offset
+        ok = (j >= 0) & (j < len(lc))
+        j = np.where(ok, j, 0)
+        return j, ok & (doc[j] == s_doc)
+
+    def near_is(offset: int, word: str) -> np.ndarray:
+        j, ok = near(offset)
+        return ok & (lc[j] == wid(word))
+
+    s_lc = lc[s_idx]
+    valence = valence_v[s_lc]
+    v = valence.copy()
+    j1, ok1 = near(1)
+    v[(s_lc == wid("no")) & ok1 & in_lex_v[lc[j1]]] = 0.0
+    drop = (s_lc == wid("kind")) & near_is(1, "of")
+    after_no = near_is(-1, "no") | near_is(-2, "no") | (
+        near_is(-3, "no") & (near_is(-1, "or") | near_is(-1, "nor"))
+    )
+    v = np.where(after_no, valence * _N_SCALAR, v)
+    v = np.where(upper[s_idx] & cap_diff, np.where(v > 0, v + _C_INCR, v - _C_INCR), v)
+    for k, damp in ((1, 1.0), (2, 0.95), (3, 0.9)):
+        j, ok = near(-k)
+        ok &= ~in_lex_v[lc[j]]
+        s = booster_v[lc[j]] * np.where(v < 0, -1.0, 1.0)
+        caps = upper[j] & is_booster_v[lc[j]] & cap_diff
+        s = np.where(caps, np.where(v > 0, s + _C_INCR, s - _C_INCR), s) * damp
+        v = np.where(ok, v + s, v)
+        negated = negation_v[lc[j]]
+        if k == 1:
+            factor = np.where(negated, _N_SCALAR, 1.0)
+        elif k == 2:
+            emphasis = near_is(-2, "never") & (near_is(-1, "so") | near_is(-1, "this"))
+            keep = near_is(-2, "without") & near_is(-1, "doubt")
+            factor = np.where(emphasis, 1.25, np.where(keep | ~negated, 1.0, _N_SCALAR))
+        else:  # as in the package, "so"/"this" just before also emphasizes here
+            emphasis = (near_is(-3, "never") & (near_is(-2, "so") | near_is(-2, "this"))) | (
+                near_is(-1, "so") | near_is(-1, "this"))
+            keep = near_is(-3, "without") & (near_is(-2, "doubt") | near_is(-1, "doubt"))
+            factor = np.where(emphasis, 1.25, np.where(keep | ~negated, 1.0, _N_SCALAR))
+        v = np.where(ok, v * factor, v)
+        if k == 3:
+            for a, b in (("kind", "of"), ("sort", "of"), ("just", "enough")):
+                for back in (2, 3):
+                    bigram = near_is(-back, a) & near_is(-back + 1, b)
+                    v = np.where(ok & bigram, v + boosters[f"{a} {b}"], v)
+    least = near_is(-1, "least") & ~in_lex_v[lc[near(-1)[0]]]
+    v = np.where(least & ~(near_is(-2, "at") | near_is(-2, "very")), v * _N_SCALAR, v)
+    v = np.where(drop, 0.0, v)
+
+    # contrastive "but": words before the first "but" count half, words after it 1.5 times
+    index_in_doc = np.arange(len(doc)) - np.searchsorted(doc, doc)
+    none = np.iinfo(np.int64).max
+    first_but = np.full(c.n, none)
+    is_but = lc == wid("but")
+    np.minimum.at(first_but, doc[is_but], index_in_doc[is_but])
+    fb, pos = first_but[s_doc], index_in_doc[s_idx]
+    v = v * np.where(fb == none, 1.0, np.where(pos < fb, 0.5, np.where(pos > fb, 1.5, 1.0)))
+
+    total = c.per_text(s_doc, v)
+    qm = c.count("?")
+    amp = np.minimum(c.count("!"), 4) * 0.292 + np.where(
+        qm > 3, 0.96, np.where(qm > 1, qm * 0.18, 0.0)
+    )
+    total = total + np.sign(total) * amp
+    return np.clip(total / np.sqrt(total * total + 15.0), -1.0, 1.0)

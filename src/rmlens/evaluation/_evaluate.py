@@ -1,0 +1,246 @@
+"""``evaluate``: score a pair set with an RM (or an ensemble), compute every metric, run the
+shortcut probes, and write metrics.json, probes.parquet, scores.parquet and plots."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.special import expit
+
+import rmlens
+from rmlens._errors import InputError
+from rmlens._io import write_json, write_parquet
+from rmlens.data import validate_pairs
+from rmlens.evaluation._calibration import (
+    brier_score,
+    expected_calibration_error,
+    temperature_scaling,
+)
+from rmlens.evaluation._ensemble import EnsembleRM, load_evaluation_rm, score_pairs
+from rmlens.evaluation._metrics import ensemble_disagreement, pair_metrics
+from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
+from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
+from rmlens.progress import stderr
+from rmlens.rewards import check_params, pairwise_accuracy
+
+
+@dataclass
+class EvaluateConfig:
+    """How ``evaluate`` measures an RM on a pair set."""
+
+    probes: str = field(
+        default="all", metadata={"help": "Shortcut probes: all, none, or NAME,NAME,..."}
+    )
+    by: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Columns to break accuracy down by (repeat); 'subset' is always used."},
+    )
+    n_bins: int = field(default=10, metadata={"help": "Equal-mass bins of the ECE."})
+    calibrate_frac: float = field(
+        default=0.0,
+        metadata={"help": "Share of pairs to fit a temperature on (0: none); ECE before/after "
+                  "is measured on the rest."},
+    )  # fmt: skip
+    probe_pairs: int = field(
+        default=1000, metadata={"help": "Pairs per probe, a seeded sample (0: all pairs)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
+
+    _constraints = {
+        "n_bins": (lambda x: isinstance(x, int) and x >= 1, "an int >= 1"),
+        "calibrate_frac": (
+            lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1,
+            "a float in [0, 1)",
+        ),
+        "probe_pairs": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+    }
+
+    def check(self) -> None:
+        check_params(self, self._constraints)
+
+
+def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:
+    """Accuracy, ECE, Brier of mean margins (n,), NaN entries left out."""
+    d = margins[~np.isnan(margins)]
+    p = expit(d)
+    return {
+        "n_pairs": int(d.size),
+        "accuracy": pairwise_accuracy(d, np.zeros_like(d)),
+        "ece": expected_calibration_error(p, n_bins=n_bins) if d.size else float("nan"),
+        "brier": brier_score(p),
+    }
+
+
+def membership_metrics(
+    rm: EnsembleRM, ids: Sequence[str], member_margins: np.ndarray, n_bins: int
+) -> dict | None:
+    """In-training and held-out metrics of an ensemble whose members know their training ids.
+
+    For each pair, ``in_train`` averages the margins of the members trained on it and
+    ``held_out`` those of the members that were not; pairs with no such member are left out.
+    None when no member was trained on any of these pairs.
+    """
+    if rm.train_ids is None:
+        return None
+    ids = [str(i) for i in ids]
+    member = np.array([[i in train for i in ids] for train in rm.train_ids], dtype=bool)
+    if not member.any():
+        return None
+    out = {}
+    for name, mask in (("in_train", member), ("held_out", ~member)):
+        counts = mask.sum(axis=0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = np.where(mask, member_margins, 0.0).sum(axis=0) / counts
+        out[name] = _split_metrics(np.where(counts > 0, mean, np.nan), n_bins)
+        out[name]["members_per_pair"] = float(counts[counts > 0].mean()) if counts.any() else 0.0
+    return out
+
+
+def _describe(rm: Any, source: Any) -> dict:
+    info = {"class": type(rm).__name__, "source": str(source) if source is not None else None}
+    if isinstance(rm, EnsembleRM):
+        info["members"] = len(rm.members)
+    return info
+
+
+def evaluate(
+    rm: Any,
+    pairs: pd.DataFrame,
+    *,
+    probes: str | Sequence[str | Probe] | None = None,
+    out: str | Path | None = None,
+    config: EvaluateConfig | None = None,
+    quiet: bool = False,
+) -> dict:
+    """Evaluate a reward model on a pair set: accuracy, calibration, distribution, probes.
+
+    Parameters
+    ----------
+    rm : RewardModel, EnsembleRM, str or Path
+        An object with ``score(prompts, responses)`` (``score_pairs`` is used when present),
+        or what ``rmlens evaluate --rm`` takes: a saved RM folder, a sequence-classification
+        model, or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
+    pairs : DataFrame
+        The canonical pair table (``rmlens.data.load_pairs``).
+    probes : "all", "none", "a,b", or list of names / Probe, optional
+        Default ``config.probes``.
+    out : path, optional
+        Folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
+        ``reliability.png``, ``rewards.png`` and ``probes.png``.
+    config : EvaluateConfig, optional
+    quiet : bool, default=False
+        No progress bars.
+
+    Returns
+    -------
+    dict
+        The content of metrics.json: ``n_pairs``, ``accuracy`` (ties 1/2), ``ece``, ``brier``,
+        ``log_loss``, ``calibration``, ``reward_distribution``, ``warnings``, optional
+        ``by``, ``rewardbench``, ``margin_spearman``, ``temperature``, ``ensemble``,
+        ``in_train``/``held_out``, and ``probes`` (the rows of probes.parquet).
+
+    Examples
+    --------
+    >>> class LengthRM:
+    ...     def score(self, prompts, responses):
+    ...         return np.array([len(r) for r in responses], dtype=float)
+    >>> pairs = pd.DataFrame({"prompt": ["q", "q"], "chosen": ["a long one", "no"],
+    ...                       "rejected": ["short", "longer"]})
+    >>> evaluate(LengthRM(), pairs, probes="none", quiet=True)["accuracy"]
+    0.5
+    """
+    config = config or EvaluateConfig()
+    try:
+        config.check()
+        chosen_probes = resolve_probes(config.probes if probes is None else probes)
+    except ValueError as err:
+        raise InputError(str(err)) from err
+    source = rm if isinstance(rm, (str, Path)) else None
+    if source is not None:
+        rm = load_evaluation_rm(source)
+    missing = [c for c in ("prompt", "chosen", "rejected") if c not in pairs]
+    if missing:
+        raise InputError(f"pairs: missing required column(s) {', '.join(map(repr, missing))}")
+    if "id" not in pairs:
+        pairs = validate_pairs(pairs, source="pairs")
+    rc, rr, kept = score_pairs(rm, pairs, quiet=quiet)
+    dropped = pairs.id[~kept].tolist()
+    data = pairs[kept].reset_index(drop=True)
+    rc, rr = rc[:, kept], rr[:, kept]
+    r_c, r_r = rc.mean(axis=0), rr.mean(axis=0)  # (n_pairs,) ensemble = mean reward
+
+    by = list(dict.fromkeys((["subset"] if "subset" in data else []) + list(config.by)))
+    absent = [c for c in by if c not in data]
+    if absent:
+        raise InputError(
+            f"--by: no column {absent[0]!r} in the data (columns: {', '.join(data.columns)})"
+        )
+    margins = rc - rr  # (n_members, n_pairs)
+    metrics = pair_metrics(
+        r_c,
+        r_r,
+        margin=data["margin"].to_numpy(float) if "margin" in data else None,
+        groups={c: data[c] for c in by},
+        member_margins=margins if margins.shape[0] > 1 else None,
+        n_bins=config.n_bins,
+    )
+    metrics["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
+    if dropped:
+        metrics["warnings"].append(
+            f"{len(dropped)} pairs dropped: chosen == rejected after truncation"
+        )
+    if config.calibrate_frac > 0:
+        try:
+            metrics["temperature"], _ = temperature_scaling(
+                r_c - r_r, frac=config.calibrate_frac, n_bins=config.n_bins, seed=config.seed
+            )
+        except ValueError as err:
+            raise InputError(f"--calibrate-frac: {err}") from err
+    if isinstance(rm, EnsembleRM):
+        split = membership_metrics(rm, data.id, margins, config.n_bins)
+        if split:
+            metrics.update(split)
+
+    sample = data
+    if config.probe_pairs and len(data) > config.probe_pairs:
+        rows = np.sort(np.random.default_rng(config.seed).choice(
+            len(data), config.probe_pairs, replace=False))  # fmt: skip
+        sample = data.iloc[rows].reset_index(drop=True)
+    else:
+        rows = np.arange(len(data))
+    table = run_probes(
+        rm, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet
+    )
+    metrics["probes"] = table.to_dict("records")
+    metrics["rm"] = _describe(rm, source)
+    metrics["config"] = asdict(config)
+    metrics["version"] = rmlens.__version__
+    if out is not None:
+        _write(Path(out), metrics, table, data, r_c, r_r, margins)
+    if metrics["warnings"] and not quiet:
+        for warning in metrics["warnings"]:
+            stderr.print(f"warning: {warning}")
+    return metrics
+
+
+def _write(out: Path, metrics, table, data, r_c, r_r, margins) -> None:
+    scores = pd.DataFrame({"id": data.id, "r_chosen": r_c, "r_rejected": r_r})
+    if margins.shape[0] > 1:
+        scores["disagreement"] = ensemble_disagreement(margins)[1]
+    write_json(metrics, out / "metrics.json")
+    write_parquet(table, out / "probes.parquet")
+    write_parquet(scores, out / "scores.parquet")
+    temp = metrics.get("temperature") or {}
+    plot_reliability(
+        metrics["calibration"]["bins"], out / "reliability.png", ece=metrics["ece"],
+        after=temp.get("bins_after"), after_ece=temp.get("ece_after"),
+    )  # fmt: skip
+    plot_rewards(r_c, r_r, out / "rewards.png")
+    if len(table):
+        plot_probes(table, out / "probes.png")

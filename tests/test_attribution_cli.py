@@ -1,0 +1,77 @@
+"""``rmlens attribute``: feature listing, bad input, and a whole run on a small directory."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from rmlens.cli import main
+from test_attribution_regress import planted_table
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    table = planted_table(160)
+    table.to_parquet(tmp_path / "memorization.parquet")
+    (tmp_path / "config.json").write_text(json.dumps({"group_by": "user_id",
+                                                      "audit": {"model": "minilm"}}))
+    return tmp_path
+
+
+def test_list_features_needs_no_dir(capsys):
+    assert main(["attribute", "--list-features", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    names = {r["name"] for r in rows}
+    assert {"len_chars", "refusal", "sentiment", "chosen_model", "flesch"} <= names
+    assert all(r["description"] and r["source"] for r in rows)
+    assert main(["attribute", "--list-features"]) == 0
+    assert "len_chars" in capsys.readouterr().out
+
+
+def test_dir_without_memorization_table_exits_2(tmp_path, capsys):
+    assert main(["attribute", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "memorization.parquet" in err
+
+
+def test_missing_dir_argument_exits_2(capsys):
+    assert main(["attribute"]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_bad_option_value_exits_2(experiment, capsys):
+    assert main(["attribute", str(experiment), "--targets", "tm,zz", "-q"]) == 2
+    assert "'targets' parameter of AttributeConfig" in capsys.readouterr().err
+
+
+def test_missing_target_column_exits_2(experiment, capsys):
+    pd.read_parquet(experiment / "memorization.parquet").drop(columns="cm").to_parquet(
+        experiment / "memorization.parquet")
+    assert main(["attribute", str(experiment), "-q", "--tokenizer", "none"]) == 2
+    assert "'cm'" in capsys.readouterr().err
+
+
+def test_attribute_writes_tables_and_plots(experiment, capsys):
+    code = main(["attribute", str(experiment), "--quiet", "--json", "--folds", "3",
+                 "--tokenizer", "none", "--shap-rows", "100", "--mlp-shap-rows", "20",
+                 "--shap-background", "10"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {(f["target"], f["regressor"]) for f in out["fit"]} == {
+        (t, r) for t in ("tm", "tg", "cm") for r in ("lightgbm", "mlp")}
+    imp = pd.read_parquet(experiment / "attribution.parquet")
+    fit = pd.read_parquet(experiment / "attribution_fit.parquet")
+    diff = pd.read_parquet(experiment / "attribution_diff.parquet")
+    assert list(imp.columns[:4]) == ["target", "regressor", "feature", "importance"]
+    assert list(fit.columns[:4]) == ["target", "regressor", "r2", "r2_std"]
+    assert {"feature", "importance_tm", "importance_tg", "diff"} <= set(diff.columns)
+    assert imp[(imp.target == "tm") & (imp["rank"] == 1)].feature.unique().tolist() == ["margin"]
+    for png in ("attribution_importance.png", "attribution_beeswarm_lightgbm.png",
+                "attribution_beeswarm_mlp.png", "attribution_diff.png"):
+        assert (experiment / png).read_bytes()[:4] == b"\x89PNG", png
+    record = json.loads((experiment / "attribution.json").read_text())
+    assert record["attribute"]["folds"] == 3
+    assert record["skipped"]["mechanism"] == "excluded"
+    assert not list(experiment.glob(".*.tmp"))

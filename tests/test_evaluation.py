@@ -1,0 +1,256 @@
+"""Evaluation metrics against hand-computed values, and shortcut probes on a length RM."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, logit
+
+from rmlens.evaluation import (
+    PROBES,
+    EvaluateConfig,
+    Probe,
+    accuracy_by,
+    auroc,
+    brier_score,
+    ensemble_disagreement,
+    evaluate,
+    expected_calibration_error,
+    fit_temperature,
+    margin_spearman,
+    pair_metrics,
+    probe_effects,
+    register_probe,
+    reliability_bins,
+    resolve_probes,
+    reward_distribution,
+    rewardbench_scores,
+    run_probes,
+    temperature_scaling,
+)
+from rmlens.evaluation._probes import FILLER
+
+
+class LengthRM:
+    """Rewards the number of characters of the response, nothing else."""
+
+    def score(self, prompts, responses):
+        return np.array([len(r) for r in responses], dtype=float)
+
+
+def test_accuracy_counts_ties_half():
+    m = pair_metrics([1.0, 2.0, 0.5, 3.0], [0.0, 2.0, 1.5, 1.0])
+    assert m["accuracy"] == pytest.approx(2.5 / 4)
+    assert m["n_ties"] == 1 and m["n_pairs"] == 4
+    assert m["margin_mean"] == pytest.approx((1 + 0 - 1 + 2) / 4)
+
+
+def test_ece_and_brier_on_a_hand_example():
+    p, y = [0.9, 0.8, 0.3, 0.6], [1, 0, 0, 1]
+    # confidences 0.9 0.8 0.7 0.6, picks right/wrong/right/right;
+    # bins {0.6, 0.7}: conf 0.65 acc 1; {0.8, 0.9}: conf 0.85 acc 0.5 -> ECE = 0.35
+    assert expected_calibration_error(p, y, n_bins=2) == pytest.approx(0.35)
+    bins = reliability_bins(p, y, n_bins=2)
+    assert bins.n.tolist() == [2, 2]
+    np.testing.assert_allclose(bins.confidence, [0.65, 0.85])
+    np.testing.assert_allclose(bins.accuracy, [1.0, 0.5])
+    assert brier_score(p, y) == pytest.approx((0.01 + 0.64 + 0.09 + 0.16) / 4)
+    # one bin: |mean correct 0.75 - mean conf 0.75| = 0
+    assert expected_calibration_error(p, y, n_bins=1) == pytest.approx(0.0)
+    # a pair set (every label 1): p = 0.5 is a tie, counted 1/2
+    assert expected_calibration_error([0.5, 0.5]) == pytest.approx(0.0)
+    assert expected_calibration_error([0.8, 0.4], n_bins=1) == pytest.approx(abs(0.5 - 0.7))
+
+
+def test_ece_does_not_depend_on_which_side_is_first():
+    rng = np.random.default_rng(1)
+    p, y = rng.uniform(size=200), rng.integers(0, 2, 200)
+    assert expected_calibration_error(p, y) == pytest.approx(
+        expected_calibration_error(1 - p, 1 - y)
+    )
+
+
+def synthetic(n, sharpen, seed=0):
+    """Pairs whose true P(first wins) is p; the RM's margin is sharpen * logit(p)."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.95, n)
+    y = rng.random(n) < p
+    margin = sharpen * logit(p) * np.where(y, 1.0, -1.0)  # oriented so the winner is first
+    return p, y, margin
+
+
+def test_calibrated_case_has_small_ece_and_overconfident_case_large():
+    p, y, margin = synthetic(20000, sharpen=1.0)
+    assert expected_calibration_error(p, y) < 0.02
+    assert expected_calibration_error(expit(margin)) < 0.02  # the same, as a pair set
+    _, _, bad = synthetic(20000, sharpen=4.0)
+    assert expected_calibration_error(expit(bad)) > 0.1
+
+
+def test_temperature_scaling_repairs_overconfidence():
+    _, _, bad = synthetic(20000, sharpen=4.0)
+    t = fit_temperature(bad)
+    assert t == pytest.approx(4.0, rel=0.1)
+    assert expected_calibration_error(expit(bad / t)) < 0.02
+    summary, held = temperature_scaling(bad, frac=0.3, seed=0)
+    assert summary["n_fit"] == 6000 and summary["n_eval"] == held.sum() == 14000
+    assert summary["ece_after"] < 0.03 < 0.1 < summary["ece_before"]
+    assert summary["brier_after"] < summary["brier_before"]
+    with pytest.raises(ValueError, match="at least 2"):
+        temperature_scaling(bad[:3], frac=0.1)
+
+
+def test_accuracy_by_subset_and_rewardbench_sections():
+    rc = np.array([1, 1, 0, 1, 0, 1, 1, 0, 1.0])
+    rr = np.array([0, 0, 1, 1, 1, 0, 0, 1, 0.0])
+    subset = ["alpacaeval-easy"] * 2 + ["mt-bench-easy"] * 2 + ["hep-go"] * 3 + ["mine"] * 2
+    by = accuracy_by(rc, rr, subset)
+    assert by == {
+        "alpacaeval-easy": {"accuracy": 1.0, "n": 2},
+        "mt-bench-easy": {"accuracy": 0.25, "n": 2},
+        "hep-go": {"accuracy": 2 / 3, "n": 3},
+        "mine": {"accuracy": 0.5, "n": 2},
+    }
+    rb = rewardbench_scores(by)
+    # Chat weighs by RewardBench's counts: alpacaeval-easy 100, mt-bench-easy 28
+    chat = (100 * 1.0 + 28 * 0.25) / 128
+    assert rb["sections"]["Chat"]["accuracy"] == pytest.approx(chat)
+    assert rb["sections"]["Chat"]["n"] == 4
+    assert rb["sections"]["Reasoning"]["accuracy"] == pytest.approx(2 / 3)
+    assert rb["sections"]["mine"] == {"accuracy": 0.5, "n": 2, "subsets": ["mine"]}
+    assert rb["score"] == pytest.approx((chat + 2 / 3 + 0.5) / 3)
+
+
+def test_margin_spearman_leaves_out_missing_margins():
+    rc, rr = np.array([3.0, 2.0, 1.0, 0.0, 5.0]), np.zeros(5)
+    res = margin_spearman(rc, rr, [30, 20, 10, 0, np.nan])
+    assert res["rho"] == pytest.approx(1.0) and res["n"] == 4
+    assert margin_spearman(rc, rr, [3, 2, 1, 4, 0])["rho"] == pytest.approx(-0.6)
+
+
+def test_reward_distribution_flags_collapse_and_extremes():
+    flat = reward_distribution(np.full(50, 2.0), np.full(50, 2.0))
+    assert flat["collapsed"] and flat["mode_share"] == 1.0
+    m = pair_metrics(np.full(50, 2.0), np.full(50, 2.0))
+    assert any("collapsed" in w for w in m["warnings"])
+    rng = np.random.default_rng(0)
+    normal = reward_distribution(rng.normal(size=5000), rng.normal(size=5000))
+    assert not normal["collapsed"]
+    assert 0.0005 < normal["extreme_share"] < 0.006  # P(|z| > 3) = 0.0027
+    spiky = reward_distribution(np.r_[np.zeros(99), 100.0], np.zeros(100))
+    assert spiky["extreme_share"] == pytest.approx(1 / 200) and spiky["collapsed"]
+
+
+def test_auroc_and_ensemble_disagreement_by_hand():
+    assert auroc([0.1, 0.4, 0.35, 0.8], [0, 0, 1, 1]) == pytest.approx(0.75)
+    assert auroc([1, 1, 1], [0, 1, 0]) == pytest.approx(0.5)
+    assert np.isnan(auroc([1, 2], [1, 1]))
+    margins = np.array([[1.0, 2.0, -1.0, 0.5], [1.0, 0.0, 1.0, -2.5]])
+    summary, spread = ensemble_disagreement(margins)
+    np.testing.assert_allclose(spread, [0.0, 1.0, 1.0, 1.5])
+    # mean margins 1, 1, 0, -1: pairs 3 and 4 are errors (a tie counts as one)
+    assert summary["n_wrong"] == 2
+    assert summary["disagreement_correct"] == pytest.approx(0.5)
+    assert summary["disagreement_wrong"] == pytest.approx(1.25)
+    assert summary["disagreement_auroc"] == pytest.approx(0.875)
+    assert summary["member_accuracy_min"] == pytest.approx(0.625)
+    assert summary["member_accuracy_max"] == pytest.approx(0.75)
+
+
+def length_pairs():
+    chosen = ["aaaaaaaaaa", "aaaaaaa", "aaaaa", "aaaa", "aaa", "aa", "aaaaaaaaa"]
+    rejected = ["a", "aaaa", "aaaaa", "aaa", "aaaaaaa", "aaaaaaa", "a"]
+    # d = len(chosen) - len(rejected) = 9, 3, 0, 1, -4, -5, 8
+    return pd.DataFrame(
+        {"id": [f"p{i}" for i in range(7)], "prompt": "q", "chosen": chosen, "rejected": rejected}
+    )
+
+
+def test_probe_on_a_length_rm_flips_exactly_the_pairs_it_should():
+    pairs = length_pairs()
+    five = Probe("plus5", "append five characters", lambda t: t + "bbbbb")
+    # rejected +5: d -> d - 5; sign changes for d in {3, 0, 1} (0 -> -5 is a flip from a tie)
+    eff = probe_effects(LengthRM(), pairs, five, "rejected")
+    assert set(eff.id[eff.flipped]) == {"p1", "p2", "p3"}
+    np.testing.assert_allclose(eff["shift"], 5.0)
+    # chosen +5: d -> d + 5; flips for d in {0, -4}, and -5 becomes a tie
+    eff = probe_effects(LengthRM(), pairs, five, "chosen")
+    assert set(eff.id[eff.flipped]) == {"p2", "p4", "p5"}
+    table = run_probes(LengthRM(), pairs, [five])
+    row = table.set_index("side").loc["rejected"]
+    assert row.flip_rate == pytest.approx(3 / 7) and row.n == 7
+    assert row.to_wrong == pytest.approx(2 / 7) and row.to_right == 0.0
+    assert row.accuracy_before == pytest.approx(4.5 / 7)
+    assert row.accuracy_after == pytest.approx(2 / 7)
+    assert row.mean_shift == pytest.approx(5.0) and row.n_invisible == 0
+    chosen = table.set_index("side").loc["chosen"]
+    assert chosen.to_right == pytest.approx(1 / 7) and chosen.to_wrong == 0.0  # p5 ends tied
+
+
+def test_builtin_filler_probe_shifts_by_its_length():
+    pairs = length_pairs()
+    eff = probe_effects(LengthRM(), pairs, PROBES["pad_filler"], "rejected")
+    np.testing.assert_allclose(eff["shift"], len(FILLER) + 1)
+    # every chosen ends shorter than its rejected + filler: all but the already-wrong flip
+    assert set(eff.id[eff.flipped]) == {"p0", "p1", "p2", "p3", "p6"}
+
+
+def test_probe_edits_the_last_assistant_message_of_a_conversation():
+    convo = [{"role": "assistant", "content": "Hi."}, {"role": "user", "content": "Ok"}]
+    edited = PROBES["refusal"].apply(convo)
+    assert edited[0]["content"].startswith("I'm sorry") and edited[1]["content"] == "Ok"
+    assert convo[0]["content"] == "Hi."
+    md = PROBES["markdown"].edit("One. Two!")
+    assert md == "**Answer**\n\n- One.\n- Two!"
+    assert PROBES["pad_repeat"].edit("First one. Second.") == "First one. Second. First one."
+
+
+def test_probe_registry():
+    probe = Probe("shout", "upper case", str.upper)
+    register_probe(probe)
+    try:
+        assert probe in resolve_probes("all")
+        assert resolve_probes("shout,refusal") == [probe, PROBES["refusal"]]
+        with pytest.raises(ValueError, match="already registered"):
+            register_probe(probe)
+    finally:
+        PROBES.pop("shout")
+    assert resolve_probes("none") == [] and resolve_probes(None) == []
+    with pytest.raises(ValueError, match="unknown probe 'nope'"):
+        resolve_probes("refusal,nope")
+
+
+def test_evaluate_writes_metrics_and_probes(tmp_path):
+    pairs = length_pairs().assign(
+        margin=[1.0, 2.0, 0.0, 3.0, 1.0, 1.0, 5.0], subset=["a"] * 4 + ["b"] * 3
+    )
+    config = EvaluateConfig(calibrate_frac=0.5, by=["subset"])
+    metrics = evaluate(
+        LengthRM(), pairs, probes="pad_filler,refusal", out=tmp_path, config=config, quiet=True
+    )
+    assert metrics["accuracy"] == pytest.approx(4.5 / 7)
+    assert metrics["by"]["subset"]["b"] == {"accuracy": pytest.approx(1 / 3), "n": 3}
+    assert "temperature" in metrics and metrics["rewardbench"]["score"] == pytest.approx(
+        (3.5 / 4 + 1 / 3) / 2
+    )
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    for key in ("accuracy", "ece", "brier", "n_pairs"):
+        assert saved[key] == pytest.approx(metrics[key])
+    probes = pd.read_parquet(tmp_path / "probes.parquet")
+    assert {"probe", "side", "mean_shift", "flip_rate", "n"} <= set(probes.columns)
+    assert len(probes) == 4
+    for name in ("reliability.png", "rewards.png", "probes.png", "scores.parquet"):
+        assert (tmp_path / name).stat().st_size > 0, name
+
+
+def test_evaluate_samples_pairs_for_probes():
+    pairs = pd.DataFrame(
+        {"prompt": "q", "chosen": [f"{'a' * i}" for i in range(1, 41)], "rejected": "aaa"}
+    )
+    metrics = evaluate(
+        LengthRM(), pairs, probes="refusal", config=EvaluateConfig(probe_pairs=10), quiet=True
+    )
+    assert [row["n"] for row in metrics["probes"]] == [10, 10]
+    with pytest.raises(ValueError, match="unknown probe"):
+        evaluate(LengthRM(), pairs, probes="nope", quiet=True)

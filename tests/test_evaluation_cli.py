@@ -1,0 +1,156 @@
+"""`rmlens evaluate` on an experiment directory of a tiny random encoder: ensemble, files,
+cache reuse by probes, bad input."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmlens.cli import main
+from rmlens.evaluation import Probe, load_experiment, run_probes, score_pairs
+from rmlens.memorization import AuditConfig, audit
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+
+GOOD = ["good", "great", "help", "answer", "sure", "yes"]
+BAD = ["bad", "worst", "hate", "never", "no", "sorry"]
+
+
+def make_pairs(n: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "id": [f"p{i:03d}" for i in range(n)],
+            "prompt": [f"what is the {rng.choice(['cat', 'dog', 'sun'])} ?" for _ in range(n)],
+            "chosen": [" ".join(rng.choice(GOOD, 4)) + "." for _ in range(n)],
+            "rejected": [" ".join(rng.choice(BAD, 4)) + "." for _ in range(n)],
+            "user_id": [f"u{i % 5}" for i in range(n)],
+            "margin": [float(i % 3) for i in range(n)],
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def experiment(tiny_encoder_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("evaluate")
+    pairs = make_pairs()
+    data = root / "pairs.jsonl"
+    pairs.to_json(data, orient="records", lines=True)
+    trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=root / "cache")
+    config = AuditConfig(runs=5, folds=5, n_boot=20, head=HeadConfig(epochs=5, batch_size=16))
+    audit(pairs, config, root / "exp", trainer=trainer, quiet=True)
+    return root, data, pairs
+
+
+@pytest.fixture(autouse=True)
+def cache_in_tmp(experiment, monkeypatch):
+    monkeypatch.setenv("RMLENS_CACHE", str(experiment[0] / "cache"))
+
+
+def test_cli_on_an_experiment_directory(experiment, capsys):
+    root, data, pairs = experiment
+    out = root / "eval"
+    argv = ["evaluate", "--rm", str(root / "exp"), "--data", str(data), "--out", str(out),
+            "--probes", "pad_filler,refusal", "--calibrate-frac", "0.5", "--by", "user_id",
+            "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    assert "RM evaluation: 40 pairs" in capsys.readouterr().out
+    for name in ("metrics.json", "probes.parquet", "scores.parquet", "reliability.png",
+                 "rewards.png", "probes.png"):  # fmt: skip
+        assert (out / name).stat().st_size > 0, name
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n_pairs"] == 40 and 0 <= metrics["ece"] <= 1 and 0 <= metrics["brier"] <= 1
+    assert metrics["ensemble"]["n_members"] == 5
+    assert metrics["in_train"]["members_per_pair"] == 4.0
+    assert metrics["held_out"]["members_per_pair"] == 1.0
+    assert set(metrics["by"]["user_id"]) == {f"u{i}" for i in range(5)}
+    assert metrics["temperature"]["n_fit"] == 20 and "margin_spearman" in metrics
+    probes = pd.read_parquet(out / "probes.parquet")
+    assert list(probes[["probe", "side"]].itertuples(index=False, name=None)) == [
+        ("pad_filler", "chosen"), ("pad_filler", "rejected"),
+        ("refusal", "chosen"), ("refusal", "rejected"),
+    ]  # fmt: skip
+    assert (probes.n == 40).all()
+    # the ensemble's reward is the mean of the runs' rewards as the audit scored them
+    runs = [
+        pd.read_parquet(root / "exp" / "runs" / f"{r:03d}" / "scores.parquet") for r in range(5)
+    ]
+    scores = pd.read_parquet(out / "scores.parquet")
+    np.testing.assert_allclose(
+        scores.r_chosen, np.mean([r.r_chosen for r in runs], axis=0), rtol=1e-5, atol=1e-6
+    )
+    assert "disagreement" in scores
+
+
+def test_members_share_one_backbone_and_probes_encode_only_edited_texts(experiment, monkeypatch):
+    root, _, pairs = experiment
+    ensemble = load_experiment(root / "exp")
+    assert len({id(m.backbone) for m in ensemble.members}) == 1
+    rc, rr, kept = score_pairs(ensemble, pairs)
+    assert rc.shape == (5, 40) and kept.all()
+    import rmlens.backbones._featurize as featurize_module
+
+    encoded = []
+    original = featurize_module.encode_ids
+
+    def counting(backbone, seqs, **kw):
+        encoded.append(len(seqs))
+        return original(backbone, seqs, **kw)
+
+    monkeypatch.setattr(featurize_module, "encode_ids", counting)
+    kw = {"sides": ["rejected"], "r_chosen": rc.mean(0), "r_rejected": rr.mean(0)}
+    thanks = Probe("thanks", "append thanks", lambda t: t + " thanks please")
+    run_probes(ensemble, pairs, [thanks], **kw)
+    n_unique = len(set(zip(pairs.prompt, pairs.rejected)))
+    assert sum(encoded) == n_unique
+    encoded.clear()
+    table = run_probes(ensemble, pairs, [thanks], **kw)
+    assert sum(encoded) == 0 and table.n.item() == 40
+
+
+def test_cli_single_rm_json(experiment, capsys):
+    root, data, _ = experiment
+    argv = ["evaluate", "--rm", str(root / "exp" / "runs" / "000" / "rm"), "--data", str(data),
+            "--out", str(root / "single"), "--probes", "none", "--json", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["rm"]["class"] == "ExplicitHeadRM" and metrics["probes"] == []
+    assert "ensemble" not in metrics and metrics["n_pairs"] == 40
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"--rm": "missing-dir/nope/x"}, "no such file"),
+        ({"--probes": "refusal,nope"}, "unknown probe 'nope'"),
+        ({"--data": "missing.jsonl"}, "missing.jsonl"),
+        ({"--calibrate-frac": "1.5"}, "calibrate_frac"),
+        ({"--by": "annotator"}, "no column 'annotator'"),
+    ],
+)
+def test_cli_bad_input_exits_2(experiment, capsys, change, message):
+    root, data, _ = experiment
+    args = {"--rm": str(root / "exp"), "--data": str(data), "--out": str(root / "bad")}
+    args.update(change)
+    argv = ["evaluate", "--quiet", "--probes", "none"] + [x for kv in args.items() for x in kv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and message in err
+
+
+def test_cli_on_a_sequence_classification_model(experiment, tiny_encoder_dir, tmp_path):
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    root, data, _ = experiment
+    torch.manual_seed(0)
+    config = BertConfig.from_pretrained(tiny_encoder_dir, num_labels=1)
+    BertForSequenceClassification(config).save_pretrained(tmp_path / "seqcls")
+    AutoTokenizer.from_pretrained(tiny_encoder_dir).save_pretrained(tmp_path / "seqcls")
+    out = tmp_path / "out"
+    argv = ["evaluate", "--rm", str(tmp_path / "seqcls"), "--data", str(data), "--out", str(out),
+            "--probes", "compliance", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["rm"]["class"] == "SequenceClassifierRM" and metrics["n_pairs"] == 40
+    assert pd.read_parquet(out / "probes.parquet").n.tolist() == [40, 40]

@@ -1,0 +1,214 @@
+"""Benchmark: rmlens's prefix-cached token sweep vs the naive per-candidate method.
+
+The RM is SmolLM2-135M-Instruct (the ``smollm2-135m`` preset) with a linear Bradley-Terry
+head. By default the head is trained here with ``rmlens.rewards.HeadRM`` on 300 pairs of
+the shared HH-RLHF harmless-base test file (cached under ``$RMLENS_CACHE/rms``); pass
+``--rm DIR`` to benchmark another rmlens RM folder.
+
+Naive method (as public research code does it): apply the chat template to each
+candidate, tokenize with padding, score batches of 32 with the whole prompt each time.
+rmlens: the prompt prefix once (KV cache), then only each candidate's suffix, in large
+batches. Both run on the same model in the same process, over the first ``--n`` token ids.
+
+Printed: both rates (candidate tokens per second), their ratio, the largest score
+difference, the matmul FLOP/s the sweep reaches (2 x non-embedding parameters x model
+tokens run per second) over a peak measured with a large torch matmul here, and the time a
+full-vocabulary sweep takes (estimated from the rate, or measured with ``--full``).
+
+    python benchmarks/sweep.py [--n 2000] [--threads 2] [--full] [--write-preset]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+PROMPT = "What, in one word, is the greatest thing ever?"
+HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf-harmless-base-test.jsonl.gz"
+
+
+def cache_root() -> Path:
+    env = os.environ.get("RMLENS_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "rmlens"
+
+
+def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int = 128,
+                seed: int = 0) -> Path:
+    """Train a linear HeadRM on smollm2-135m last-token features of HH pairs; save it.
+
+    Pairs are drawn at random among those whose formatted chosen and rejected texts both
+    fit in ``max_length`` tokens (short conversations: cheap to encode on a CPU, and closer
+    to one-word answers than long transcripts).
+    """
+    from rmlens.backbones import encode_pair_text, featurize, load_backbone
+    from rmlens.data import load_pairs
+    from rmlens.rewards import HeadConfig, HeadRM, pairwise_accuracy
+    from rmlens.tokens import save_head_rm
+
+    if (out / "rm_config.json").is_file():
+        return out
+    pairs = load_pairs(HH)
+    backbone = load_backbone("smollm2-135m", max_length=max_length)
+    tok = backbone.tokenizer
+    fits = [max(len(encode_pair_text(tok, p, c, 10**6)), len(encode_pair_text(tok, p, r, 10**6)))
+            <= max_length for p, c, r in zip(pairs.prompt, pairs.chosen, pairs.rejected)]
+    short = np.flatnonzero(fits)
+    pick = np.random.default_rng(seed).permutation(short)[: n_train + n_test]
+    train, test = pairs.iloc[pick[:n_train]], pairs.iloc[pick[n_train:]]
+    start = time.perf_counter()
+    f_train = featurize(backbone, train)
+    f_test = featurize(backbone, test)
+    seconds = time.perf_counter() - start
+    config = HeadConfig(head="linear", epochs=60, lr=3e-3, weight_decay=0.01, seed=seed)
+    rm = HeadRM(config).fit(f_train.chosen[f_train.kept], f_train.rejected[f_train.kept])
+    metrics = {
+        "train_accuracy": pairwise_accuracy(rm.score(f_train.chosen), rm.score(f_train.rejected)),
+        "test_accuracy": pairwise_accuracy(rm.score(f_test.chosen), rm.score(f_test.rejected)),
+        "n_train": int(f_train.kept.sum()), "n_test": int(len(test)),
+        "n_eligible": int(len(short)), "featurize_seconds": round(seconds, 1),
+    }
+    extra = {"data": HH.name, "max_length": max_length, "seed": seed, "metrics": metrics}
+    save_head_rm(out, "smollm2-135m", head=rm, extra=extra)
+    print(f"trained linear HeadRM on {metrics['n_train']} HH pairs: {json.dumps(metrics)}")
+    return out
+
+
+def write_preset(rm_dir: Path, preset: Path) -> None:
+    """Fold the HeadRM's standardization into (w, b) and write the packaged preset."""
+    from rmlens.rewards import HeadRM
+    from rmlens.tokens import RM_CONFIG
+
+    head = HeadRM.load(rm_dir).head_
+    w = head.net.weight.detach()[0] / head.scale  # (d,)
+    b = float(head.net.bias.detach()[0] - (w * head.mean).sum())
+    config = json.loads((rm_dir / RM_CONFIG).read_text())
+    config.update(head="linear", note="linear head on SmolLM2-135M-Instruct last-token "
+                  "features, Bradley-Terry on HH-RLHF harmless-base test pairs "
+                  "(benchmarks/sweep.py)")
+    preset.mkdir(parents=True, exist_ok=True)
+    (preset / RM_CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    (preset / "head.json").write_text(json.dumps(
+        {"weight": [round(float(x), 8) for x in w], "bias": [round(b, 8)]}) + "\n")
+
+
+def peak_flops(n: int = 2048, repeats: int = 5) -> tuple[float, float]:
+    """Matmul FLOP/s of a large square torch matmul: (per wall second, per CPU second)."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(repeats):
+        a @ b
+    flops = 2 * n**3 * repeats
+    return flops / (time.perf_counter() - wall), flops / (time.process_time() - cpu)
+
+
+class Clock:
+    """Wall and CPU seconds of a block (CPU time counts every thread of this process)."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
+
+
+@torch.inference_mode()
+def naive_scores(scorer, prompt: str, decoded: list[str], batch_size: int = 32) -> np.ndarray:
+    """Template each candidate, tokenize with padding, run whole sequences in batches of 32."""
+    tok = scorer.tokenizer
+    texts = [tok.apply_chat_template([{"role": "user", "content": prompt},
+                                      {"role": "assistant", "content": d}], tokenize=False)
+             for d in decoded]
+    tok.padding_side = "right"
+    out = []
+    for start in range(0, len(texts), batch_size):
+        batch = tok(texts[start : start + batch_size], padding=True, add_special_tokens=False,
+                    return_tensors="pt")
+        hidden = scorer.body(**batch).last_hidden_state  # (B, T, d)
+        last = batch["attention_mask"].sum(1) - 1
+        out.append(scorer.head(hidden[torch.arange(len(last)), last]).numpy())
+    return np.concatenate(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rm", type=Path, default=None, help="rmlens RM folder")
+    parser.add_argument("--n", type=int, default=2000, help="token ids benchmarked")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--full", action="store_true", help="also time a full-vocabulary sweep")
+    parser.add_argument("--write-preset", action="store_true",
+                        help="write src/rmlens/tokens/presets/smollm2-135m-hh from the RM")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from rmlens.tokens import build_candidates, load_rm, sweep_prompt, sweep_token_ids
+
+    rm_dir = args.rm or build_hh_rm(cache_root() / "rms" / "smollm2-135m-hh")
+    if args.write_preset:
+        write_preset(rm_dir, Path(__file__).resolve().parents[1] / "src" / "rmlens" / "tokens"
+                     / "presets" / "smollm2-135m-hh")
+    scorer = load_rm(str(rm_dir))
+    body = scorer.body
+    non_embedding = sum(p.numel() for n, p in body.named_parameters() if "embed" not in n)
+    ids, _ = sweep_token_ids(scorer.tokenizer)
+    ids = ids[: args.n]
+    decoded = [scorer.tokenizer.decode([int(i)]) for i in ids]
+    print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
+          f"{len(ids)} tokens, non-embedding params {non_embedding / 1e6:.1f}M")
+
+    threads = torch.get_num_threads()
+    peaks = [peak_flops()]
+    with Clock() as t_sweep:
+        frame, info = sweep_prompt(scorer, PROMPT, token_ids=ids, batch_size=args.batch_size)
+    cands = build_candidates(scorer.tokenizer, PROMPT, token_ids=ids)
+    run_tokens = info.prefix_len + sum(
+        len(s) - (info.prefix_len if info.n_cached else 0) for s in cands.seqs)
+    peaks.append(peak_flops())
+    with Clock() as t_naive:
+        naive = naive_scores(scorer, PROMPT, decoded)
+    peaks.append(peak_flops())
+    peak_wall, peak_cpu = max(p[0] for p in peaks), max(p[1] for p in peaks) * threads
+
+    def rates(clock):  # candidates per wall second, and per second of `threads` busy cores
+        return len(ids) / clock.wall, len(ids) / (clock.cpu / threads)
+
+    (sweep_wall, sweep_cpu), (naive_wall, naive_cpu) = rates(t_sweep), rates(t_naive)
+    flops_wall = 2 * non_embedding * run_tokens / t_sweep.wall
+    flops_cpu = 2 * non_embedding * run_tokens / (t_sweep.cpu / threads)
+    print("rates in candidate tokens/s; 'cpu' = per second of the process's own CPU time "
+          "(what an idle machine gives), 'wall' = as measured on this (shared) machine")
+    print(f"naive  (template + pad, batches of 32): wall {naive_wall:7.1f}  cpu {naive_cpu:7.1f}"
+          f"  ({t_naive.wall:.0f} s wall, {t_naive.cpu:.0f} s cpu)")
+    print(f"rmlens (prefix KV cache, batch {args.batch_size}):  wall {sweep_wall:7.1f}  "
+          f"cpu {sweep_cpu:7.1f}  ({t_sweep.wall:.0f} s wall, {t_sweep.cpu:.0f} s cpu; prefix "
+          f"{info.prefix_len} tokens, suffixes {info.suffix_lengths}, {info.n_full} in full)")
+    print(f"ratio rmlens / naive: wall {sweep_wall / naive_wall:.1f}x, "
+          f"cpu {sweep_cpu / naive_cpu:.1f}x")
+    print(f"max |rmlens - naive| score: {np.max(np.abs(frame.score.to_numpy() - naive)):.2e}")
+    print(f"matmul peak: wall {peak_wall / 1e9:.1f}, cpu {peak_cpu / 1e9:.1f} GFLOP/s; sweep: "
+          f"wall {flops_wall / 1e9:.1f} ({flops_wall / peak_wall:.0%} of peak), cpu "
+          f"{flops_cpu / 1e9:.1f} GFLOP/s ({flops_cpu / peak_cpu:.0%} of peak)")
+    vocab = len(sweep_token_ids(scorer.tokenizer)[0])
+    for label, rate, naive_rate in (("wall", sweep_wall, naive_wall),
+                                    ("cpu", sweep_cpu, naive_cpu)):
+        print(f"full vocabulary ({vocab} tokens) at the {label} rate: "
+              f"{vocab / rate / 60:.1f} min per prompt, {3 * vocab / rate / 60:.1f} min for 3 "
+              f"prompts (naive {3 * vocab / naive_rate / 60:.0f} min)")
+    if args.full:
+        with Clock() as t_full:
+            sweep_prompt(scorer, PROMPT, batch_size=args.batch_size)
+        print(f"full vocabulary measured, one prompt: {t_full.wall / 60:.1f} min wall, "
+              f"{t_full.cpu / threads / 60:.1f} min cpu")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""``rmlens sweep``: sweep several RMs over several prompts, then write tables, stats, plots.
+
+Layout of ``--out DIR``::
+
+    config.json                 resolved SweepConfig, version, model folder names
+    summary.json                per model: counts, speed, moments, top/bottom k, framing,
+                                frequency bias; agreement between models
+    agreement.parquet           model_a, model_b, prompt, n_shared, kendall_tau, spearman, rbo
+    <model>/sweep.parquet       token_id, token, decoded, prompt, score, rank
+    <model>/stats.json          that model's part of summary.json
+    <model>/score_distribution.png, best_vs_worst.png, frequency_vs_score.png
+
+A model whose ``sweep.parquet`` was written for the same settings is not swept again;
+prompts already finished by an interrupted run are kept (``<model>/parts``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from rmlens import __version__
+from rmlens._io import write_json, write_parquet
+from rmlens.progress import progress_bar
+from rmlens.tokens._candidates import sweep_token_ids
+from rmlens.tokens._plots import pick_contrast, plot_contrast, plot_distributions, plot_frequency
+from rmlens.tokens._stats import (
+    agreement,
+    framing,
+    frequency_bias,
+    moments,
+    top_bottom,
+    word_features,
+)
+from rmlens.tokens._sweep import SWEEP_COLUMNS, sweep_prompt
+
+DEFAULT_PROMPTS = (
+    "What, in one word, is the greatest thing ever?",
+    "What, in one word, is the best thing ever?",
+    "What, in one word, is the worst thing ever?",
+)
+
+
+def _positive_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
+
+
+@dataclass
+class SweepConfig:
+    """An optimal/pessimal token sweep (DESIGN.md section 4)."""
+
+    rm: list[str] = field(default_factory=list, metadata={
+        "help": "Reward model to sweep (repeat for several): an RM preset (smollm2-135m-hh), "
+                "a folder with rm_config.json, or a sequence-classification folder or hub id."})
+    prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS), metadata={
+        "help": "Prompts; default the greatest / best / worst thing ever, in one word."})
+    max_tokens: int | None = field(default=None, metadata={
+        "help": "Sweep only the first N token ids (a quick look); default the whole vocabulary."})
+    batch_size: int = field(default=256, metadata={"help": "Candidates per forward pass."})
+    top_k: int = field(default=10, metadata={"help": "Top and bottom tokens kept per prompt."})
+    score_index: int = field(default=0, metadata={
+        "help": "Logit read as the reward of a sequence classifier: logits[:, INDEX]."})
+    min_share: float = field(default=0.99, metadata={
+        "help": "The cached prefix is the longest one shared by this share of candidates."})
+    verify: int = field(default=4, metadata={
+        "help": "Cached candidates re-scored in full per prompt, as a check."})
+    device: str = field(default="cpu", metadata={"help": "Torch device: cpu, cuda, mps."})
+    threads: int | None = field(default=None, metadata={
+        "help": "CPU threads for torch (default: torch's choice; 1 is faster on a busy machine)."})
+    trust_remote_code: bool = field(default=False, metadata={
+        "help": "Run a hub classifier's own code (only for models you trust)."})
+
+    def check(self) -> None:
+        from rmlens.rewards import check_params
+
+        check_params(self, {
+            "rm": (lambda v: isinstance(v, list) and len(v) > 0
+                   and all(isinstance(s, str) and s for s in v),
+                   "a non-empty list of model names"),
+            "prompts": (lambda v: isinstance(v, list) and len(v) > 0
+                        and all(isinstance(p, str) and p.strip() for p in v),
+                        "a non-empty list of non-empty strings"),
+            "max_tokens": (lambda v: v is None or _positive_int(v), "None or an int > 0"),
+            "batch_size": (_positive_int, "an int > 0"),
+            "top_k": (_positive_int, "an int > 0"),
+            "score_index": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
+            "min_share": (lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
+                          "a number in (0, 1]"),
+            "verify": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
+            "threads": (lambda v: v is None or _positive_int(v), "None or an int > 0"),
+        })
+
+
+def read_prompts(path: str | Path) -> list[str]:
+    """Prompts from a text file, one per line; blank lines and ``#`` comments are skipped."""
+    from rmlens._errors import InputError
+
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"{path}: expected a UTF-8 text file with one prompt per line "
+                         f"({err})") from err
+    prompts = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    if not prompts:
+        raise InputError(f"{path}: expected at least one prompt (one per line), found none")
+    return prompts
+
+
+def model_slug(spec: str, taken: set[str]) -> str:
+    """A folder name for a model: its last path parts, safe characters only, unique."""
+    parts = [p for p in re.split(r"[/\\]+", spec.rstrip("/\\")) if p not in ("", ".", "..")]
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", "__".join(parts[-2:]) or "rm")[:80]
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    taken.add(slug)
+    return slug
+
+
+def _key(*items) -> str:
+    return hashlib.sha1(json.dumps(items, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bool) -> dict:
+    """Sweep one model over all prompts (resuming finished prompts); return timing info."""
+    ids, skipped = sweep_token_ids(scorer.tokenizer, config.max_tokens)
+    parts_dir = folder / "parts"
+    frames, infos = [], []
+    todo = len(ids) * len(config.prompts)
+    with progress_bar(f"sweep {folder.name}", total=todo, quiet=quiet) as advance:
+        for prompt in config.prompts:
+            key = _key(spec, prompt, config.max_tokens, config.score_index)
+            part = parts_dir / f"{key}.parquet"
+            if part.is_file():
+                frames.append(pd.read_parquet(part))
+                advance(len(ids))
+                continue
+            start = time.perf_counter()
+            frame, info = sweep_prompt(
+                scorer, prompt, token_ids=ids, batch_size=config.batch_size,
+                min_share=config.min_share, verify=config.verify, advance=advance,
+            )
+            seconds = time.perf_counter() - start
+            write_parquet(frame, part)
+            frames.append(frame)
+            infos.append({**asdict(info), "prompt": prompt, "seconds": round(seconds, 2),
+                          "tokens_per_second": round(len(frame) / max(seconds, 1e-9), 1)})
+    table = pd.concat(frames, ignore_index=True)[list(SWEEP_COLUMNS)]
+    write_parquet(table, folder / "sweep.parquet")
+    shutil.rmtree(parts_dir, ignore_errors=True)
+    return {"n_tokens": int(len(ids)), "n_skipped_special": int(skipped), "prompts": infos}
+
+
+def model_stats(table: pd.DataFrame, folder: Path, top_k: int = 10, plots: bool = True) -> dict:
+    """Moments, top/bottom, framing and frequency bias of one model's sweep (+ its plots)."""
+    prompts = list(table["prompt"].unique())
+    extremes = top_bottom(table, top_k)
+    stats = {
+        "moments": {p: moments(table.loc[table.prompt == p, "score"]) for p in prompts},
+        "top": {p: extremes[(extremes.prompt == p) & (extremes.side == "top")]
+                .drop(columns=["prompt", "side"]).to_dict("records") for p in prompts},
+        "bottom": {p: extremes[(extremes.prompt == p) & (extremes.side == "bottom")]
+                   .drop(columns=["prompt", "side"]).to_dict("records") for p in prompts},
+        "framing": framing(table).to_dict("records"),
+        "frequency_bias": frequency_bias(table).to_dict("records"),
+    }
+    if plots:
+        plot_distributions(table, folder / "score_distribution.png", title=folder.name)
+        contrast = pick_contrast(prompts)
+        if contrast:
+            plot_contrast(table, folder / "best_vs_worst.png", *contrast, title=folder.name)
+        first = table[table.prompt == prompts[0]]
+        plot_frequency(table, word_features(first["decoded"].tolist()),
+                       folder / "frequency_vs_score.png", prompts[0], title=folder.name)
+    return stats
+
+
+def run_sweep(config: SweepConfig, out: str | Path, *, quiet: bool = False) -> dict:
+    """Sweep every RM of ``config`` over its prompts and write the results to ``out``.
+
+    Parameters
+    ----------
+    config : SweepConfig
+    out : str or Path
+        Output folder (see the module docstring for its layout); resumed if it exists.
+    quiet : bool, default=False
+        No progress bars.
+
+    Returns
+    -------
+    dict
+        The content of ``summary.json``.
+    """
+    import torch
+
+    from rmlens._errors import InputError
+
+    try:
+        config.check()
+    except ValueError as err:
+        raise InputError(str(err)) from err
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(config.threads or before)
+    try:
+        return _run(config, Path(out), quiet)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
+    from rmlens.tokens._load import load_rm
+
+    out.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    slugs = {spec: model_slug(spec, taken) for spec in dict.fromkeys(config.rm)}
+    write_json({**asdict(config), "version": __version__, "model_dirs": slugs},
+               out / "config.json")
+    summary: dict = {"version": __version__, "models": {}}
+    tables: dict[str, pd.DataFrame] = {}
+    for spec, slug in slugs.items():
+        folder = out / slug
+        settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
+                    "score_index": config.score_index}
+        meta_file = folder / "sweep_meta.json"
+        done = (folder / "sweep.parquet").is_file() and meta_file.is_file() and \
+            json.loads(meta_file.read_text()).get("settings") == settings
+        if done:
+            meta = json.loads(meta_file.read_text())
+        else:
+            scorer = load_rm(spec, score_index=config.score_index, device=config.device,
+                             trust_remote_code=config.trust_remote_code)
+            meta = {"settings": settings, **_sweep_model(scorer, spec, folder, config, quiet)}
+            write_json(meta, meta_file)
+            del scorer
+        table = pd.read_parquet(folder / "sweep.parquet")
+        tables[slug] = table
+        stats = {"rm": spec, "folder": slug, "n_tokens": meta["n_tokens"],
+                 "n_skipped_special": meta["n_skipped_special"], "timing": meta["prompts"],
+                 **model_stats(table, folder, config.top_k)}
+        write_json(stats, folder / "stats.json")
+        summary["models"][slug] = stats
+    agree = agreement(tables)
+    if len(tables) > 1:
+        write_parquet(agree, out / "agreement.parquet")
+    summary["agreement"] = agree.to_dict("records")
+    write_json(summary, out / "summary.json")
+    return summary

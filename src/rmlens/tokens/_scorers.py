@@ -1,0 +1,425 @@
+"""Reward models as token scorers: full sequences, or a cached prefix plus short suffixes.
+
+A scorer gives the reward of token-id sequences two ways that must agree:
+
+- ``full(seqs)``: padded batches of whole sequences (the reference);
+- ``prefix(ids)`` once, then ``suffix(state, suffix_ids)`` per batch: only the suffix runs,
+  at positions ``L .. L + s - 1``, attending to the prefix's cached keys and values (shared
+  by the batch without copies where the architecture allows, see ``_attention.py``; else
+  the KV cache broadcast over the batch).
+
+Three kinds: :class:`HeadScorer` (explicit RM: causal backbone + head on the last real
+token, r = w . h + b), :class:`SeqClsScorer` (a Hugging Face sequence-classification RM)
+and :class:`ImplicitScorer` (beta * (log pi - log pi_ref) of the response tokens).
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rmlens.tokens._attention import shared_prefix_mode, supports_shared_prefix
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+def collate(seqs: Sequence[Sequence[int]], pad_id: int, side: str = "right"):
+    """Pad to ``(B, T)`` ids and mask; positions count real tokens only (left padding too)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        cols = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
+        ids[i, cols] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[i, cols] = 1
+    positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, T)
+    return ids, mask, positions
+
+
+def last_real(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) attention mask -> (B,) index of the last 1 (any padding side; pad may be eos)."""
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    return (positions * mask).argmax(dim=1)
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _positions_kwarg(model: nn.Module, positions: torch.Tensor) -> dict:
+    """``position_ids`` for models that take them (needed for left padding)."""
+    params = inspect.signature(model.forward).parameters
+    return {"position_ids": positions} if "position_ids" in params else {}
+
+
+def _cache_kwarg(model: nn.Module) -> str:
+    """transformers 5 calls the KV cache argument ``cache``, 4.x ``past_key_values``."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def is_decoder_only(config) -> bool:
+    """Causal decoder whose prefix states do not depend on later tokens (KV caching is exact)."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    kind = getattr(config, "model_type", "")
+    return (
+        kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+        and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+        and not getattr(config, "is_encoder_decoder", False)
+    )
+
+
+def run_prefix(model: nn.Module, ids: Sequence[int]) -> tuple[Any, Any]:
+    """Run ``ids`` (one sequence) with an empty cache; return (output, filled cache)."""
+    from transformers import DynamicCache
+
+    device = _device(model)
+    try:
+        cache = DynamicCache(config=model.config)
+    except TypeError:  # transformers < 4.56
+        cache = DynamicCache()
+    x = torch.as_tensor([list(ids)], dtype=torch.long, device=device)  # (1, L)
+    out = model(input_ids=x, use_cache=True, **{_cache_kwarg(model): cache})
+    return out, cache
+
+
+def prefix_kv(cache: Any) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Per layer (keys, values) of a filled cache, each (1, kv_heads, L, head_dim)."""
+    layers = getattr(cache, "layers", None)
+    if layers is not None:
+        return [(layer.keys, layer.values) for layer in layers]
+    return [(cache.key_cache[i], cache.value_cache[i]) for i in range(len(cache.key_cache))]
+
+
+def run_suffix(model: nn.Module, cache: Any, prefix_len: int, suffix: torch.Tensor,
+               fast: bool = True):
+    """Run ``suffix`` (B, s) after a cached prefix of length L, shared by the batch.
+
+    Positions are ``L .. L + s - 1`` and every key is real. With ``fast`` and a supported
+    architecture the prefix keys and values go to :func:`shared_prefix_attention` once;
+    otherwise the cache's (1, heads, L, head_dim) tensors are expanded to B rows (a view)
+    and the model concatenates the suffix keys and values onto them.
+    """
+    b, s = suffix.shape
+    device = _device(model)
+    positions = torch.arange(prefix_len, prefix_len + s, device=device).expand(b, s)
+    if fast and supports_shared_prefix(model):
+        with shared_prefix_mode(model):
+            return model(input_ids=suffix.to(device), position_ids=positions, use_cache=False,
+                         prefix_kv=prefix_kv(cache))
+    batch_cache = copy.deepcopy(cache)
+    layers = getattr(batch_cache, "layers", None)
+    if layers is not None:
+        for layer in layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys.expand(b, -1, -1, -1)
+                layer.values = layer.values.expand(b, -1, -1, -1)
+    else:
+        batch_cache.batch_repeat_interleave(b)
+    mask = torch.ones((b, prefix_len + s), dtype=torch.long, device=device)
+    return model(
+        input_ids=suffix.to(device),
+        attention_mask=mask,
+        position_ids=positions,
+        use_cache=True,
+        **{_cache_kwarg(model): batch_cache},
+    )
+
+
+class TokenScorer:
+    """Base class: reward of token-id sequences, full or with a cached prefix.
+
+    Attributes
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+    name : str
+    can_cache : bool
+        False for encoders (the prompt's states depend on the response): full scoring only.
+    fast_attention : bool
+        Attend to the shared prefix without copying it per candidate
+        (:func:`~rmlens.tokens._attention.shared_prefix_attention`) where the architecture
+        allows; False uses the broadcast KV cache.
+    """
+
+    tokenizer: PreTrainedTokenizerBase
+    name: str = "rm"
+    can_cache: bool = True
+    fast_attention: bool = True
+
+    def prepare(self, prompt: str) -> None:
+        """Called once per prompt before scoring its candidates."""
+
+    def cacheable(self, seq: Sequence[int], prefix_len: int) -> bool:
+        """Whether ``seq`` (which starts with the prefix) can be scored from the cache."""
+        return True
+
+    @torch.inference_mode()
+    def full(self, seqs: Sequence[Sequence[int]], padding_side: str = "right") -> np.ndarray:
+        raise NotImplementedError
+
+    @torch.inference_mode()
+    def prefix(self, ids: Sequence[int]) -> Any:
+        raise NotImplementedError
+
+    @torch.inference_mode()
+    def suffix(self, state: Any, suffix: torch.Tensor) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def pad_id(self) -> int:
+        tok = self.tokenizer
+        for pad in (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id):
+            if pad is not None:
+                return int(pad)
+        return 0
+
+
+def _as_head(head: Any, bias: Any = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A (B, d) -> (B,) reward head from a weight vector (+ bias), a Linear or any module."""
+    if isinstance(head, nn.Module) or (callable(head) and not isinstance(head, np.ndarray)):
+        return lambda h: head(h).reshape(h.shape[0], -1)[:, 0]
+    w = torch.as_tensor(np.asarray(head, dtype=np.float32)).reshape(-1)  # (d,)
+    b = torch.as_tensor(np.asarray(0.0 if bias is None else bias, dtype=np.float32)).reshape(())
+    return lambda h: h @ w.to(h) + b.to(h)  # r = w . h + b, (B,)
+
+
+class PooledScorer(TokenScorer):
+    """Reward = head(pooled hidden states) of a transformer body.
+
+    ``pooling="last"``: the last real token or, with ``pad_rule=pad_id``, the rightmost
+    token whose id is not ``pad_id`` (how Hugging Face sequence classifiers pool);
+    ``pooling="mean"``: the mean over real tokens (the prefix's sum is cached too).
+    """
+
+    def __init__(self, body: nn.Module, head: Callable, tokenizer, *, name: str = "rm",
+                 pooling: str = "last", pad_rule: int | None = None, can_cache: bool = True):
+        if pooling not in ("last", "mean"):
+            raise ValueError(f"pooling must be 'last' or 'mean', got {pooling!r}")
+        self.body = body
+        self.head = head
+        self.tokenizer = tokenizer
+        self.name = name
+        self.pooling = pooling
+        self.pad_rule = pad_rule
+        self.can_cache = can_cache
+
+    def _pool_index(self, seq: Sequence[int]) -> int:
+        if self.pad_rule is None:
+            return len(seq) - 1
+        real = [i for i, t in enumerate(seq) if t != self.pad_rule]
+        return real[-1] if real else 0
+
+    def cacheable(self, seq: Sequence[int], prefix_len: int) -> bool:
+        return self.pooling == "mean" or self._pool_index(seq) >= prefix_len
+
+    @torch.inference_mode()
+    def full(self, seqs, padding_side="right"):
+        device = _device(self.body)
+        ids, mask, positions = collate(seqs, self.pad_id, padding_side)
+        mask = mask.to(device)
+        hidden = self.body(
+            input_ids=ids.to(device), attention_mask=mask,
+            **_positions_kwarg(self.body, positions.to(device)),
+        ).last_hidden_state  # (B, T, d)
+        if self.pooling == "mean":
+            m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+            return self.head((hidden * m).sum(1) / m.sum(1)).float().cpu().numpy()
+        if self.pad_rule is None:
+            index = last_real(mask)
+        else:
+            offset = (mask.shape[1] - mask.sum(1)) if padding_side == "left" else 0
+            index = torch.as_tensor([self._pool_index(s) for s in seqs], device=device) + offset
+        pooled = hidden[torch.arange(len(seqs), device=device), index]  # (B, d)
+        return self.head(pooled).float().cpu().numpy()
+
+    @torch.inference_mode()
+    def prefix(self, ids):
+        out, cache = run_prefix(self.body, ids)
+        return cache, len(ids), out.last_hidden_state[0].sum(0)  # prefix sum (d,) for "mean"
+
+    @torch.inference_mode()
+    def suffix(self, state, suffix):
+        cache, prefix_len, prefix_sum = state
+        hidden = run_suffix(self.body, cache, prefix_len, suffix,
+                            self.fast_attention).last_hidden_state  # (B, s, d)
+        if self.pooling == "mean":
+            pooled = (prefix_sum + hidden.sum(1)) / (prefix_len + suffix.shape[1])
+            return self.head(pooled).float().cpu().numpy()
+        index = torch.as_tensor(
+            [self._pool_index([-1] * prefix_len + row) - prefix_len for row in suffix.tolist()]
+        )
+        pooled = hidden[torch.arange(len(suffix)), index.to(hidden.device)]  # (B, d)
+        return self.head(pooled).float().cpu().numpy()
+
+
+class HeadScorer(PooledScorer):
+    """Explicit RM: a backbone and a head on its pooled hidden state, r = w . h + b.
+
+    Parameters
+    ----------
+    model : PreTrainedModel
+        A causal LM or its base model (``AutoModel``); its ``base_model`` gives the hidden
+        states, as featurization does. Encoders work too, scored in full (no cache).
+    tokenizer : PreTrainedTokenizerBase
+    weight : array-like of shape (d,) or (1, d), or torch.nn.Module
+        Head weights ``w``, or a module mapping (B, d) features to (B,) or (B, 1) rewards
+        (an ``nn.Linear(d, 1)``, or ``HeadRM.head_``).
+    bias : float, optional
+        ``b`` when ``weight`` is a vector.
+    pooling : {"last", "mean"}, default="last"
+        Last real token (causal backbones) or mean over tokens (encoders), as featurized.
+    name : str, default="rm"
+
+    Examples
+    --------
+    >>> import torch
+    >>> from rmlens.tokens import tiny_tokenizer, tiny_causal_lm, sweep_prompt
+    >>> tok = tiny_tokenizer()
+    >>> scorer = HeadScorer(tiny_causal_lm(tok), tok, torch.ones(32), 0.0)
+    >>> frame, info = sweep_prompt(scorer, "What, in one word, is the best thing ever?")
+    >>> len(frame) + info.n_skipped_special == len(tok)
+    True
+    """
+
+    def __init__(self, model, tokenizer, weight, bias=None, *, pooling: str = "last",
+                 name: str = "rm"):
+        body = getattr(model, "base_model", model)
+        super().__init__(body, _as_head(weight, bias), tokenizer, name=name, pooling=pooling,
+                         can_cache=is_decoder_only(body.config))
+
+
+class SeqClsScorer(PooledScorer):
+    """A Hugging Face ``AutoModelForSequenceClassification`` RM: reward = logits[:, index].
+
+    Decoder-only classifiers (``score`` head on the body, pooled at the rightmost non-pad
+    token as transformers does) use the prefix cache; other models are scored in full with
+    their own forward.
+    """
+
+    def __init__(self, model, tokenizer, *, index: int = 0, name: str = "rm"):
+        n_labels = int(getattr(model.config, "num_labels", 1))
+        if not 0 <= index < n_labels:
+            raise ValueError(f"score index {index} is outside the model's {n_labels} logits")
+        self.model = model
+        self.index = index
+        pad = model.config.get_text_config().pad_token_id if hasattr(
+            model.config, "get_text_config") else model.config.pad_token_id
+        score = getattr(model, "score", None)
+        fast = isinstance(score, nn.Module) and is_decoder_only(model.config)
+        super().__init__(
+            getattr(model, "base_model", model),
+            lambda h: score(h)[..., index],
+            tokenizer, name=name, pad_rule=pad, can_cache=fast,
+        )
+        self._generic = isinstance(score, nn.Module)
+
+    @torch.inference_mode()
+    def full(self, seqs, padding_side="right"):
+        if self._generic:
+            return super().full(seqs, padding_side)
+        device = _device(self.model)
+        rows = [seqs] if self.model.config.pad_token_id is not None else [[s] for s in seqs]
+        out = []
+        for group in rows:
+            ids, mask, _ = collate(group, self.pad_id, "right")
+            logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+            out.append(logits[:, self.index].float().cpu().numpy())
+        return np.concatenate(out)
+
+
+class ImplicitScorer(TokenScorer):
+    """Implicit RM (DPO): r = beta * sum_t (log pi(y_t | .) - log pi_ref(y_t | .)).
+
+    The sum runs over the response tokens: every token after the templated prompt
+    (``add_generation_prompt=True``), closing tokens included, as DPO training masks them.
+
+    Parameters
+    ----------
+    policy, reference : PreTrainedModel
+        Causal LMs with LM heads sharing ``tokenizer``.
+    tokenizer : PreTrainedTokenizerBase
+    beta : float, default=0.1
+    """
+
+    def __init__(self, policy, reference, tokenizer, *, beta: float = 0.1, name: str = "rm"):
+        self.models = (policy, reference)
+        self.tokenizer = tokenizer
+        self.beta = float(beta)
+        self.name = name
+        self.can_cache = is_decoder_only(policy.config) and is_decoder_only(reference.config)
+        self._prompt_ids: list[int] = []
+
+    def prepare(self, prompt):
+        tok = self.tokenizer
+        if getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                           add_generation_prompt=True)
+            self._prompt_ids = tok(text, add_special_tokens=False)["input_ids"]
+        else:
+            self._prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+
+    def response_start(self, seq: Sequence[int]) -> int:
+        """Index of the first response token: where ``seq`` leaves the templated prompt."""
+        n = 0
+        for a, b in zip(seq, self._prompt_ids):
+            if a != b:
+                break
+            n += 1
+        return max(n, 1)
+
+    def cacheable(self, seq, prefix_len):
+        return self.response_start(seq) >= prefix_len
+
+    @torch.inference_mode()
+    def full(self, seqs, padding_side="right"):
+        ids, mask, positions = collate(seqs, self.pad_id, padding_side)
+        offset = mask.shape[1] - mask.sum(1) if padding_side == "left" else 0
+        start = torch.as_tensor([self.response_start(s) for s in seqs]) + offset  # (B,)
+        cols = torch.arange(ids.shape[1])
+        keep = (cols[None, 1:] >= start[:, None]) & mask[:, 1:].bool()  # (B, T-1) targets kept
+        total = []
+        for model in self.models:
+            device = _device(model)
+            logits = model(input_ids=ids.to(device), attention_mask=mask.to(device),
+                           position_ids=positions.to(device)).logits.float()  # (B, T, V)
+            logp = torch.log_softmax(logits[:, :-1], -1)  # predicts tokens 1..T-1
+            target = logp.gather(-1, ids[:, 1:, None].to(device))[..., 0]  # (B, T-1)
+            total.append((target * keep.to(device)).sum(1).cpu())
+        return (self.beta * (total[0] - total[1])).numpy()
+
+    @torch.inference_mode()
+    def prefix(self, ids):
+        states = []
+        for model in self.models:
+            out, cache = run_prefix(model, ids)
+            states.append((cache, torch.log_softmax(out.logits[0, -1].float(), -1)))  # (V,)
+        return states, list(ids)
+
+    @torch.inference_mode()
+    def suffix(self, state, suffix):
+        states, prefix = state
+        cut, s = len(prefix), suffix.shape[1]
+        start = torch.as_tensor([self.response_start(prefix + row) for row in suffix.tolist()])
+        keep = (cut + torch.arange(s))[None, :] >= start[:, None]  # (B, s) response tokens
+        total = []
+        for model, (cache, last) in zip(self.models, states):
+            out = run_suffix(model, cache, cut, suffix, self.fast_attention)
+            logits = out.logits.float()  # (B, s, V)
+            suf = suffix.to(logits.device)
+            first = last.to(logits.device)[suf[:, :1]]  # (B, 1): log p(suffix[0] | prefix)
+            logp = torch.log_softmax(logits[:, :-1], -1)  # (B, s-1, V)
+            rest = logp.gather(-1, suf[:, 1:, None])[..., 0]  # (B, s-1)
+            token_lp = torch.cat([first, rest], 1)  # (B, s) log p of each suffix token
+            total.append((token_lp * keep.to(token_lp.device)).sum(1).cpu())
+        return (self.beta * (total[0] - total[1])).numpy()

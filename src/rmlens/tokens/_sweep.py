@@ -1,0 +1,202 @@
+"""Whole-vocabulary sweeps: every token as a one-token response, scored exactly and fast.
+
+For one prompt the candidates share their templated prompt tokens: that prefix runs once
+and its KV cache is broadcast over large batches of candidates, each running only its
+suffix (the token and the template's closing tokens). Candidates are grouped by suffix
+length, so no batch needs padding; those whose ids do not extend the shared prefix are
+scored in full. Both routes give the reward of the whole formatted sequence (DESIGN.md 4).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rmlens.tokens._candidates import build_candidates, shared_prefix, split_candidates
+from rmlens.tokens._scorers import TokenScorer
+
+SWEEP_COLUMNS = ("token_id", "token", "decoded", "prompt", "score", "rank")
+
+
+@dataclass
+class SweepInfo:
+    """How one prompt's candidates were scored.
+
+    Attributes
+    ----------
+    n_scored : int
+    n_skipped_special : int
+    prefix_len : int
+        Tokens in the shared, cached prefix (0 when nothing was cached).
+    n_cached, n_full : int
+        Candidates scored from the prefix cache, and in full.
+    suffix_lengths : dict of int to int
+        Candidates per suffix length on the cached route.
+    max_abs_check : float
+        Largest |cached - full| over the verified candidates (nan when none).
+    """
+
+    n_scored: int
+    n_skipped_special: int
+    prefix_len: int
+    n_cached: int
+    n_full: int
+    suffix_lengths: dict
+    max_abs_check: float
+
+
+def _chunks(items: Sequence[int], size: int):
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+@torch.inference_mode()
+def score_sequences(
+    scorer: TokenScorer,
+    seqs: Sequence[Sequence[int]],
+    *,
+    batch_size: int = 256,
+    min_share: float = 0.99,
+    padding_side: str = "right",
+    verify: int = 4,
+    advance: Callable[[int], None] | None = None,
+) -> tuple[np.ndarray, SweepInfo]:
+    """Rewards of many sequences that share a prefix, with that prefix computed once.
+
+    Parameters
+    ----------
+    scorer : TokenScorer
+    seqs : list of list of int
+        Formatted candidates (see :func:`build_candidates`).
+    batch_size : int, default=256
+        Candidates per forward pass.
+    min_share : float, default=0.99
+        The cached prefix is the longest one shared by at least this share of candidates.
+    padding_side : {"right", "left"}, default="right"
+        Padding of the full-scoring route.
+    verify : int, default=4
+        Cached candidates re-scored in full as a check; on a mismatch beyond float
+        tolerance every candidate is scored in full, with a warning.
+    advance : callable, optional
+        Called with the number of candidates done (a progress bar).
+
+    Returns
+    -------
+    scores : ndarray of shape (n_candidates,)
+    info : SweepInfo
+    """
+    step = advance or (lambda n: None)
+    n = len(seqs)
+    scores = np.full(n, np.nan, dtype=np.float64)
+    prefix = shared_prefix(seqs, min_share) if scorer.can_cache and n else []
+    groups, rest = split_candidates(seqs, prefix)
+    cached: dict[int, list[int]] = {}
+    for length, idx in groups.items():
+        ok = [i for i in idx if scorer.cacheable(seqs[i], len(prefix))]
+        rest += [i for i in idx if not scorer.cacheable(seqs[i], len(prefix))]
+        if ok:
+            cached[length] = ok
+    if cached:
+        state = scorer.prefix(prefix)
+        cut = len(prefix)
+        for _, idx in sorted(cached.items()):
+            for chunk in _chunks(idx, batch_size):
+                suffix = torch.as_tensor([list(seqs[i][cut:]) for i in chunk], dtype=torch.long)
+                scores[chunk] = scorer.suffix(state, suffix)
+                step(len(chunk))
+    check = float("nan")
+    done = [i for idx in cached.values() for i in idx]
+    if verify and done:
+        probe = [done[int(j)] for j in np.linspace(0, len(done) - 1, min(verify, len(done)))]
+        reference = scorer.full([seqs[i] for i in probe], padding_side)
+        check = float(np.max(np.abs(reference - scores[probe])))
+        if not np.allclose(scores[probe], reference, rtol=1e-3, atol=1e-3):
+            warnings.warn(
+                f"{scorer.name}: cached scores differ from full scoring by up to {check:.3g}; "
+                "scoring every candidate in full instead", RuntimeWarning, stacklevel=2,
+            )
+            rest, cached = list(range(n)), {}
+    order = sorted(rest, key=lambda i: -len(seqs[i]))
+    for chunk in _chunks(order, batch_size):
+        scores[chunk] = scorer.full([seqs[i] for i in chunk], padding_side)
+        step(len(chunk))
+    n_cached = sum(len(v) for v in cached.values())
+    info = SweepInfo(
+        n_scored=n, n_skipped_special=0, prefix_len=len(prefix) if cached else 0,
+        n_cached=n_cached, n_full=n - n_cached,
+        suffix_lengths={int(k): len(v) for k, v in sorted(cached.items())},
+        max_abs_check=check,
+    )
+    return scores, info
+
+
+def rank_scores(scores: np.ndarray, token_ids: np.ndarray) -> np.ndarray:
+    """Rank 1 = highest score; ties broken by the lower token id."""
+    order = np.lexsort((token_ids, -scores))
+    ranks = np.empty(len(scores), dtype=np.int64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def sweep_prompt(
+    scorer: TokenScorer,
+    prompt: str,
+    *,
+    token_ids: np.ndarray | None = None,
+    max_tokens: int | None = None,
+    batch_size: int = 256,
+    min_share: float = 0.99,
+    padding_side: str = "right",
+    verify: int = 4,
+    advance: Callable[[int], None] | None = None,
+) -> tuple[pd.DataFrame, SweepInfo]:
+    """Score every (non-special) token as the one-token answer to ``prompt``.
+
+    Parameters
+    ----------
+    scorer : TokenScorer
+        A :class:`HeadScorer`, :class:`SeqClsScorer` or :class:`ImplicitScorer`.
+    prompt : str
+    token_ids : ndarray, optional
+        Ids to sweep; default the whole vocabulary (its first ``max_tokens`` ids if given).
+    max_tokens : int, optional
+    batch_size, min_share, padding_side, verify, advance
+        See :func:`score_sequences`.
+
+    Returns
+    -------
+    frame : DataFrame
+        ``token_id, token, decoded, prompt, score, rank``; one row per swept token.
+    info : SweepInfo
+
+    Examples
+    --------
+    >>> from rmlens.tokens import SeqClsScorer, tiny_seq_cls, tiny_tokenizer
+    >>> tok = tiny_tokenizer()
+    >>> scorer = SeqClsScorer(tiny_seq_cls(tok), tok)
+    >>> frame, info = sweep_prompt(scorer, "What, in one word, is the best thing ever?")
+    >>> info.n_skipped_special, info.n_cached + info.n_full == len(frame)
+    (7, True)
+    >>> top10 = frame.nsmallest(10, "rank")[["decoded", "score"]]
+    """
+    scorer.prepare(prompt)
+    cands = build_candidates(scorer.tokenizer, prompt, token_ids=token_ids, max_tokens=max_tokens)
+    scores, info = score_sequences(
+        scorer, cands.seqs, batch_size=batch_size, min_share=min_share,
+        padding_side=padding_side, verify=verify, advance=advance,
+    )
+    info.n_skipped_special = cands.n_skipped_special
+    frame = pd.DataFrame({
+        "token_id": cands.token_ids.astype(np.int64),
+        "token": cands.tokens,
+        "decoded": cands.decoded,
+        "prompt": prompt,
+        "score": scores,
+        "rank": rank_scores(scores, cands.token_ids),
+    })
+    return frame, info

@@ -109,7 +109,24 @@ def load_sequence_classifier(
     return SequenceClassifierRM(net, tok, index=index)
 
 
-LOADERS: dict[str, Callable[..., RewardModel]] = {"explicit_head": _load_explicit}
+def _load_tuned(path: Path, config: dict, **kwargs) -> RewardModel:
+    from rmlens.rewards._tuned import load_tuned
+
+    return load_tuned(path, config, **kwargs)
+
+
+def _load_ensemble(path: Path, config: dict, **kwargs) -> RewardModel:
+    from rmlens.rewards._ensemble import load_ensemble
+
+    return load_ensemble(path, config, **kwargs)
+
+
+LOADERS: dict[str, Callable[..., RewardModel]] = {
+    "explicit_head": _load_explicit,
+    "explicit_finetuned": _load_tuned,
+    "implicit": _load_tuned,
+    "ensemble": _load_ensemble,
+}
 
 
 def load_rm(path: str | Path, **kwargs) -> RewardModel:

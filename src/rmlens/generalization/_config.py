@@ -1,0 +1,78 @@
+"""Configuration of the explicit vs implicit comparison (DESIGN.md section 5)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from rmlens.rewards import TrainConfig
+from rmlens.rewards._params import check_params, positive_int
+
+
+def default_train() -> TrainConfig:
+    """Both RMs: LoRA on SmolLM2-135M, sized for a CPU (a GPU affords more)."""
+    return TrainConfig(
+        model="smollm2-135m",
+        epochs=2,
+        batch_size=8,
+        lr=5e-4,
+        head_lr=2e-3,
+        max_length=128,
+        beta=0.1,
+    )
+
+
+@dataclass
+class GeneralizeConfig:
+    """Train an EX-RM and an IM-RM on the same data and backbone; evaluate both under shifts.
+
+    ``train`` holds everything about training, shared by both RMs (its ``rm`` is set to
+    explicit and implicit in turn).
+    """
+
+    task: str | None = field(
+        default=None,
+        metadata={
+            "help": "Built-in task instead of --data: persona (yes/no agreement "
+            "statements, DESIGN.md section 5)."
+        },
+    )
+    shifts: str = field(
+        default="synonyms,casing,punctuation,whitespace",
+        metadata={
+            "help": "Built-in meaning-preserving rewrites of the held-out responses "
+            "(comma-separated, or none)."
+        },
+    )
+    domain_col: str | None = field(
+        default=None, metadata={"help": "Column naming each pair's domain (domain shift)."}
+    )
+    train_domains: str | None = field(
+        default=None,
+        metadata={"help": "Comma-separated domains to train on; the others test the shift."},
+    )
+    test_fraction: float = field(
+        default=0.2,
+        metadata={"help": "Share of prompts (persona: statements) held out in distribution."},
+    )
+    n_statements: int = field(
+        default=300, metadata={"help": "Persona task: statements built from templates."}
+    )
+    train: TrainConfig = field(default_factory=default_train)
+
+    def check(self) -> GeneralizeConfig:
+        check_params(
+            self,
+            {
+                "task": (None, "persona"),
+                "test_fraction": (
+                    lambda x: isinstance(x, (int, float)) and 0 < x < 1,
+                    "a float in (0, 1)",
+                ),
+                "n_statements": (lambda x: positive_int(x) and x >= 10, "an int >= 10"),
+            },
+        )
+        self.train.check()
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)

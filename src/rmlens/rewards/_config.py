@@ -1,0 +1,157 @@
+"""Configuration of fine-tuned reward models: one source for the Python API and the CLI."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+
+from rmlens.rewards._params import check_params, non_negative, positive, positive_int
+
+
+@dataclass
+class TrainConfig:
+    """How a reward model is fine-tuned (DESIGN.md section 2).
+
+    Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
+    full), the LoRA shape, ``beta`` and ``max_length``. Loss: ``loss``, ``use_margin``,
+    ``center_coef``. Training: epochs, batch size, accumulation, learning rates and schedule,
+    evaluation split, early stopping, checkpoints, device and precision, seed.
+    """
+
+    model: str = field(
+        default="minilm",
+        metadata={"help": "Backbone: preset (minilm, smollm2-135m), local path or hub id."},
+    )
+    rm: str = field(
+        default="explicit",
+        metadata={
+            "help": "explicit: linear head on the pooled hidden state; implicit: "
+            "beta * (log pi(y|x) - log pi_ref(y|x)) of a causal LM (DPO)."
+        },
+    )
+    finetune: str = field(
+        default="lora", metadata={"help": "lora: adapters (and the head) through peft; full."}
+    )
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout inside LoRA layers."})
+    lora_targets: str = field(
+        default="all-linear",
+        metadata={"help": "Modules that get adapters: all-linear or comma-separated names."},
+    )
+    beta: float = field(
+        default=0.1, metadata={"help": "Implicit RM: reward = beta * log-ratio to the reference."}
+    )
+    max_length: int | None = field(
+        default=None, metadata={"help": "Tokens per prompt+response (default: the model's)."}
+    )
+    loss: str = field(
+        default="bradley-terry",
+        metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
+    )
+    use_margin: bool = field(
+        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
+    )
+    center_coef: float = field(
+        default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
+    )
+    epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
+    batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
+    grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
+    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the backbone."})
+    head_lr: float = field(default=1e-3, metadata={"help": "Learning rate of the reward head."})
+    schedule: str = field(
+        default="linear", metadata={"help": "Decay after warmup: constant, linear or cosine."}
+    )
+    warmup_ratio: float = field(
+        default=0.1, metadata={"help": "Share of optimizer steps with a linear warmup."}
+    )
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(
+        default=1.0, metadata={"help": "Gradient clipping norm (0: no clipping)."}
+    )
+    eval_fraction: float = field(
+        default=0.0,
+        metadata={"help": "Share of training pairs held out to evaluate each epoch."},
+    )
+    patience: int = field(
+        default=0,
+        metadata={"help": "Early stopping: epochs without a lower eval loss (0: off)."},
+    )
+    save_steps: int = field(
+        default=0, metadata={"help": "Checkpoint every N optimizer steps (0: each epoch)."}
+    )
+    packing: bool = field(
+        default=True,
+        metadata={"help": "Causal LMs: encode the shared prompt once per pair (block mask)."},
+    )
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (autocast)."})
+    ensemble: int = field(default=1, metadata={"help": "rmlens train: members of a seed ensemble."})
+    seed: int = field(default=0, metadata={"help": "Seed of initialisation and batch order."})
+
+    _constraints = {
+        "rm": ("explicit", "implicit"),
+        "finetune": ("lora", "full"),
+        "lora_r": (positive_int, "an int > 0"),
+        "lora_alpha": (positive, "a float > 0"),
+        "lora_dropout": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "lora_targets": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
+        "beta": (positive, "a float > 0"),
+        "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
+        "loss": ("bradley-terry", "plackett-luce"),
+        "use_margin": (True, False),
+        "center_coef": (non_negative, "a float >= 0"),
+        "epochs": (positive_int, "an int > 0"),
+        "batch_size": (positive_int, "an int > 0"),
+        "grad_accum": (positive_int, "an int > 0"),
+        "lr": (positive, "a float > 0"),
+        "head_lr": (positive, "a float > 0"),
+        "schedule": ("constant", "linear", "cosine"),
+        "warmup_ratio": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "weight_decay": (non_negative, "a float >= 0"),
+        "max_grad_norm": (non_negative, "a float >= 0"),
+        "eval_fraction": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "patience": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "save_steps": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "packing": (True, False),
+        "device": (
+            lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
+            "auto, cpu, cuda, cuda:N or mps",
+        ),
+        "bf16": (True, False),
+        "ensemble": (positive_int, "an int > 0"),
+        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+    }
+
+    def check(self) -> TrainConfig:
+        """Raise ``ValueError`` naming the first bad field; return ``self``."""
+        check_params(self, self._constraints)
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainConfig:
+        """Build from a dict; unknown keys fail (STYLE.md 6)."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig keys: {unknown} (known: {sorted(known)})")
+        return cls(**data)
+
+    def replace(self, **changes) -> TrainConfig:
+        return TrainConfig.from_dict({**self.to_dict(), **changes})
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` -> cuda if available, else mps, else cpu."""
+    import torch
+
+    if name != "auto":
+        return name
+    if torch.cuda.is_available():
+        return "cuda"
+    if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"

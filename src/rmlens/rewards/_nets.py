@@ -1,0 +1,152 @@
+"""Networks of fine-tuned reward models: the explicit head net, LoRA, weights in and out."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import torch
+from torch import nn
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging as hf_logging
+
+from rmlens._errors import InputError
+from rmlens.backbones import Backbone, load_backbone, pool, resolve_model
+from rmlens.backbones._load import is_causal, model_identity
+from rmlens.rewards._config import TrainConfig
+from rmlens.rewards._packing import Batch
+
+
+class ExplicitNet(nn.Module):
+    """r(x, y) = w . h(x, y) + b, h pooled as in ``backbones.pool``; ``forward`` gives (B, K).
+
+    Causal LMs use the hidden state of each sequence's last token (found from the layout, so
+    padding side and pad == eos do not matter); encoders mean-pool over real tokens.
+    """
+
+    def __init__(self, body: nn.Module, hidden_size: int, pooling: str, causal: bool):
+        super().__init__()
+        self.body, self.pooling, self.causal = body, pooling, causal
+        self.head = nn.Linear(hidden_size, 1)
+
+    def reset_head(self) -> None:
+        bound = 1 / math.sqrt(self.head.in_features)
+        nn.init.uniform_(self.head.weight, -bound, bound)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        extra = {"use_cache": False} if self.causal else {}
+        if batch.position_ids is not None:
+            extra["position_ids"] = batch.position_ids
+        hidden = self.body(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, **extra
+        ).last_hidden_state  # (R, T, d)
+        if self.pooling == "last":
+            h = hidden.flatten(0, 1)[batch.last]  # (B, K, d)
+        else:
+            h = pool(hidden, batch.attention_mask, "mean")[batch.rows]  # (B, K, d)
+        return self.head(h).squeeze(-1).float()  # (B, K)
+
+    def rewards(self, batch: Batch) -> torch.Tensor:
+        return self(batch)
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """Reward training without backbone dropout (as TRL's ``disable_dropout``)."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+
+
+def lora_config(config: TrainConfig):
+    from peft import LoraConfig
+
+    targets = config.lora_targets.strip()
+    if targets != "all-linear":
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=targets,
+    )
+
+
+def wrap_lora(model: nn.Module, config: TrainConfig) -> nn.Module:
+    """LoRA adapters through peft; the base weights are frozen."""
+    from peft import get_peft_model
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return get_peft_model(model, lora_config(config))
+    except ValueError as err:
+        raise InputError(f"--lora-targets {config.lora_targets!r}: {err}") from err
+
+
+def reset_lora(model: nn.Module) -> None:
+    """Fresh adapters (A random, B = 0: the policy equals the base model again)."""
+    from peft.tuners.lora import LoraLayer
+
+    for module in model.modules():
+        if isinstance(module, LoraLayer):
+            for name in list(module.lora_A):
+                module.reset_lora_parameters(name, True)
+
+
+def trainable_state(net: nn.Module) -> dict[str, torch.Tensor]:
+    """Copies (on CPU) of the trainable tensors, by parameter name."""
+    return {
+        n: p.detach().to("cpu", copy=True) for n, p in net.named_parameters() if p.requires_grad
+    }
+
+
+def load_trainable(net: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    params = dict(net.named_parameters())
+    missing = [n for n, p in params.items() if p.requires_grad and n not in state]
+    if missing or any(n not in params for n in state):
+        raise ValueError(f"trainable weights do not match the network (missing {missing[:3]})")
+    with torch.no_grad():
+        for name, value in state.items():
+            params[name].copy_(value)
+
+
+def load_causal_lm(
+    model: str, *, max_length: int | None = None, trust_remote_code: bool = False
+) -> Backbone:
+    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed)."""
+    source, preset = resolve_model(model)
+    hf_logging.disable_progress_bar()
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        if not (preset.kind == "causal" if preset else is_causal(config)):
+            raise ValueError(f"its config names no causal LM ({config.architectures})")
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+        lm = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch.float32, trust_remote_code=trust_remote_code
+        )
+    except (OSError, ValueError) as err:
+        raise InputError(
+            f"model '{model}': an implicit RM needs a causal LM (a preset, local directory or "
+            f"hub id that AutoModelForCausalLM loads) ({err})"
+        ) from err
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    limit = max_length or (preset.max_length if preset else min(tokenizer.model_max_length, 512))
+    tokenizer.model_max_length = 1 << 30
+    return Backbone(
+        name=model,
+        identity=model_identity(source, lm.config.to_dict()),
+        tokenizer=tokenizer,
+        model=lm.eval(),
+        kind="causal",
+        pooling="last",
+        max_length=int(limit),
+    )
+
+
+def load_base(config: TrainConfig) -> Backbone:
+    """The backbone a config trains: ``AutoModel`` (explicit) or a causal LM (implicit)."""
+    if config.rm == "implicit":
+        return load_causal_lm(config.model, max_length=config.max_length)
+    return load_backbone(config.model, max_length=config.max_length)

@@ -1,0 +1,122 @@
+"""``rmlens train``: fine-tune an RM (or a seed ensemble) into a folder, resuming if stopped.
+
+DIR/train.json          resolved TrainConfig, version, data fingerprint, pair counts
+DIR/rm_config.json      written last: the folder is a finished RM (``load_rm(DIR)``)
+DIR/history.json        metrics per epoch (one list per member for an ensemble)
+DIR/checkpoints/        while training; removed once the RM is saved
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+import rmlens
+from rmlens._errors import InputError
+from rmlens._io import write_json
+from rmlens.data import to_text
+from rmlens.progress import stderr
+from rmlens.rewards._config import TrainConfig
+from rmlens.rewards._finetune import make_trainer
+
+
+def table_fingerprint(table: pd.DataFrame) -> str:
+    digest = hashlib.sha1()
+    cols = [
+        c
+        for c in ("id", "prompt", "chosen", "rejected", "margin", "responses", "scores")
+        if c in table
+    ]
+    for row in zip(*(table[c] for c in cols)):
+        digest.update(
+            json.dumps(
+                [to_text(x) if not isinstance(x, (float, int)) else x for x in row], default=str
+            ).encode()
+        )
+    return digest.hexdigest()[:16]
+
+
+def train_rm(
+    data: pd.DataFrame,
+    config: TrainConfig,
+    out: str | Path,
+    *,
+    eval_data: pd.DataFrame | None = None,
+    quiet: bool = False,
+):
+    """Fine-tune a reward model and save it to ``out``.
+
+    Parameters
+    ----------
+    data : DataFrame
+        Pairs (``load_pairs``) or, with ``loss="plackett-luce"``, rankings (``load_rankings``).
+    config : TrainConfig
+        ``ensemble > 1`` trains that many members with seeds ``seed, seed + 1, ...``.
+    out : path
+        The RM folder. Started again on the same folder it resumes from the last checkpoint;
+        a finished folder is loaded, not retrained.
+    eval_data : DataFrame, optional
+        Evaluated each epoch (default: ``eval_fraction`` of ``data``).
+
+    Returns
+    -------
+    TunedRM or EnsembleRM
+    """
+    from rmlens.rewards._saved import load_rm
+
+    try:
+        config.check()
+    except ValueError as err:
+        raise InputError(str(err)) from err
+    out = Path(out)
+    record = {
+        "version": rmlens.__version__,
+        "train_config": config.to_dict(),
+        "data_sha1": table_fingerprint(data),
+        "n_train": len(data),
+        "n_eval": None if eval_data is None else len(eval_data),
+    }
+    keys = ("train_config", "data_sha1", "n_eval")
+    if (out / "train.json").exists():
+        old = json.loads((out / "train.json").read_text())
+        if any(old.get(k) != record[k] for k in keys):
+            raise InputError(
+                f"--out {out}: holds an RM trained with another configuration or "
+                "data; use a new folder or delete this one"
+            )
+        if (out / "rm_config.json").exists():
+            if not quiet:
+                stderr.print(f"{out}: already trained; loading it")
+            return load_rm(out, device=config.device)
+    write_json(record, out / "train.json")
+    trainer = make_trainer(config)
+    histories, members = [], []
+    for i in range(config.ensemble):
+        folder = out if config.ensemble == 1 else out / "members" / f"{i:03d}"
+        if config.ensemble > 1 and (folder / "rm_config.json").exists():
+            histories.append(json.loads((folder / "history.json").read_text()))
+            members.append(folder)
+            continue
+        trainer.config = config.replace(seed=config.seed + i)
+        trainer.fit(data, eval_data=eval_data, checkpoint_dir=folder / "checkpoints", quiet=quiet)
+        histories.append(trainer.history_)
+        write_json(trainer.history_, folder / "history.json")
+        trainer.rm_.save(folder)
+        shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+        members.append(folder)
+    if config.ensemble == 1:
+        return trainer.rm_
+    write_json(histories, out / "history.json")
+    write_json(
+        {
+            "kind": "ensemble",
+            "version": rmlens.__version__,
+            "members": [str(m.relative_to(out)) for m in members],
+        },
+        out / "rm_config.json",
+    )
+    return load_rm(out, device=config.device)

@@ -1,0 +1,248 @@
+"""Fine-tuned reward models as objects that score, save and load back.
+
+A saved folder holds ``rm_config.json``, the tokenizer, and safetensors weights:
+
+- explicit, LoRA: ``adapter/`` (peft adapters) + ``head.safetensors``;
+- explicit, full: ``model/`` (the backbone) + ``head.safetensors``;
+- implicit, LoRA: ``adapter/``; the reference is the base model (adapters off);
+- implicit, full: ``model/`` (the policy); the reference is loaded from ``reference``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from safetensors.torch import load_file, save_file
+
+import rmlens
+from rmlens._io import write_json
+from rmlens.backbones import Backbone
+from rmlens.progress import stderr
+from rmlens.rewards._config import TrainConfig, resolve_device
+from rmlens.rewards._implicit import ImplicitNet
+from rmlens.rewards._loop import Runtime, score_examples
+from rmlens.rewards._nets import ExplicitNet, load_trainable
+from rmlens.rewards._packing import Example, make_example
+
+GROUP = 8  # responses per packed example when scoring pairs
+
+
+def _key(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime:
+    mode = "packed" if config.packing else "causal"
+    if backbone.kind != "causal":
+        mode = "encoder"
+    return Runtime(
+        mode=mode, pad_id=int(backbone.tokenizer.pad_token_id), device=device, bf16=config.bf16
+    )
+
+
+class TunedRM:
+    """A fine-tuned reward model with ``score(prompts, responses)``.
+
+    Several RMs may share one network (runs of an audit, members of an ensemble): each keeps
+    its own trained tensors and loads them into the network before scoring.
+
+    Attributes
+    ----------
+    net : ExplicitNet or ImplicitNet
+    backbone : Backbone
+        Tokenizer, base model name, kind and ``max_length``.
+    config : TrainConfig
+        The configuration it was trained with.
+    """
+
+    def __init__(
+        self,
+        net,
+        backbone: Backbone,
+        config: TrainConfig,
+        *,
+        weights: dict[str, torch.Tensor] | None = None,
+    ):
+        self.net, self.backbone, self.config, self.weights = net, backbone, config, weights
+        self.kind = "implicit" if isinstance(net, ImplicitNet) else "explicit_finetuned"
+        self._token = object()
+        net._owner = self._token
+
+    @property
+    def runtime(self) -> Runtime:
+        device = str(next(self.net.parameters()).device)
+        return runtime_for(self.backbone, self.config, device)
+
+    def _activate(self) -> None:
+        if getattr(self.net, "_owner", None) is not self._token and self.weights is not None:
+            load_trainable(self.net, self.weights)
+            self.net._owner = self._token
+
+    def score_examples(
+        self, examples: list[Example], *, batch_size: int | None = None, quiet: bool = True
+    ) -> np.ndarray:
+        """Rewards (n, K) of tokenized examples."""
+        self._activate()
+        return score_examples(
+            self.net,
+            examples,
+            self.runtime,
+            batch_size=batch_size or self.config.batch_size,
+            quiet=quiet,
+        )
+
+    def examples(self, prompts: Sequence[Any], responses: Sequence[Sequence[Any]]):
+        bb, implicit = self.backbone, self.kind == "implicit"
+        return [
+            make_example(bb.tokenizer, p, list(rs), bb.max_length, with_response=implicit)
+            for p, rs in zip(prompts, responses)
+        ]
+
+    def score(
+        self, prompts: Sequence[Any], responses: Sequence[Any], *, batch_size: int | None = None
+    ) -> np.ndarray:
+        """Rewards (n,) of (prompt, response) pairs."""
+        examples = self.examples(prompts, [[r] for r in responses])
+        return self.score_examples(examples, batch_size=batch_size)[:, 0]
+
+    def score_pairs(
+        self, pairs: pd.DataFrame, *, batch_size: int | None = None, quiet: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(r_chosen, r_rejected), each (n_pairs,).
+
+        Each prompt is encoded once with all its distinct responses (up to
+        ``GROUP`` per packed example), so repeated prompts and responses cost nothing extra.
+        """
+        groups: dict[str, tuple[Any, dict[str, Any]]] = {}
+        keys = []
+        for prompt, chosen, rejected in zip(pairs.prompt, pairs.chosen, pairs.rejected):
+            p = _key(prompt)
+            _, responses = groups.setdefault(p, (prompt, {}))
+            for response in (chosen, rejected):
+                responses.setdefault(_key(response), response)
+            keys.append((p, _key(chosen), _key(rejected)))
+        prompts, lists, owners = [], [], []
+        for p, (prompt, responses) in groups.items():
+            items = list(responses.items())
+            for start in range(0, len(items), GROUP):
+                chunk = items[start : start + GROUP]
+                prompts.append(prompt)
+                lists.append([r for _, r in chunk])
+                owners.append([(p, k) for k, _ in chunk])
+        r = self.score_examples(self.examples(prompts, lists), batch_size=batch_size, quiet=quiet)
+        table = {owner: r[i, j] for i, row in enumerate(owners) for j, owner in enumerate(row)}
+        r_c = np.array([table[(p, c)] for p, c, _ in keys], dtype=float)
+        r_r = np.array([table[(p, j)] for p, _, j in keys], dtype=float)
+        return r_c, r_r
+
+    def save(self, path: str | Path) -> Path:
+        """Write the RM into the folder ``path`` (other files there are left alone).
+
+        Everything is written to a temporary folder first and moved in entry by entry,
+        ``rm_config.json`` last, so a folder with that file holds a complete RM.
+        """
+        self._activate()
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".rm.", suffix=".tmp", dir=path))
+        try:
+            self._write(tmp)
+            (path / "rm_config.json").unlink(missing_ok=True)
+            entries = sorted(tmp.iterdir(), key=lambda e: e.name == "rm_config.json")
+            for entry in entries:
+                target = path / entry.name
+                if target.is_dir():
+                    shutil.rmtree(target)
+                os.replace(entry, target)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return path
+
+    def _write(self, folder: Path) -> None:
+        net, cfg, bb = self.net, self.config, self.backbone
+        model = net.lm if self.kind == "implicit" else net.body
+        if cfg.finetune == "lora":
+            model.save_pretrained(folder / "adapter", safe_serialization=True)
+        else:
+            model.save_pretrained(folder / "model", safe_serialization=True)
+        if self.kind != "implicit":
+            head = {k: v.detach().cpu().contiguous() for k, v in net.head.state_dict().items()}
+            save_file(head, str(folder / "head.safetensors"))
+        bb.tokenizer.save_pretrained(folder)
+        write_json(
+            {
+                "kind": self.kind,
+                "version": rmlens.__version__,
+                "base": bb.name,
+                "base_identity": bb.identity,
+                "reference": bb.name if self.kind == "implicit" else None,
+                "finetune": cfg.finetune,
+                "backbone_kind": bb.kind,
+                "pooling": bb.pooling,
+                "max_length": bb.max_length,
+                "beta": cfg.beta if self.kind == "implicit" else None,
+                "train_config": cfg.to_dict(),
+            },
+            folder / "rm_config.json",
+        )
+
+
+def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any) -> TunedRM:
+    """Load a folder written by :meth:`TunedRM.save` (used through ``load_rm``)."""
+    from peft import PeftModel
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    from rmlens.backbones import load_backbone
+    from rmlens.rewards._nets import load_causal_lm
+
+    path = Path(path)
+    config = TrainConfig.from_dict(saved["train_config"])
+    implicit = saved["kind"] == "implicit"
+    base_name, length = saved["base"], saved["max_length"]
+    base = (load_causal_lm if implicit else load_backbone)(base_name, max_length=length)
+    if base.identity != saved.get("base_identity"):
+        stderr.print(
+            f"warning: {path}: the base model '{base_name}' differs from the one "
+            "this RM was trained on (files changed)"
+        )
+    if saved["finetune"] == "lora":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            model = PeftModel.from_pretrained(base.model, str(path / "adapter"))
+    else:
+        cls = AutoModelForCausalLM if implicit else AutoModel
+        model = cls.from_pretrained(str(path / "model"), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    tokenizer.model_max_length = 1 << 30
+    if implicit:
+        reference = None if saved["finetune"] == "lora" else base.model
+        net = ImplicitNet(model, saved["beta"], reference)
+    else:
+        hidden = int(model.config.hidden_size)
+        net = ExplicitNet(model, hidden, saved["pooling"], saved["backbone_kind"] == "causal")
+        net.head.load_state_dict(load_file(str(path / "head.safetensors")))
+    net.eval().requires_grad_(False)
+    dev = resolve_device(device)
+    net.to(dev)
+    if implicit and net._reference[0] is not None:
+        net._reference[0].to(dev).eval()
+    backbone = Backbone(
+        name=base_name,
+        identity=saved.get("base_identity", ""),
+        tokenizer=tokenizer,
+        model=model,
+        kind=saved["backbone_kind"],
+        pooling=saved["pooling"],
+        max_length=int(length),
+    )
+    return TunedRM(net, backbone, config)

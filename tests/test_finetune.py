@@ -1,0 +1,342 @@
+"""Fine-tuned explicit RMs: losses, packing, invariances, save/reload, resume, audits, CLI."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
+from rmlens.rewards import (
+    EnsembleRM,
+    ExplicitRMTrainer,
+    TrainConfig,
+    load_rm,
+    make_trainer,
+    train_rm,
+)
+from rmlens.rewards._loop import lr_factor, ranking_loss
+from rmlens.rewards._nets import ExplicitNet, trainable_state
+from rmlens.rewards._packing import collate, make_example
+
+PROMPTS = [
+    "what is the best thing ever ?",
+    "how can i help the dog ?",
+    "why is the sun big ?",
+    "who is the cat ?",
+    "where is the water ?",
+    "can you help ?",
+]
+GOOD = [
+    "the sun is great .",
+    "please give the dog water .",
+    "the sun is big .",
+    "the cat is good",
+    "here is the water .",
+    "sure , i can help .",
+]
+BAD = [
+    "bad",
+    "no , never .",
+    "i hate the moon and the sun and the dog .",
+    "the dog is bad",
+    "no",
+    "never .",
+]
+PAIRS = pd.DataFrame(
+    {
+        "id": [f"p{i}" for i in range(12)],
+        "prompt": PROMPTS * 2,
+        "chosen": GOOD * 2,
+        "rejected": BAD[::-1] + BAD,
+        "user_id": ["u1", "u2", "u3", "u4"] * 3,
+        "margin": [1.0, 0.5, 0.0, 2.0] * 3,
+    }
+)
+
+
+def config(path, **kw) -> TrainConfig:
+    base = dict(
+        model=str(path), device="cpu", max_length=40, epochs=1, batch_size=4, lr=5e-3, head_lr=5e-3
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_causal_dir):
+    return ExplicitRMTrainer(config(tiny_causal_dir, epochs=2)).fit(PAIRS, quiet=True)
+
+
+def test_losses_in_training_by_hand():
+    r = torch.tensor([[2.0, 1.0], [0.0, 0.5]])
+    valid = torch.ones(2, 2, dtype=torch.bool)
+    m = torch.tensor([1.0, 0.0])
+    cfg = TrainConfig(use_margin=True, center_coef=0.1)
+    bt = (math.log(2) + math.log(1 + math.exp(0.5))) / 2  # -log sigmoid(2 - 1 - 1), (0 - .5)
+    center = 0.1 * ((2 + 1) ** 2 + (0 + 0.5) ** 2) / 2
+    assert float(ranking_loss(r, valid, m, cfg)) == pytest.approx(bt + center)
+    pl = TrainConfig(loss="plackett-luce")
+    ranks = torch.tensor([[3.0, 1.0, 0.0], [2.0, 1.0, 9.0]])
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+    first = (math.log(math.exp(3) + math.exp(1) + 1) - 3) + (math.log(math.exp(1) + 1) - 1)
+    second = math.log(math.exp(2) + math.exp(1)) - 2
+    assert float(ranking_loss(ranks, mask, m, pl)) == pytest.approx((first + second) / 2)
+
+
+def test_lr_schedule():
+    assert lr_factor(0, 10, 2, "linear") == pytest.approx(1 / 3)
+    assert lr_factor(1, 10, 2, "linear") == pytest.approx(2 / 3)
+    assert lr_factor(2, 10, 2, "linear") == pytest.approx(1.0)
+    assert lr_factor(6, 10, 2, "linear") == pytest.approx(0.5)
+    assert lr_factor(6, 10, 2, "cosine") == pytest.approx(0.5)
+    assert lr_factor(4, 10, 2, "cosine") == pytest.approx(0.5 * (1 + math.cos(math.pi / 4)))
+    assert lr_factor(9, 10, 0, "constant") == 1.0
+
+
+def test_config_checked():
+    with pytest.raises(ValueError, match="The 'lora_r' parameter of TrainConfig must be an int"):
+        TrainConfig(lora_r=0).check()
+    with pytest.raises(ValueError, match="unknown TrainConfig keys"):
+        TrainConfig.from_dict({"lr": 1e-3, "learning_rate": 1})
+
+
+def test_packed_batch_equals_separate_sequences(tiny_causal_dir):
+    bb = load_backbone(str(tiny_causal_dir), max_length=40)
+    torch.manual_seed(0)
+    net = ExplicitNet(bb.model, bb.hidden_size, "last", True).eval()
+    tok = bb.tokenizer
+    examples = [
+        make_example(tok, p, [c, r], 40)
+        for p, c, r in zip(PAIRS.prompt[:4], PAIRS.chosen[:4], PAIRS.rejected[:4])
+    ]
+    examples.append(make_example(tok, "who ?", ["the cat is good", "the cat is bad", "no"], 40))
+    assert examples[0].shared > 5
+    pad = tok.pad_token_id
+    with torch.no_grad():
+        packed = net(collate(examples, range(5), pad_id=pad, mode="packed"))
+        separate = net(collate(examples, range(5), pad_id=pad, mode="causal"))
+        seqs = [s for ex in examples for s in ex.seqs]
+        alone = net.head(torch.as_tensor(encode_ids(bb, seqs, batch_size=1, quiet=True)))
+    valid = collate(examples, range(5), pad_id=pad, mode="packed").valid
+    np.testing.assert_allclose(packed[valid], separate[valid], atol=1e-5)
+    np.testing.assert_allclose(packed[valid], alone.squeeze(-1), atol=1e-5)
+
+
+def test_scores_do_not_depend_on_batch_or_padding_side(trained):
+    rm = trained.rm_
+    examples = rm.examples(PAIRS.prompt, list(zip(PAIRS.chosen, PAIRS.rejected)))
+    ref = rm.score_examples(examples, batch_size=1)
+    for size in (3, 12):
+        np.testing.assert_allclose(rm.score_examples(examples, batch_size=size), ref, atol=1e-5)
+    rt = rm.runtime
+    rt.side = "left"
+    from rmlens.rewards._loop import score_examples
+
+    left = score_examples(rm.net, examples, rt, batch_size=5)
+    np.testing.assert_allclose(left, ref, atol=1e-5)
+    mixed = rm.score_examples(examples[::-1][:5], batch_size=5)[::-1]
+    np.testing.assert_allclose(mixed, ref[-5:], atol=1e-5)
+
+
+def test_training_learns_and_token_ids_match_scoring(trained):
+    assert trained.history_[-1]["train_loss"] < trained.history_[0]["train_loss"]
+    r_c, r_r = trained.rm_.score_pairs(PAIRS)
+    assert np.mean(r_c > r_r) >= 0.9
+    tok = trained.base_.tokenizer
+    ex = make_example(tok, PAIRS.prompt[0], [PAIRS.chosen[0]], 40)
+    assert ex.seqs[0] == encode_pair_text(tok, PAIRS.prompt[0], PAIRS.chosen[0], 40)
+    assert ex.seqs[0].count(tok.bos_token_id) == 1
+
+
+def test_lora_rm_saves_and_reloads_identically(trained, tmp_path):
+    rm = trained.rm_
+    before = rm.score(PAIRS.prompt, PAIRS.chosen)
+    rm.save(tmp_path / "rm")
+    for name in (
+        "rm_config.json",
+        "head.safetensors",
+        "adapter/adapter_model.safetensors",
+        "adapter/adapter_config.json",
+        "tokenizer.json",
+    ):
+        assert (tmp_path / "rm" / name).exists(), name
+    loaded = load_rm(tmp_path / "rm", device="cpu")
+    np.testing.assert_allclose(loaded.score(PAIRS.prompt, PAIRS.chosen), before, atol=1e-5)
+    r_c, r_r = loaded.score_pairs(PAIRS)
+    np.testing.assert_allclose(r_c, before, atol=1e-5)
+    head = dict(loaded.net.head.named_parameters())
+    for name, p in rm.net.head.named_parameters():
+        torch.testing.assert_close(head[name], p)
+
+
+def test_resume_from_checkpoint_gives_same_weights(tiny_causal_dir, tmp_path, monkeypatch):
+    cfg = config(
+        tiny_causal_dir, epochs=2, save_steps=1, grad_accum=2, batch_size=2, lora_dropout=0.1
+    )
+    full = ExplicitRMTrainer(cfg).fit(PAIRS, checkpoint_dir=tmp_path / "a", quiet=True)
+    expected = trainable_state(full.net_)
+
+    import rmlens.rewards._loop as loop
+
+    calls = {"n": 0}
+    real = loop.lr_factor
+
+    def interrupted(*args):
+        calls["n"] += 1
+        if calls["n"] == 5:  # the 5th optimizer step, in the second epoch
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(loop, "lr_factor", interrupted)
+    trainer = ExplicitRMTrainer(cfg)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(PAIRS, checkpoint_dir=tmp_path / "b", quiet=True)
+    state = json.loads((tmp_path / "b" / "latest.json").read_text())
+    assert state["checkpoint"].startswith("step-00000004")
+    monkeypatch.setattr(loop, "lr_factor", real)
+    resumed = ExplicitRMTrainer(cfg).fit(PAIRS, checkpoint_dir=tmp_path / "b", quiet=True)
+    got = trainable_state(resumed.net_)
+    assert got.keys() == expected.keys()
+    for name in expected:
+        torch.testing.assert_close(got[name], expected[name], rtol=0, atol=1e-6)
+    assert [h["train_loss"] for h in resumed.history_] == pytest.approx(
+        [h["train_loss"] for h in full.history_]
+    )
+
+
+def test_full_finetune_encoder_learns(tiny_encoder_dir, tmp_path):
+    pairs = PAIRS.assign(
+        chosen=[f"{c} good" for c in PAIRS.chosen], rejected=[f"{r} bad" for r in PAIRS.rejected]
+    )
+    cfg = config(
+        tiny_encoder_dir,
+        finetune="full",
+        epochs=3,
+        lr=1e-3,
+        head_lr=2e-2,
+        eval_fraction=0.25,
+        patience=2,
+    )
+    trainer = ExplicitRMTrainer(cfg).fit(pairs, quiet=True)
+    assert "eval_accuracy" in trainer.history_[0]
+    r_c, r_r = trainer.rm_.score_pairs(pairs)
+    assert np.mean(r_c > r_r) >= 0.9
+    base = load_backbone(str(tiny_encoder_dir)).model.state_dict()
+    tuned = trainer.net_.body.state_dict()
+    assert any(not torch.equal(base[k], tuned[k]) for k in base if k in tuned)
+    loaded = load_rm(trainer.rm_.save(tmp_path / "enc"), device="cpu")
+    assert (tmp_path / "enc" / "model" / "model.safetensors").exists()
+    np.testing.assert_allclose(loaded.score_pairs(pairs)[0], r_c, atol=1e-5)
+    with pytest.raises(ValueError, match="needs a new trainer"):
+        trainer.config = cfg.replace(max_length=20)
+        trainer.fit(pairs, quiet=True)
+
+
+def test_plackett_luce_on_rankings(tiny_causal_dir):
+    rankings = pd.DataFrame(
+        {
+            "ranking_id": ["a", "b", "c", "d"],
+            "prompt": PROMPTS[:4],
+            "responses": [[GOOD[i], "bad", "no , never ."] for i in range(4)],
+            "scores": [[3.0, 1.0, 2.0]] * 4,
+        }
+    )
+    with pytest.raises(ValueError, match="plackett-luce"):
+        ExplicitRMTrainer(config(tiny_causal_dir)).fit(rankings, quiet=True)
+    cfg = config(tiny_causal_dir, loss="plackett-luce", epochs=4, lr=1e-2, head_lr=1e-2)
+    trainer = ExplicitRMTrainer(cfg).fit(rankings, quiet=True)
+    assert trainer.history_[-1]["train_loss"] < trainer.history_[0]["train_loss"]
+    r = trainer.rm_.score_examples(
+        trainer.rm_.examples(rankings.prompt, [[rs[0], rs[2], rs[1]] for rs in rankings.responses])
+    )
+    assert (np.diff(r, axis=1) < 0).mean() >= 0.75  # best first after training
+
+
+def test_pairs_identical_after_truncation_are_dropped(tiny_causal_dir):
+    tail = " the sun is big ." * 4
+    pairs = pd.DataFrame(
+        {
+            "prompt": ["why ?", "who ?"],
+            "chosen": ["good" + tail, "the cat"],
+            "rejected": ["bad" + tail, "the dog"],
+        }
+    )
+    trainer = ExplicitRMTrainer(config(tiny_causal_dir, max_length=10))
+    trainer.fit(pairs, quiet=True)
+    assert trainer.n_dropped_ == 1
+    assert trainer.prepare(pairs, quiet=True).tolist() == [False, True]
+
+
+def test_finetune_trainer_runs_an_audit(tiny_causal_dir, tmp_path):
+    from rmlens.memorization import AuditConfig, audit
+
+    trainer = make_trainer(config(tiny_causal_dir))
+    cfg = AuditConfig(model=str(tiny_causal_dir), runs=2, folds=2, n_boot=20)
+    table = audit(PAIRS, cfg, tmp_path / "exp", trainer=trainer, quiet=True)
+    assert len(table) == len(PAIRS) and table.tm.notna().all() and table.tg.notna().all()
+    rm = load_rm(tmp_path / "exp" / "runs" / "000" / "rm", device="cpu")
+    scores = pd.read_parquet(tmp_path / "exp" / "runs" / "000" / "scores.parquet")
+    np.testing.assert_allclose(rm.score_pairs(PAIRS)[0], scores.r_chosen, atol=1e-5)
+    ens = EnsembleRM.from_experiment(tmp_path / "exp", device="cpu")
+    assert len(ens.members) == 2
+    table = ens.disagreement(PAIRS)
+    assert {"margin_mean", "margin_std", "p_chosen", "agreement"} <= set(table)
+    assert (table.margin_std > 0).all()
+
+
+def test_train_rm_ensemble_and_resume(tiny_causal_dir, tmp_path):
+    cfg = config(tiny_causal_dir, ensemble=2)
+    ens = train_rm(PAIRS, cfg, tmp_path / "ens", quiet=True)
+    assert isinstance(ens, EnsembleRM) and len(ens.members) == 2
+    a, b = (m.score(PAIRS.prompt, PAIRS.chosen) for m in ens.members)
+    assert not np.allclose(a, b)
+    again = train_rm(PAIRS, cfg, tmp_path / "ens", quiet=True)
+    np.testing.assert_allclose(again.score(PAIRS.prompt, PAIRS.chosen), (a + b) / 2, atol=1e-5)
+    with pytest.raises(ValueError, match="another configuration"):
+        train_rm(PAIRS, cfg.replace(lr=1e-3), tmp_path / "ens", quiet=True)
+
+
+def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):
+    from rmlens.cli import main
+    from rmlens.data import save_pairs
+
+    save_pairs(PAIRS, tmp_path / "pairs.jsonl")
+    args = [
+        "train",
+        "--data",
+        str(tmp_path / "pairs.jsonl"),
+        "--out",
+        str(tmp_path / "rm"),
+        "--model",
+        str(tiny_causal_dir),
+        "--max-length",
+        "40",
+        "--device",
+        "cpu",
+        "-q",
+    ]
+    assert main(args) == 0
+    assert (tmp_path / "rm" / "rm_config.json").exists()
+    assert not (tmp_path / "rm" / "checkpoints").exists()
+    out = tmp_path / "scored.parquet"
+    code = main(
+        [
+            "score",
+            "--rm",
+            str(tmp_path / "rm"),
+            "--data",
+            str(tmp_path / "pairs.jsonl"),
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
+    assert code == 0
+    scored = pd.read_parquet(out)
+    assert {"r_chosen", "r_rejected", "user_id", "margin"} <= set(scored)
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["n_pairs"] == len(PAIRS)
+    assert main(args + ["--lora-r", "0"]) == 2
+    assert "lora_r" in capsys.readouterr().err

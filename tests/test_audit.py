@@ -227,3 +227,24 @@ def test_cli_bad_input_exit_2(tmp_path, capsys):
         )
         == 2
     )
+
+
+def test_finetune_mode_runs_through_the_same_runner(tiny_causal_dir, tmp_path):
+    from rmlens.rewards import TrainConfig
+
+    pairs = make_pairs(24, users=4)
+    train = TrainConfig(epochs=1, batch_size=8, finetune="lora", lora_r=2)
+    cfg = AuditConfig(
+        model=str(tiny_causal_dir),
+        runs=2,
+        folds=2,
+        n_boot=0,
+        mode="finetune",
+        train=train,
+        max_length=48,
+    )
+    table = audit(pairs, cfg, tmp_path / "ft", quiet=True)
+    assert len(table) == 24 and (table.n_in == 1).all() and (table.n_out == 1).all()
+    assert table.tm.notna().all()
+    record = json.loads((tmp_path / "ft" / "config.json").read_text())
+    assert record["audit"]["mode"] == "finetune" and record["audit"]["train"]["finetune"] == "lora"

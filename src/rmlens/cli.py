@@ -15,7 +15,7 @@ from rmlens import __version__
 from rmlens._cli_common import handle_errors, option
 from rmlens._errors import InputError
 from rmlens.memorization import AuditConfig
-from rmlens.rewards import HeadConfig
+from rmlens.rewards import HeadConfig, TrainConfig
 
 app = typer.Typer(
     name="rmlens",
@@ -59,6 +59,9 @@ def memorize(
     epochs: int = option(HeadConfig, "epochs", "--epochs"),
     weight_decay: float = option(HeadConfig, "weight_decay", "--weight-decay"),
     use_margin: bool = option(HeadConfig, "use_margin", "--use-margin/--no-margin"),
+    mode: str = option(AuditConfig, "mode", "--mode"),
+    rm: str = option(TrainConfig, "rm", "--rm"),
+    finetune: str = option(TrainConfig, "finetune", "--finetune"),
     backend: str = option(AuditConfig, "backend", "--backend"),
     address: str = option(AuditConfig, "address", "--address"),
     gpus_per_run: float = option(AuditConfig, "gpus_per_run", "--gpus-per-run"),
@@ -90,6 +93,8 @@ def memorize(
         seed=seed,
         max_length=max_length,
         head=head_cfg,
+        mode=mode,
+        train=TrainConfig(rm=rm, finetune=finetune, seed=seed),
         backend=backend,
         address=address,
         gpus_per_run=gpus_per_run,

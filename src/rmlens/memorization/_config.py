@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from rmlens.rewards import HeadConfig
+from rmlens.rewards import HeadConfig, TrainConfig
 from rmlens.rewards._params import check_params, non_negative, positive, positive_int
 
 BACKENDS = ("local", "ray")
@@ -39,6 +39,14 @@ class AuditConfig:
         default=0.1, metadata={"help": "CM at or above which a pair counts as memorized."}
     )
     head: HeadConfig = field(default_factory=HeadConfig)
+    mode: str = field(
+        default="frozen",
+        metadata={
+            "help": "frozen: features once, one head per run (CPU); finetune: each run "
+            "fine-tunes the backbone from its base weights (LoRA or full, for a GPU)."
+        },
+    )
+    train: TrainConfig = field(default_factory=TrainConfig)
     backend: str = field(
         default="local",
         metadata={"help": "Where runs train: local (this process) or ray (one Ray task per run)."},
@@ -66,6 +74,7 @@ class AuditConfig:
                 "runs": (positive_int, "an int > 0"),
                 "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
                 "plan": ("kfold", "halves"),
+                "mode": ("frozen", "finetune"),
                 "n_boot": (lambda n: isinstance(n, int) and n >= 0, "an int >= 0"),
                 "batch_size": (positive_int, "an int > 0"),
                 "backend": BACKENDS,
@@ -82,6 +91,8 @@ class AuditConfig:
                     f"Got {name}={getattr(self, name)!r} with backend={self.backend!r}."
                 )
         check_params(self.head, HeadConfig._constraints)
+        if self.mode == "finetune":
+            self.train.replace(model=self.model, max_length=self.max_length).check()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,4 +104,5 @@ class AuditConfig:
         if unknown:
             raise ValueError(f"unknown AuditConfig keys: {sorted(unknown)}")
         head = HeadConfig(**data.get("head", {}))
-        return cls(**{**data, "head": head})
+        train = TrainConfig.from_dict(data.get("train", {}))
+        return cls(**{**data, "head": head, "train": train})

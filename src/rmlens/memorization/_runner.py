@@ -49,7 +49,7 @@ from rmlens.memorization._runs import (
 )
 from rmlens.memorization._summary import categorize, summarize_audit
 from rmlens.progress import progress_bar, stderr
-from rmlens.rewards import FrozenHeadTrainer, PairTrainer
+from rmlens.rewards import FrozenHeadTrainer, PairTrainer, make_trainer
 
 __all__ = ["audit", "finish", "load_runs", "resolve_groups", "run_done"]
 
@@ -141,6 +141,19 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1)[0] % 2**31)
 
 
+def default_trainer(config: AuditConfig) -> PairTrainer:
+    """Frozen features with one head per run, or a fine-tuned RM per run (``mode``)."""
+    if config.mode == "finetune":
+        train = config.train.replace(model=config.model, max_length=config.max_length)
+        return make_trainer(train)
+    return FrozenHeadTrainer(
+        model=config.model,
+        head=config.head,
+        max_length=config.max_length,
+        batch_size=config.batch_size,
+    )
+
+
 def audit(
     pairs: pd.DataFrame,
     config: AuditConfig | None = None,
@@ -214,12 +227,7 @@ def audit(
             clean_stale(folder)  # a killed writer's temporary files (one audit per folder)
     pending = [r for r in range(config.runs) if not run_done(run_dir(out, r))]
     if pending:
-        trainer = trainer or FrozenHeadTrainer(
-            model=config.model,
-            head=config.head,
-            max_length=config.max_length,
-            batch_size=config.batch_size,
-        )
+        trainer = trainer or default_trainer(config)
         with make_backend(config).session(quiet=quiet) as execute:
             kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
             _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet)
@@ -246,9 +254,7 @@ def membership_matrix(plan: pd.DataFrame, groups: pd.Series, runs: int) -> np.nd
     else:
         labels = pd.Index(np.sort(plan.group.unique()))
         by_group = np.zeros((runs, len(labels)), dtype=bool)
-        by_group[plan.run.to_numpy(), labels.get_indexer(plan.group)] = plan.in_train.to_numpy(
-            bool
-        )
+        by_group[plan.run.to_numpy(), labels.get_indexer(plan.group)] = plan.in_train.to_numpy(bool)
     codes = labels.get_indexer(groups.astype(str))
     return by_group[:, codes] & (codes >= 0)
 

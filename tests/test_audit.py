@@ -248,3 +248,10 @@ def test_finetune_mode_runs_through_the_same_runner(tiny_causal_dir, tmp_path):
     assert table.tm.notna().all()
     record = json.loads((tmp_path / "ft" / "config.json").read_text())
     assert record["audit"]["mode"] == "finetune" and record["audit"]["train"]["finetune"] == "lora"
+
+
+def test_cli_usage_errors_exit_2(capsys):
+    assert main(["memorize", "--bogus"]) == 2
+    assert main(["no-such-command"]) == 2
+    assert "No such command" in capsys.readouterr().err
+    assert main(["--version"]) == 0

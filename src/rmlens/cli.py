@@ -11,6 +11,17 @@ from pathlib import Path
 import click
 import typer
 
+_EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
+_USAGE: tuple[type, ...] = (click.ClickException,)
+_ABORT: tuple[type, ...] = (click.Abort, KeyboardInterrupt)
+try:  # typer >= 0.26 ships its own copy of click, with its own exception classes
+    from typer._click import exceptions as _vendored
+
+    _USAGE += (_vendored.ClickException,)
+    _ABORT += tuple(getattr(_vendored, n) for n in ("Abort",) if hasattr(_vendored, n))
+except ImportError:  # pragma: no cover
+    pass
+
 from rmlens import __version__
 from rmlens._cli_common import handle_errors, option
 from rmlens._errors import InputError
@@ -200,15 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal)."""
     try:
         code = app(args=argv, prog_name="rmlens", standalone_mode=False)
-    except click.exceptions.Exit as err:
+    except _EXIT as err:
         return err.exit_code
-    except click.ClickException as err:
+    except _USAGE as err:
         err.show()
         return 2
     except InputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except (click.Abort, KeyboardInterrupt):
+    except _ABORT:
         print("aborted", file=sys.stderr)
         return 1
     except Exception:

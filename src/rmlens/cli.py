@@ -11,6 +11,12 @@ from pathlib import Path
 import click
 import typer
 
+from rmlens import __version__
+from rmlens._cli_common import handle_errors, option
+from rmlens._errors import InputError
+from rmlens.memorization import AuditConfig
+from rmlens.rewards import HeadConfig, TrainConfig
+
 _EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
 _USAGE: tuple[type, ...] = (click.ClickException,)
 _ABORT: tuple[type, ...] = (click.Abort, KeyboardInterrupt)
@@ -21,12 +27,6 @@ try:  # typer >= 0.26 ships its own copy of click, with its own exception classe
     _ABORT += tuple(getattr(_vendored, n) for n in ("Abort",) if hasattr(_vendored, n))
 except ImportError:  # pragma: no cover
     pass
-
-from rmlens import __version__
-from rmlens._cli_common import handle_errors, option
-from rmlens._errors import InputError
-from rmlens.memorization import AuditConfig
-from rmlens.rewards import HeadConfig, TrainConfig
 
 app = typer.Typer(
     name="rmlens",

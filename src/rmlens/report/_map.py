@@ -7,21 +7,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmlens.memorization._estimate import COLUMNS
+
 from ._html import num_list, plotly_text
 
-ESTIMATE_COLUMNS = (
-    "tm",
-    "tg",
-    "cm",
-    "n_in",
-    "n_out",
-    "tm_lo",
-    "tm_hi",
-    "tg_lo",
-    "tg_hi",
-    "cm_lo",
-    "cm_hi",
-)
+ESTIMATE_COLUMNS = tuple(COLUMNS)
 TEXT_COLUMNS = ("prompt", "chosen", "rejected")
 _MAX_CATEGORIES = 20
 _MAX_COLUMNS = 24

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rmlens._cli_data import register
+from rmlens.cli.data import register
 from rmlens.data import load_pairs
 
 

@@ -28,8 +28,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rmlens._cli_report import register
 from rmlens._errors import InputError
+from rmlens.cli.report import register
 from rmlens.report import write_report
 
 EVIL_PROMPT = (

@@ -6,76 +6,19 @@ defaults and help), so the command line and the Python API cannot drift apart.
 
 from __future__ import annotations
 
-import inspect
 import json
-import typing
-from dataclasses import MISSING, fields
 from pathlib import Path
 
 import typer
 
-from rmlens._cli_common import handle_errors
-from rmlens._errors import InputError
+from rmlens.cli._common import (
+    build_config,
+    config_parameters,
+    handle_errors,
+    load_table,
+    with_parameters,
+)
 from rmlens.rewards import TrainConfig
-
-_NEGATIVE = {"use_margin": "--no-margin"}
-
-
-def config_parameters(
-    config_cls: type, *, skip: tuple[str, ...] = (), defaults=None, panel: str | None = None
-) -> list[inspect.Parameter]:
-    """Typer parameters for the fields of a config dataclass: ``lora_r`` -> ``--lora-r``.
-
-    Defaults come from the dataclass, or from the instance ``defaults`` when given.
-    """
-    hints = typing.get_type_hints(config_cls)
-    params = []
-    for f in fields(config_cls):
-        if f.name in skip or f.name.startswith("_"):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if hints[f.name] is bool:
-            flag = f"{flag}/{_NEGATIVE.get(f.name, '--no-' + f.name.replace('_', '-'))}"
-        if defaults is not None:
-            default = getattr(defaults, f.name)
-        else:
-            default = f.default if f.default is not MISSING else f.default_factory()
-        option = typer.Option(default, flag, help=f.metadata.get("help", ""), rich_help_panel=panel)
-        params.append(
-            inspect.Parameter(
-                f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=hints[f.name]
-            )
-        )
-    return params
-
-
-def with_parameters(func, extra: list[inspect.Parameter]):
-    """Give ``func(**kwargs)`` a signature: its own parameters, then ``extra``."""
-    own = [
-        p
-        for p in inspect.signature(func).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-    func.__signature__ = inspect.Signature(own + extra)
-    return func
-
-
-def build_config(config_cls: type, values: dict, **fixed):
-    names = {f.name for f in fields(config_cls)}
-    config = config_cls(**{k: v for k, v in values.items() if k in names}, **fixed)
-    try:
-        config.check()
-    except ValueError as err:
-        raise InputError(str(err)) from err
-    return config
-
-
-def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False):
-    from rmlens.data import load_pairs, load_rankings, parse_column_map
-
-    mapping = parse_column_map(column_map or [])
-    return (load_rankings if rankings else load_pairs)(path, column_map=mapping)
 
 
 @handle_errors

@@ -1,60 +1,17 @@
-"""The ``rmlens`` command line: thin shells over the Python API (DESIGN.md section 6)."""
+"""``rmlens memorize`` and ``rmlens demo``: the counterfactual memorization audit."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import traceback
 from pathlib import Path
 
-import click
 import typer
 
-from rmlens import __version__
-from rmlens._cli_common import handle_errors, option
 from rmlens._errors import InputError
+from rmlens.cli._common import handle_errors, option
 from rmlens.memorization import AuditConfig
 from rmlens.rewards import HeadConfig, TrainConfig
 
-_EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
-_USAGE: tuple[type, ...] = (click.ClickException,)
-_ABORT: tuple[type, ...] = (click.Abort, KeyboardInterrupt)
-try:  # typer >= 0.26 ships its own copy of click, with its own exception classes
-    from typer._click import exceptions as _vendored
 
-    _USAGE += (_vendored.ClickException,)
-    _ABORT += tuple(getattr(_vendored, n) for n in ("Abort",) if hasattr(_vendored, n))
-except ImportError:  # pragma: no cover
-    pass
-
-app = typer.Typer(
-    name="rmlens",
-    help="Train reward models on preference data and audit what they learn.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-_PLUGINS = ("data", "attribute", "report", "sweep", "evaluate", "train", "generalize")
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"rmlens {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """Train reward models on preference data and audit what they learn."""
-
-
-@app.command()
 @handle_errors
 def memorize(
     data: Path = typer.Option(..., "--data", help="Pair file: JSONL(.gz), CSV, Parquet, HF dir."),
@@ -180,7 +137,6 @@ def print_summary(out: Path) -> None:
     console.print(f"results in {out}/ ({', '.join(files)})")
 
 
-@app.command()
 @handle_errors
 def demo(
     out: Path = typer.Option(Path("rmlens-demo"), "--out", help="Experiment directory."),
@@ -202,32 +158,6 @@ def demo(
     run_audit(data, config, out, attribute=attribute, report=True, quiet=quiet)
 
 
-for _name in _PLUGINS:
-    if importlib.util.find_spec(f"rmlens._cli_{_name}") is not None:
-        importlib.import_module(f"rmlens._cli_{_name}").register(app)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal)."""
-    try:
-        code = app(args=argv, prog_name="rmlens", standalone_mode=False)
-    except _EXIT as err:
-        return err.exit_code
-    except _USAGE as err:
-        err.show()
-        return 2
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except _ABORT:
-        print("aborted", file=sys.stderr)
-        return 1
-    except Exception:
-        traceback.print_exc()
-        print("error: internal error (the traceback above); please report it", file=sys.stderr)
-        return 1
-    return code if isinstance(code, int) else 0
-
-
-def entrypoint() -> None:
-    sys.exit(main(sys.argv[1:]))
+def register(app: typer.Typer) -> None:
+    app.command("memorize")(memorize)
+    app.command("demo")(demo)

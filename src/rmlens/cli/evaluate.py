@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from rmlens._cli_common import handle_errors, option
 from rmlens._errors import InputError
+from rmlens.cli._common import handle_errors, option
 from rmlens.evaluation._evaluate import EvaluateConfig
 
 

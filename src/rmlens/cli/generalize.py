@@ -7,9 +7,14 @@ from pathlib import Path
 
 import typer
 
-from rmlens._cli_common import handle_errors
-from rmlens._cli_train import build_config, config_parameters, load_table, with_parameters
 from rmlens._errors import InputError
+from rmlens.cli._common import (
+    build_config,
+    config_parameters,
+    handle_errors,
+    load_table,
+    with_parameters,
+)
 from rmlens.generalization import GeneralizeConfig
 from rmlens.generalization._config import default_train
 from rmlens.rewards import TrainConfig

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens._cli_common import handle_errors, option
+from rmlens.cli._common import handle_errors, option
 from rmlens.tokens._run import SweepConfig
 
 

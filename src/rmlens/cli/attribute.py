@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from rmlens._cli_common import fail, handle_errors, option
 from rmlens.attribution import AttributeConfig
+from rmlens.cli._common import fail, handle_errors, option
 
 _DEFAULTS = AttributeConfig()
 _HELP = {f.name: f.metadata["help"] for f in fields(AttributeConfig)}

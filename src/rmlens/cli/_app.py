@@ -1,0 +1,76 @@
+"""The ``rmlens`` command line: thin shells over the Python API (DESIGN.md section 6)."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+import typer
+
+from rmlens import __version__
+from rmlens._errors import InputError
+from rmlens.cli import attribute, data, evaluate, generalize, memorize, report, sweep, train
+
+_EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
+_USAGE: tuple[type, ...] = (click.ClickException,)
+_ABORT: tuple[type, ...] = (click.Abort, KeyboardInterrupt)
+try:  # typer >= 0.26 ships its own copy of click, with its own exception classes
+    from typer._click import exceptions as _vendored
+
+    _USAGE += (_vendored.ClickException,)
+    _ABORT += tuple(getattr(_vendored, n) for n in ("Abort",) if hasattr(_vendored, n))
+except ImportError:  # pragma: no cover
+    pass
+
+app = typer.Typer(
+    name="rmlens",
+    help="Train reward models on preference data and audit what they learn.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rmlens {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Train reward models on preference data and audit what they learn."""
+
+
+for _module in (memorize, data, attribute, report, sweep, evaluate, train, generalize):
+    _module.register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal)."""
+    try:
+        code = app(args=argv, prog_name="rmlens", standalone_mode=False)
+    except _EXIT as err:
+        return err.exit_code
+    except _USAGE as err:
+        err.show()
+        return 2
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except _ABORT:
+        print("aborted", file=sys.stderr)
+        return 1
+    except Exception:
+        traceback.print_exc()
+        print("error: internal error (the traceback above); please report it", file=sys.stderr)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+def entrypoint() -> None:
+    sys.exit(main(sys.argv[1:]))

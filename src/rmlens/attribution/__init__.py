@@ -1,35 +1,19 @@
 """rmlens.attribution: explain memorization (TM, TG, CM) with pair features, regressors, SHAP."""
 
-from rmlens.attribution._attribute import (
-    TARGETS,
-    AttributeConfig,
-    Attributor,
-    attribute,
-    tm_tg_difference,
-)
-from rmlens.attribution._features import (
-    DEFAULT_EXCLUDE,
-    Feature,
-    list_features,
-    pair_features,
-    register_feature,
-    unregister_feature,
-)
-from rmlens.attribution._regress import REGRESSORS, Design, design_matrix
+from rmlens._lazy import attach
 
-__all__ = [
-    "DEFAULT_EXCLUDE",
-    "REGRESSORS",
-    "TARGETS",
-    "AttributeConfig",
-    "Attributor",
-    "Design",
-    "Feature",
-    "attribute",
-    "design_matrix",
-    "list_features",
-    "pair_features",
-    "register_feature",
-    "tm_tg_difference",
-    "unregister_feature",
-]
+__all__, __getattr__, __dir__ = attach(
+    __name__,
+    {
+        "_attribute": ["TARGETS", "AttributeConfig", "Attributor", "attribute", "tm_tg_difference"],
+        "_features": [
+            "DEFAULT_EXCLUDE",
+            "Feature",
+            "list_features",
+            "pair_features",
+            "register_feature",
+            "unregister_feature",
+        ],
+        "_regress": ["REGRESSORS", "Design", "design_matrix"],
+    },
+)

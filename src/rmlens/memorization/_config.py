@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from rmlens.rewards import HeadConfig, TrainConfig
+from rmlens.rewards._config import HeadConfig, TrainConfig
 from rmlens.rewards._params import check_params, non_negative, positive, positive_int
 
 BACKENDS = ("local", "ray")

@@ -1,6 +1,11 @@
 """rmlens.report: the self-contained HTML report of an experiment directory."""
 
-from ._config import ReportConfig
-from ._write import write_report
+from rmlens._lazy import attach
 
-__all__ = ["ReportConfig", "write_report"]
+__all__, __getattr__, __dir__ = attach(
+    __name__,
+    {
+        "_config": ["ReportConfig"],
+        "_write": ["write_report"],
+    },
+)

@@ -144,6 +144,39 @@ class TrainConfig:
         return TrainConfig.from_dict({**self.to_dict(), **changes})
 
 
+@dataclass
+class HeadConfig:
+    """How a reward head is built and trained on cached features."""
+
+    head: str = field(default="linear", metadata={"help": "Reward head: linear or mlp."})
+    hidden_dim: int = field(default=256, metadata={"help": "Hidden units of the MLP head."})
+    dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
+    lr: float = field(default=3e-3, metadata={"help": "Adam learning rate."})
+    epochs: int = field(default=40, metadata={"help": "Passes over the training pairs."})
+    batch_size: int = field(default=128, metadata={"help": "Pairs per optimizer step."})
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    use_margin: bool = field(
+        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
+    )
+    center_coef: float = field(
+        default=0.0, metadata={"help": "Reward centering coefficient: coef * mean((r+ + r-)^2)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of initialisation and shuffling."})
+
+    _constraints = {
+        "head": ("linear", "mlp"),
+        "hidden_dim": (positive_int, "an int > 0"),
+        "dropout": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "lr": (positive, "a float > 0"),
+        "epochs": (positive_int, "an int > 0"),
+        "batch_size": (positive_int, "an int > 0"),
+        "weight_decay": (non_negative, "a float >= 0"),
+        "use_margin": ((True, False)),
+        "center_coef": (non_negative, "a float >= 0"),
+        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+    }
+
+
 def resolve_device(name: str) -> str:
     """``auto`` -> cuda if available, else mps, else cpu."""
     import torch

@@ -1,0 +1,36 @@
+"""Lazy package exports: ``import rmlens.x`` loads nothing heavy until a name is used.
+
+Each package's ``__init__`` maps its public names to the private modules that define them;
+the module is imported on first attribute access (PEP 562). This keeps ``rmlens --help``
+and every ``--help`` fast: the command line reads config dataclasses without importing
+torch, transformers or pandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def attach(
+    package: str, exports: dict[str, list[str]]
+) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+    """Return ``__all__``, ``__getattr__`` and ``__dir__`` for ``package``.
+
+    ``exports`` maps a submodule name (``"_config"``) to the public names it defines.
+    """
+    where = {name: module for module, names in exports.items() for name in names}
+
+    def __getattr__(name: str) -> Any:
+        if name not in where:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f"{package}.{where[name]}"), name)
+        globals_ = importlib.import_module(package).__dict__
+        globals_[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(where)
+
+    return sorted(where), __getattr__, __dir__

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from rmlens._io import write_bytes
-
-
-def _figure(width: float = 7.0, height: float = 4.5):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt, *plt.subplots(figsize=(width, height))
-
-
-def _save(plt, fig, path: Path) -> Path:
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    return write_bytes(buf.getvalue(), path)
+from rmlens._plot import plot_to
 
 
 def _short(prompt: str, n: int = 48) -> str:
@@ -34,14 +16,15 @@ def _short(prompt: str, n: int = 48) -> str:
 
 def plot_distributions(frame: pd.DataFrame, path: str | Path, title: str = "") -> Path:
     """Histogram of token scores, one per prompt, overlaid."""
-    plt, fig, ax = _figure()
-    for prompt, part in frame.groupby("prompt", sort=False):
-        ax.hist(part["score"], bins=80, histtype="step", density=True, label=_short(prompt))
-    ax.set_xlabel("reward of the one-token answer")
-    ax.set_ylabel("density")
-    ax.set_title(title or "Token score distributions")
-    ax.legend(fontsize=7)
-    return _save(plt, fig, Path(path))
+    with plot_to(path) as fig:
+        ax = fig.subplots()
+        for prompt, part in frame.groupby("prompt", sort=False):
+            ax.hist(part["score"], bins=80, histtype="step", density=True, label=_short(prompt))
+        ax.set_xlabel("reward of the one-token answer")
+        ax.set_ylabel("density")
+        ax.set_title(title or "Token score distributions")
+        ax.legend(fontsize=7)
+    return Path(path)
 
 
 def pick_contrast(prompts: list[str]) -> tuple[str, str] | None:
@@ -59,20 +42,21 @@ def plot_contrast(frame: pd.DataFrame, path: str | Path, prompt_x: str, prompt_y
     """Each token's score under one prompt against another, extremes labelled."""
     wide = frame.pivot_table(index=["token_id", "decoded"], columns="prompt", values="score")
     wide = wide[[prompt_x, prompt_y]].dropna().reset_index()
-    plt, fig, ax = _figure(6.0, 6.0)
-    ax.scatter(wide[prompt_x], wide[prompt_y], s=2, alpha=0.3, linewidths=0)
-    lo = float(np.nanmin(wide[[prompt_x, prompt_y]].to_numpy()))
-    hi = float(np.nanmax(wide[[prompt_x, prompt_y]].to_numpy()))
-    ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
-    picks = pd.concat([wide.nlargest(label, prompt_x), wide.nsmallest(label, prompt_x),
-                       wide.nlargest(label, prompt_y), wide.nsmallest(label, prompt_y)])
-    picks = picks.drop_duplicates("token_id")[["decoded", prompt_x, prompt_y]]
-    for decoded, x, y in picks.itertuples(index=False, name=None):
-        ax.annotate(repr(decoded)[1:-1], (x, y), fontsize=6)
-    ax.set_xlabel(_short(prompt_x))
-    ax.set_ylabel(_short(prompt_y))
-    ax.set_title(title or "Framing: token scores under two prompts")
-    return _save(plt, fig, Path(path))
+    with plot_to(path, size=(6.0, 6.0)) as fig:
+        ax = fig.subplots()
+        ax.scatter(wide[prompt_x], wide[prompt_y], s=2, alpha=0.3, linewidths=0)
+        lo = float(np.nanmin(wide[[prompt_x, prompt_y]].to_numpy()))
+        hi = float(np.nanmax(wide[[prompt_x, prompt_y]].to_numpy()))
+        ax.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="--")
+        picks = pd.concat([wide.nlargest(label, prompt_x), wide.nsmallest(label, prompt_x),
+                           wide.nlargest(label, prompt_y), wide.nsmallest(label, prompt_y)])
+        picks = picks.drop_duplicates("token_id")[["decoded", prompt_x, prompt_y]]
+        for decoded, x, y in picks.itertuples(index=False, name=None):
+            ax.annotate(repr(decoded)[1:-1], (x, y), fontsize=6)
+        ax.set_xlabel(_short(prompt_x))
+        ax.set_ylabel(_short(prompt_y))
+        ax.set_title(title or "Framing: token scores under two prompts")
+    return Path(path)
 
 
 def plot_frequency(frame: pd.DataFrame, features: pd.DataFrame, path: str | Path,
@@ -82,19 +66,20 @@ def plot_frequency(frame: pd.DataFrame, features: pd.DataFrame, path: str | Path
     keep = features["is_word"].to_numpy()
     x, y = features["zipf"].to_numpy()[keep], part["score"].to_numpy()[keep]
     valence = features["valence"].to_numpy()[keep]
-    plt, fig, ax = _figure()
-    neutral = valence == 0
-    ax.scatter(x[neutral], y[neutral], s=3, alpha=0.35, color="grey", linewidths=0,
-               label="neutral")
-    points = ax.scatter(x[~neutral], y[~neutral], s=8, alpha=0.9, c=valence[~neutral],
-                        cmap="bwr_r", vmin=-1, vmax=1, linewidths=0)
-    fig.colorbar(points, ax=ax, label="VADER valence")
-    if len(x) > 2:
-        slope, intercept = np.polyfit(x, y, 1)
-        grid = np.linspace(x.min(), x.max(), 50)
-        ax.plot(grid, intercept + slope * grid, color="black", lw=1, label="least squares")
-    ax.legend(fontsize=7)
-    ax.set_xlabel("Zipf word frequency (log10 per billion words)")
-    ax.set_ylabel("reward")
-    ax.set_title(title or f"Frequency vs score: {_short(prompt)}")
-    return _save(plt, fig, Path(path))
+    with plot_to(path) as fig:
+        ax = fig.subplots()
+        neutral = valence == 0
+        ax.scatter(x[neutral], y[neutral], s=3, alpha=0.35, color="grey", linewidths=0,
+                   label="neutral")
+        points = ax.scatter(x[~neutral], y[~neutral], s=8, alpha=0.9, c=valence[~neutral],
+                            cmap="bwr_r", vmin=-1, vmax=1, linewidths=0)
+        fig.colorbar(points, ax=ax, label="VADER valence")
+        if len(x) > 2:
+            slope, intercept = np.polyfit(x, y, 1)
+            grid = np.linspace(x.min(), x.max(), 50)
+            ax.plot(grid, intercept + slope * grid, color="black", lw=1, label="least squares")
+        ax.legend(fontsize=7)
+        ax.set_xlabel("Zipf word frequency (log10 per billion words)")
+        ax.set_ylabel("reward")
+        ax.set_title(title or f"Frequency vs score: {_short(prompt)}")
+    return Path(path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,29 +34,42 @@ class PairFeatures:
     n_encoded: int
 
 
-def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """(B, T, d) hidden states -> (B, d): mean over real tokens, or the last real token.
-
-    The last real token is found from the attention mask, so it is right whatever the padding
-    side and whether or not pad == eos.
-    """
-    if pooling == "mean":
-        m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
-    positions = torch.arange(mask.shape[1], device=mask.device)
-    last = (positions * mask).argmax(dim=1)  # (B,) index of the last 1 in each row
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
-
-
-def collate(seqs: list[list[int]], pad_id: int, side: str = "right") -> tuple[torch.Tensor, ...]:
+def collate(
+    seqs: Sequence[Sequence[int]], pad_id: int, side: str = "right"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad token-id sequences to ``(B, T)`` ids and a 0/1 attention mask (right or left)."""
     width = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        sl = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
-        ids[i, sl] = torch.tensor(s, dtype=torch.long)
-        mask[i, sl] = 1
+        cols = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
+        ids[i, cols] = torch.as_tensor(list(s), dtype=torch.long)
+        mask[i, cols] = 1
     return ids, mask
+
+
+def position_ids(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) mask -> (B, T) positions counted over real tokens only (left padding too)."""
+    return (mask.cumsum(1) - 1).clamp(min=0)
+
+
+def last_real(mask: torch.Tensor) -> torch.Tensor:
+    """(B, T) mask -> (B,) index of the last real token, whatever the padding side.
+
+    Found from the attention mask, never as "first pad minus one": that breaks when
+    pad == eos or with left padding (DESIGN.md section 2).
+    """
+    positions = torch.arange(mask.shape[1], device=mask.device)
+    return (positions * mask).argmax(dim=1)  # the last 1 of each row
+
+
+def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(B, T, d) hidden states -> (B, d): mean over real tokens, or the last real token."""
+    if pooling == "mean":
+        m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
+        return (hidden * m).sum(1) / m.sum(1).clamp(min=1)
+    last = last_real(mask)  # (B,)
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
 
 
 @torch.inference_mode()
@@ -82,7 +96,7 @@ def encode_ids(
             ids, mask = collate([seqs[i] for i in rows], pad, side)
             extra = {}
             if side == "left":
-                extra["position_ids"] = (mask.cumsum(1) - 1).clamp(min=0).to(device)
+                extra["position_ids"] = position_ids(mask).to(device)
             hidden = backbone.model(
                 input_ids=ids.to(device), attention_mask=mask.to(device), **extra
             ).last_hidden_state

@@ -24,29 +24,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from rmlens.backbones import collate, pool, position_ids
 from rmlens.tokens._attention import shared_prefix_mode, supports_shared_prefix
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
-
-
-def collate(seqs: Sequence[Sequence[int]], pad_id: int, side: str = "right"):
-    """Pad to ``(B, T)`` ids and mask; positions count real tokens only (left padding too)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        cols = slice(0, len(s)) if side == "right" else slice(width - len(s), width)
-        ids[i, cols] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[i, cols] = 1
-    positions = (mask.cumsum(1) - 1).clamp(min=0)  # (B, T)
-    return ids, mask, positions
-
-
-def last_real(mask: torch.Tensor) -> torch.Tensor:
-    """(B, T) attention mask -> (B,) index of the last 1 (any padding side; pad may be eos)."""
-    positions = torch.arange(mask.shape[1], device=mask.device)
-    return (positions * mask).argmax(dim=1)
 
 
 def _device(model: nn.Module) -> torch.device:
@@ -226,20 +208,16 @@ class PooledScorer(TokenScorer):
     @torch.inference_mode()
     def full(self, seqs, padding_side="right"):
         device = _device(self.body)
-        ids, mask, positions = collate(seqs, self.pad_id, padding_side)
+        ids, mask = collate(seqs, self.pad_id, padding_side)
         mask = mask.to(device)
         hidden = self.body(
             input_ids=ids.to(device), attention_mask=mask,
-            **_positions_kwarg(self.body, positions.to(device)),
+            **_positions_kwarg(self.body, position_ids(mask)),
         ).last_hidden_state  # (B, T, d)
-        if self.pooling == "mean":
-            m = mask.unsqueeze(-1).to(hidden.dtype)  # (B, T, 1)
-            return self.head((hidden * m).sum(1) / m.sum(1)).float().cpu().numpy()
-        if self.pad_rule is None:
-            index = last_real(mask)
-        else:
-            offset = (mask.shape[1] - mask.sum(1)) if padding_side == "left" else 0
-            index = torch.as_tensor([self._pool_index(s) for s in seqs], device=device) + offset
+        if self.pooling == "mean" or self.pad_rule is None:
+            return self.head(pool(hidden, mask, self.pooling)).float().cpu().numpy()
+        offset = (mask.shape[1] - mask.sum(1)) if padding_side == "left" else 0
+        index = torch.as_tensor([self._pool_index(s) for s in seqs], device=device) + offset
         pooled = hidden[torch.arange(len(seqs), device=device), index]  # (B, d)
         return self.head(pooled).float().cpu().numpy()
 
@@ -332,7 +310,7 @@ class SeqClsScorer(PooledScorer):
         rows = [seqs] if self.model.config.pad_token_id is not None else [[s] for s in seqs]
         out = []
         for group in rows:
-            ids, mask, _ = collate(group, self.pad_id, "right")
+            ids, mask = collate(group, self.pad_id, "right")
             logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             out.append(logits[:, self.index].float().cpu().numpy())
         return np.concatenate(out)
@@ -383,7 +361,8 @@ class ImplicitScorer(TokenScorer):
 
     @torch.inference_mode()
     def full(self, seqs, padding_side="right"):
-        ids, mask, positions = collate(seqs, self.pad_id, padding_side)
+        ids, mask = collate(seqs, self.pad_id, padding_side)
+        positions = position_ids(mask)
         offset = mask.shape[1] - mask.sum(1) if padding_side == "left" else 0
         start = torch.as_tensor([self.response_start(s) for s in seqs]) + offset  # (B,)
         cols = torch.arange(ids.shape[1])

@@ -64,3 +64,46 @@ def test_chunking_does_not_change_results():
     a = memorization_scores(p, member, n_boot=50, seed=0, chunk=7)
     b = memorization_scores(p, member, n_boot=50, seed=0, chunk=1000)
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_a_run_that_did_not_score_a_pair_does_not_count_for_it():
+    s = expit
+    # pair a: runs 0, 1 in, runs 2, 3 out; run 1 scored it NaN (e.g. a diverged head)
+    # pair b: its only in-run scored it NaN, so it has no usable in-run
+    p = np.array([[s(2), np.nan, s(-1), s(1)], [np.nan, s(0), s(1), s(3)]])
+    member = np.array([[True, True, False, False], [True, False, False, False]])
+    table = memorization_scores(p, member, n_boot=0)
+    assert (table.loc[0, "n_in"], table.loc[0, "n_out"]) == (1, 2)
+    assert table.loc[0, "tm"] == pytest.approx(s(2))  # the NaN run left out, not a NaN TM
+    assert table.loc[0, "tg"] == pytest.approx((s(-1) + s(1)) / 2)
+    assert table.loc[0, "cm"] == pytest.approx(s(2) - 0.5)
+    assert (table.loc[1, "n_in"], table.loc[1, "n_out"]) == (0, 3)  # counted as lacking runs
+    assert np.isnan(table.loc[1, ["tm", "tg", "cm"]].to_numpy(float)).all()
+
+
+def test_bootstrap_ignores_nan_scores():
+    rng = np.random.default_rng(2)
+    p = rng.uniform(0.3, 0.9, size=(20, 12))
+    member = np.zeros((20, 12), dtype=bool)
+    member[:, :8] = True
+    holed = p.copy()
+    holed[:, 0] = np.nan  # run 0 scored nothing: the same as leaving it out
+    full = memorization_scores(p[:, 1:], member[:, 1:], n_boot=0)
+    table = memorization_scores(holed, member, n_boot=200, seed=0)
+    np.testing.assert_allclose(table[["tm", "tg", "cm"]], full[["tm", "tg", "cm"]])
+    assert (table.n_in == 7).all() and (table.n_out == 4).all()
+    for k in ("tm", "tg", "cm"):
+        lo, hi = table[f"{k}_lo"], table[f"{k}_hi"]
+        assert lo.notna().all() and hi.notna().all()
+        assert ((lo <= table[k] + 1e-9) & (table[k] <= hi + 1e-9)).mean() > 0.9
+
+
+def test_estimate_counts_only_scored_runs_from_long_tables():
+    margins = {"a": [2, 0, -1, 1], "b": [1, 1, 1, 1]}
+    member = {"a": [True, True, False, False], "b": [True, False, True, False]}
+    scores, membership = long_tables(margins, member)
+    scores.loc[(scores.id == "a") & (scores.run == 2), "r_chosen"] = np.nan
+    table = estimate(scores, membership, n_boot=0).set_index("id")
+    assert (table.loc["a", "n_in"], table.loc["a", "n_out"]) == (2, 1)
+    assert table.loc["a", "tg"] == pytest.approx(expit(1))
+    assert (table.loc["b", "n_in"], table.loc["b", "n_out"]) == (2, 2)

@@ -6,8 +6,10 @@ With p_ir = sigmoid(r+_ir - r-_ir) for pair i under run r's RM:
     TG_i = mean of p_ir over runs whose training set excludes pair i
     CM_i = TM_i - TG_i
 
-The sigmoid is applied per run before averaging; CM is never clipped; a pair with no in-runs
-or no out-runs gets NaN. Intervals: percentile bootstrap over runs.
+The sigmoid is applied per run before averaging; CM is never clipped. Only runs that scored a
+pair (a finite p_ir) count for it, in n_in and n_out as in the means; a pair left with no
+in-runs or no out-runs gets NaN. Intervals: percentile bootstrap over runs, NaN scores
+ignored the same way.
 """
 
 from __future__ import annotations
@@ -20,13 +22,19 @@ COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi"
 
 
 def _means(p: np.ndarray, member: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
-    """TM, TG for run weights (n_runs, n_draws): (n_pairs, n_draws) each."""
-    m = member.astype(np.float64)
-    n_in = (member.astype(np.float32) @ weights.astype(np.float32)).astype(np.float64)  # exact
-    n_out = weights.sum(0) - n_in
+    """TM, TG for run weights (n_runs, n_draws): (n_pairs, n_draws) each.
+
+    Only runs that scored a pair count for it: a NaN in ``p`` is neither in nor out.
+    """
+    scored = ~np.isnan(p)
+    p = np.where(scored, p, 0.0)
+    inside, outside = member & scored, ~member & scored
+    w32 = weights.astype(np.float32)
+    n_in = (inside.astype(np.float32) @ w32).astype(np.float64)  # exact: integer counts
+    n_out = (outside.astype(np.float32) @ w32).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tm = ((p * m) @ weights) / n_in
-        tg = ((p * (1 - m)) @ weights) / n_out
+        tm = ((p * inside) @ weights) / n_in
+        tg = ((p * outside) @ weights) / n_out
     return tm, tg
 
 
@@ -67,7 +75,8 @@ def memorization_scores(
     Parameters
     ----------
     p : ndarray of shape (n_pairs, n_runs)
-        sigmoid(r+ - r-) of each pair under each run's RM.
+        sigmoid(r+ - r-) of each pair under each run's RM; NaN where the run did not score
+        the pair (that run then counts neither in ``n_in`` nor in ``n_out``).
     member : ndarray of shape (n_pairs, n_runs), bool
         Whether the run trained on the pair (from the run manifests).
     n_boot : int, default=1000
@@ -92,8 +101,9 @@ def memorization_scores(
         rows = slice(start, start + chunk)
         tm, tg = (x[:, 0] for x in _means(p[rows], member[rows], once))
         out[rows, 0], out[rows, 1], out[rows, 2] = tm, tg, tm - tg
-        out[rows, 3] = member[rows].sum(1)
-        out[rows, 4] = n_runs - out[rows, 3]
+        scored = ~np.isnan(p[rows])  # a run that did not score a pair is no run of it
+        out[rows, 3] = (member[rows] & scored).sum(1)
+        out[rows, 4] = (~member[rows] & scored).sum(1)
         if n_boot:
             btm, btg = _means(p[rows], member[rows], weights)
             out[rows, 5:7] = _nanquantiles(btm, qs)

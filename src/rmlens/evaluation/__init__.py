@@ -16,14 +16,8 @@ __all__, __getattr__, __dir__ = attach(
             "temperature_scaling",
             "top_label",
         ],
-        "_ensemble": [
-            "EnsembleRM",
-            "load_evaluation_rm",
-            "load_experiment",
-            "score_pairs",
-            "score_texts",
-        ],
-        "_evaluate": ["EvaluateConfig", "evaluate", "membership_metrics"],
+        # EnsembleRM is rmlens.rewards.EnsembleRM (one ensemble; load_rm loads every RM)
+        "_evaluate": ["EnsembleRM", "EvaluateConfig", "evaluate", "membership_metrics"],
         "_metrics": [
             "REWARDBENCH_COUNTS",
             "REWARDBENCH_SECTIONS",

@@ -21,12 +21,11 @@ from rmlens.evaluation._calibration import (
     expected_calibration_error,
     temperature_scaling,
 )
-from rmlens.evaluation._ensemble import EnsembleRM, load_evaluation_rm, score_pairs
 from rmlens.evaluation._metrics import ensemble_disagreement, pair_metrics
 from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.progress import stderr
-from rmlens.rewards import check_params, pairwise_accuracy
+from rmlens.rewards import EnsembleRM, check_params, load_rm, member_pair_scores, pairwise_accuracy
 
 
 @dataclass
@@ -86,11 +85,8 @@ def membership_metrics(
     ``held_out`` those of the members that were not; pairs with no such member are left out.
     None when no member was trained on any of these pairs.
     """
-    if rm.train_ids is None:
-        return None
-    ids = [str(i) for i in ids]
-    member = np.array([[i in train for i in ids] for train in rm.train_ids], dtype=bool)
-    if not member.any():
+    member = rm.membership(ids)  # (n_members, n_pairs)
+    if member is None or not member.any():
         return None
     out = {}
     for name, mask in (("in_train", member), ("held_out", ~member)):
@@ -124,8 +120,9 @@ def evaluate(
     ----------
     rm : RewardModel, EnsembleRM, str or Path
         An object with ``score(prompts, responses)`` (``score_pairs`` is used when present),
-        or what ``rmlens evaluate --rm`` takes: a saved RM folder, a sequence-classification
-        model, or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
+        or anything ``rmlens.rewards.load_rm`` loads: a saved RM folder (an ensemble folder
+        of ``rmlens train --ensemble N`` too), an RM preset, a sequence-classification model,
+        or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
     pairs : DataFrame
         The canonical pair table (``rmlens.data.load_pairs``).
     probes : "all", "none", "a,b", or list of names / Probe, optional
@@ -163,13 +160,13 @@ def evaluate(
         raise InputError(str(err)) from err
     source = rm if isinstance(rm, (str, Path)) else None
     if source is not None:
-        rm = load_evaluation_rm(source)
+        rm = load_rm(source)
     missing = [c for c in ("prompt", "chosen", "rejected") if c not in pairs]
     if missing:
         raise InputError(f"pairs: missing required column(s) {', '.join(map(repr, missing))}")
     if "id" not in pairs:
         pairs = validate_pairs(pairs, source="pairs")
-    rc, rr, kept = score_pairs(rm, pairs, quiet=quiet)
+    rc, rr, kept = member_pair_scores(rm, pairs, quiet=quiet)  # (n_members, n_pairs)
     dropped = pairs.id[~kept].tolist()
     data = pairs[kept].reset_index(drop=True)
     rc, rr = rc[:, kept], rr[:, kept]

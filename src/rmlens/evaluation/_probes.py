@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from rmlens.data import SynthConfig
-from rmlens.evaluation._ensemble import score_texts
 from rmlens.progress import progress_bar
+from rmlens.rewards import member_scores
 
 SIDES = ("chosen", "rejected")
 
@@ -181,16 +181,17 @@ def probe_effects(
     if side not in SIDES:
         raise ValueError(f"side must be 'chosen' or 'rejected'; got {side!r}")
     if r_chosen is None or r_rejected is None:
-        r_chosen = score_texts(rm, pairs.prompt, pairs.chosen).mean(axis=0)
-        r_rejected = score_texts(rm, pairs.prompt, pairs.rejected).mean(axis=0)
+        r_chosen = member_scores(rm, pairs.prompt, pairs.chosen).mean(axis=0)
+        r_rejected = member_scores(rm, pairs.prompt, pairs.rejected).mean(axis=0)
     original = list(pairs[side])
     edited = [probe.apply(x) for x in original]
     changed = np.array([e != o for e, o in zip(edited, original)], dtype=bool)
     idx = np.flatnonzero(changed)
     rc = np.asarray(r_chosen, dtype=float)[idx]
     rr = np.asarray(r_rejected, dtype=float)[idx]
+    prompts = [pairs.prompt.iloc[i] for i in idx]
     new = (
-        score_texts(rm, [pairs.prompt.iloc[i] for i in idx], [edited[i] for i in idx]).mean(axis=0)
+        member_scores(rm, prompts, [edited[i] for i in idx]).mean(axis=0)
         if idx.size
         else np.zeros(0)
     )
@@ -259,8 +260,8 @@ def run_probes(
     """
     chosen = resolve_probes(probes)
     if r_chosen is None or r_rejected is None:
-        r_chosen = score_texts(rm, pairs.prompt, pairs.chosen).mean(axis=0)
-        r_rejected = score_texts(rm, pairs.prompt, pairs.rejected).mean(axis=0)
+        r_chosen = member_scores(rm, pairs.prompt, pairs.chosen).mean(axis=0)
+        r_rejected = member_scores(rm, pairs.prompt, pairs.rejected).mean(axis=0)
     rows = []
     with progress_bar("probes", total=len(chosen) * len(sides), quiet=quiet) as advance:
         for probe in chosen:

@@ -1,8 +1,16 @@
-"""Ensembles: several reward models (seeds, data subsets, audit runs) scored together."""
+"""Ensembles: several reward models (seeds, data subsets, audit runs) scored together.
+
+The ensemble's reward is the members' mean reward. Per pair it also gives every member's
+rewards, the spread of their margins, their disagreement and, when the members know the
+pairs they were trained on (an experiment directory's runs), which members saw each pair.
+
+Members that are explicit heads on one shared backbone are scored from one featurization
+(through the embedding cache), so an experiment directory's 25 runs cost one encoding.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -10,47 +18,100 @@ import numpy as np
 import pandas as pd
 
 import rmlens
-from rmlens._errors import InputError
 from rmlens._io import write_json
+from rmlens.backbones import featurize
+from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM
 
 
 class EnsembleRM:
-    """Mean reward of several RMs, with their spread and disagreement.
+    """Several RMs scored together; the ensemble's reward is the members' mean reward.
 
     Parameters
     ----------
     members : sequence of reward models
-        Objects with ``score(prompts, responses)`` and ``score_pairs(pairs)``.
+        Objects with ``score(prompts, responses)`` (``score_pairs(pairs)`` is used when
+        present), such as what :func:`load_rm` returns.
+    names : sequence of str, optional
+        One per member (default ``"0"``, ``"1"``, ...); an experiment's run names.
+    train_ids : sequence of sets of str, optional
+        Ids of the pairs each member was trained on (from an audit run's manifest), for
+        in-training vs held-out metrics. None when unknown.
+
+    Attributes
+    ----------
+    members : list
+    names : list of str
+    train_ids : list of set of str, or None
 
     Examples
     --------
-    >>> ens = EnsembleRM.from_experiment("rmlens-demo")           # doctest: +SKIP
+    >>> from rmlens.rewards import load_rm
+    >>> ens = load_rm("rmlens-demo")                              # doctest: +SKIP
     >>> ens.disagreement(pairs).sort_values("margin_std").tail()  # doctest: +SKIP
     """
 
     kind = "ensemble"
 
-    def __init__(self, members: Sequence[Any]):
+    def __init__(
+        self,
+        members: Sequence[Any],
+        *,
+        names: Sequence[str] | None = None,
+        train_ids: Sequence[Iterable[str]] | None = None,
+    ):
+        members = list(members)
         if not members:
-            raise ValueError("The 'members' parameter of EnsembleRM must be non-empty. Got [].")
-        self.members = list(members)
+            raise ValueError("The 'members' parameter of EnsembleRM must be a non-empty "
+                             "sequence of reward models. Got [].")
+        names = [str(n) for n in names] if names is not None else [str(i) for i in
+                                                                     range(len(members))]
+        if len(names) != len(members):
+            raise ValueError(f"The 'names' parameter of EnsembleRM must have one name per "
+                             f"member ({len(members)}). Got {len(names)}.")
+        if train_ids is not None:
+            train_ids = [set(map(str, ids)) for ids in train_ids]
+            if len(train_ids) != len(members):
+                raise ValueError(f"The 'train_ids' parameter of EnsembleRM must have one set "
+                                 f"per member ({len(members)}). Got {len(train_ids)}.")
+        self.members, self.names, self.train_ids = members, names, train_ids
 
-    def score_all(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Rewards (n_members, n) of every member."""
-        return np.stack([m.score(prompts, responses) for m in self.members])
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def score_members(
+        self, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True
+    ) -> np.ndarray:
+        """Rewards of every member, shape (n_members, n)."""
+        return member_scores(self, prompts, responses, quiet=quiet)
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Mean reward (n,) over the members."""
-        return self.score_all(prompts, responses).mean(0)
+        """Mean reward over the members, shape (n,)."""
+        return self.score_members(prompts, responses).mean(axis=0)
 
-    def score_pairs_all(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """(r_chosen, r_rejected) of every member, each (n_members, n_pairs)."""
-        scored = [m.score_pairs(pairs) for m in self.members]
-        return np.stack([s[0] for s in scored]), np.stack([s[1] for s in scored])
+    def score_std(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
+        """Standard deviation of the members' rewards, shape (n,)."""
+        return self.score_members(prompts, responses).std(axis=0)
+
+    def score_pairs_members(
+        self, pairs: pd.DataFrame, *, quiet: bool = True
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(r_chosen, r_rejected), each (n_members, n_pairs), and ``kept`` (n_pairs,).
+
+        See :func:`member_pair_scores`.
+        """
+        return member_pair_scores(self, pairs, quiet=quiet)
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        r_c, r_r = self.score_pairs_all(pairs)
-        return r_c.mean(0), r_r.mean(0)
+        """Mean (r_chosen, r_rejected) over the members, each (n_pairs,)."""
+        r_c, r_r, _ = self.score_pairs_members(pairs)
+        return r_c.mean(axis=0), r_r.mean(axis=0)
+
+    def membership(self, ids: Sequence[Any]) -> np.ndarray | None:
+        """(n_members, n_pairs) bool: member m was trained on pair i. None when unknown."""
+        if self.train_ids is None:
+            return None
+        ids = [str(i) for i in ids]
+        return np.array([[i in train for i in ids] for train in self.train_ids], dtype=bool)
 
     def disagreement(self, pairs: pd.DataFrame) -> pd.DataFrame:
         """Per pair: mean rewards, margin mean and std over members, mean P(chosen), and the
@@ -61,7 +122,7 @@ class EnsembleRM:
         DataFrame with ``id`` (when ``pairs`` has one), ``r_chosen``, ``r_rejected``,
         ``margin_mean``, ``margin_std``, ``p_chosen``, ``agreement``.
         """
-        r_c, r_r = self.score_pairs_all(pairs)
+        r_c, r_r, _ = self.score_pairs_members(pairs)
         margin = r_c - r_r  # (n_members, n_pairs)
         mean = margin.mean(0)
         agree = (np.sign(margin) == np.sign(mean)[None]).mean(0)
@@ -80,33 +141,89 @@ class EnsembleRM:
         return table
 
     def save(self, path: str | Path) -> Path:
-        """Each member in ``path/members/<i>``, then ``rm_config.json`` naming them."""
+        """Each member in ``path/members/<i>``, then ``rm_config.json`` naming them (and
+        ``train_ids.json`` when the members know their training ids)."""
         path = Path(path)
-        names = []
+        folders = []
         for i, member in enumerate(self.members):
             if not hasattr(member, "save"):
                 raise TypeError(f"ensemble member {i} ({type(member).__name__}) cannot be saved")
-            name = f"members/{i:03d}"
-            member.save(path / name)
-            names.append(name)
+            folder = f"members/{i:03d}"
+            member.save(path / folder)
+            folders.append(folder)
+        if self.train_ids is not None:
+            write_json([sorted(t) for t in self.train_ids], path / "train_ids.json")
         write_json(
-            {"kind": self.kind, "version": rmlens.__version__, "members": names},
-            path / "rm_config.json",
+            {"kind": self.kind, "version": rmlens.__version__, "members": folders,
+             "names": self.names},
+            path / RM_CONFIG,
         )
         return path
 
     @classmethod
     def from_experiment(cls, out: str | Path, **kwargs) -> EnsembleRM:
-        """The RMs of an audit's runs (``DIR/runs/<run>/rm``) as one ensemble."""
-        from rmlens.rewards._saved import load_rm
+        """The RMs of an experiment directory's runs: ``load_rm(out, **kwargs)``."""
+        from rmlens.rewards._load import load_experiment
 
-        folders = sorted(p.parent for p in Path(out).glob("runs/*/rm/rm_config.json"))
-        if not folders:
-            raise InputError(f"{out}: no saved run RMs (expected runs/<run>/rm/rm_config.json)")
-        return cls([load_rm(f, **kwargs) for f in folders])
+        return load_experiment(out, **kwargs)
 
 
-def load_ensemble(path: str | Path, saved: dict, **kwargs) -> EnsembleRM:
-    from rmlens.rewards._saved import load_rm
+def _head_stack(rm: Any):
+    """(backbone, heads, cache_dir) when ``rm`` is explicit heads on one backbone, else None."""
+    if isinstance(rm, ExplicitHeadRM):
+        return rm.backbone, [rm.head], rm.cache_dir
+    if isinstance(rm, EnsembleRM) and all(isinstance(m, ExplicitHeadRM) for m in rm.members):
+        first = rm.members[0]
+        if all(m.backbone is first.backbone for m in rm.members):
+            return first.backbone, [m.head for m in rm.members], first.cache_dir
+    return None
 
-    return EnsembleRM([load_rm(Path(path) / name, **kwargs) for name in saved["members"]])
+
+def _members(rm: Any) -> list[Any]:
+    return rm.members if isinstance(rm, EnsembleRM) else [rm]
+
+
+def member_scores(
+    rm: Any, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True
+) -> np.ndarray:
+    """Rewards (n_members, n) of (prompt, response) texts; a single RM is one member.
+
+    Explicit heads go through ``featurize`` and its cache, so a text is encoded once ever.
+    """
+    stack = _head_stack(rm)
+    if stack is not None:
+        backbone, heads, cache_dir = stack
+        frame = pd.DataFrame(
+            {"prompt": list(prompts), "chosen": list(responses), "rejected": list(responses)}
+        )
+        x = featurize(backbone, frame, cache_dir=cache_dir, quiet=quiet).chosen
+        return np.stack([h.score(x) for h in heads]).astype(float)
+    rows = [np.asarray(m.score(list(prompts), list(responses)), dtype=float) for m in _members(rm)]
+    return np.stack(rows)
+
+
+def member_pair_scores(
+    rm: Any, pairs: pd.DataFrame, *, quiet: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(r_chosen, r_rejected), each (n_members, n_pairs), and ``kept`` (n_pairs,) bool.
+
+    A single RM is one member. ``kept`` is False for pairs whose chosen and rejected token
+    ids are identical after truncation (known for explicit heads; True elsewhere).
+    """
+    stack = _head_stack(rm)
+    if stack is not None:
+        backbone, heads, cache_dir = stack
+        f = featurize(backbone, pairs, cache_dir=cache_dir, quiet=quiet)
+        rc = np.stack([h.score(f.chosen) for h in heads]).astype(float)
+        rr = np.stack([h.score(f.rejected) for h in heads]).astype(float)
+        return rc, rr, np.asarray(f.kept, dtype=bool)
+    rcs, rrs = [], []
+    for m in _members(rm):
+        if hasattr(m, "score_pairs"):
+            c, r = m.score_pairs(pairs)
+        else:
+            c = m.score(list(pairs.prompt), list(pairs.chosen))
+            r = m.score(list(pairs.prompt), list(pairs.rejected))
+        rcs.append(np.asarray(c, dtype=float))
+        rrs.append(np.asarray(r, dtype=float))
+    return np.stack(rcs), np.stack(rrs), np.ones(len(pairs), dtype=bool)

@@ -1,15 +1,16 @@
-"""Saved reward models: a folder that loads back as an object with ``score(prompts, responses)``.
+"""Reward models that score texts, and the folders they are saved in.
 
 A folder holds ``rm_config.json`` (``kind`` and what that kind needs) and the weights as
-safetensors. Kinds: ``explicit_head`` (backbone name + head on pooled hidden states); a folder
-with a Hugging Face ``*ForSequenceClassification`` config loads as a pretrained scorer.
-Other kinds (fine-tuned, implicit) register a loader in ``LOADERS``.
+safetensors. This module has the frozen-backbone explicit RM (kind ``explicit_head``: a
+backbone name + a head on its pooled hidden states) and the Hugging Face
+sequence-classification scorer; fine-tuned RMs are in ``_tuned``, ensembles in
+``_ensemble``. ``rmlens.rewards.load_rm`` (``_load``) loads every kind.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,11 +21,14 @@ import torch
 from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones import Backbone, collate, encode_ids, encode_pair_text, featurize
-from rmlens.backbones import load_backbone as _load_backbone
 from rmlens.rewards._head import HeadRM
+
+RM_CONFIG = "rm_config.json"
 
 
 class RewardModel(Protocol):
+    """What every loaded RM does: rewards (n,) of texts, and (r_chosen, r_rejected) of pairs."""
+
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray: ...
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]: ...
@@ -55,7 +59,7 @@ class ExplicitHeadRM:
         self.head.save(path)
         bb = self.backbone
         write_json({"kind": self.kind, "backbone": bb.name, "pooling": bb.pooling,
-                    "max_length": bb.max_length, "identity": bb.identity}, path / "rm_config.json")
+                    "max_length": bb.max_length, "identity": bb.identity}, path / RM_CONFIG)
         return path
 
 
@@ -69,6 +73,9 @@ class SequenceClassifierRM:
 
     def __init__(self, model, tokenizer, *, index: int = 0, max_length: int = 2048,
                  batch_size: int = 8):
+        n_labels = int(getattr(model.config, "num_labels", 1))
+        if not 0 <= index < n_labels:
+            raise ValueError(f"score index {index} is outside the model's {n_labels} logits")
         self.model, self.tokenizer = model.eval(), tokenizer
         self.index, self.max_length, self.batch_size = index, max_length, batch_size
 
@@ -82,74 +89,105 @@ class SequenceClassifierRM:
         for start in range(0, len(seqs), self.batch_size):
             rows = order[start : start + self.batch_size]
             ids, mask = collate([seqs[i] for i in rows], pad)
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-            out[rows] = logits[:, self.index].float().numpy()
+            device = next(self.model.parameters()).device
+            logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
+            out[rows] = logits[:, self.index].float().cpu().numpy()
         return out
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         return self.score(pairs.prompt, pairs.chosen), self.score(pairs.prompt, pairs.rejected)
 
 
-def _load_explicit(path: Path, config: dict, **kwargs) -> ExplicitHeadRM:
-    backbone = _load_backbone(config["backbone"], max_length=config.get("max_length"))
-    return ExplicitHeadRM(backbone, HeadRM.load(path), cache_dir=kwargs.get("cache_dir"))
-
-
-def load_sequence_classifier(
-    model: str, *, index: int = 0, trust_remote_code: bool = False
-) -> SequenceClassifierRM:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
-    net = AutoModelForSequenceClassification.from_pretrained(
-        model, trust_remote_code=trust_remote_code
-    )
-    if tok.pad_token is None:
-        tok.pad_token = tok.eos_token
-    return SequenceClassifierRM(net, tok, index=index)
-
-
-def _load_tuned(path: Path, config: dict, **kwargs) -> RewardModel:
-    from rmlens.rewards._tuned import load_tuned
-
-    return load_tuned(path, config, **kwargs)
-
-
-def _load_ensemble(path: Path, config: dict, **kwargs) -> RewardModel:
-    from rmlens.rewards._ensemble import load_ensemble
-
-    return load_ensemble(path, config, **kwargs)
-
-
-LOADERS: dict[str, Callable[..., RewardModel]] = {
-    "explicit_head": _load_explicit,
-    "explicit_finetuned": _load_tuned,
-    "implicit": _load_tuned,
-    "ensemble": _load_ensemble,
-}
-
-
-def load_rm(path: str | Path, **kwargs) -> RewardModel:
-    """Load a saved rmlens RM folder, or a Hugging Face sequence-classification RM.
+def save_head_rm(
+    path: str | Path,
+    backbone: str,
+    weight: Any = None,
+    bias: Any = None,
+    *,
+    head: HeadRM | None = None,
+    pooling: str = "last",
+    extra: dict | None = None,
+) -> Path:
+    """Save an explicit RM (a backbone name + a head) as a folder that ``load_rm`` reads.
 
     Parameters
     ----------
     path : str or Path
-        A folder written by ``save`` (holds ``rm_config.json``), or a local path / hub id of
-        an ``AutoModelForSequenceClassification`` model.
+        Folder to write ``rm_config.json`` and the head into.
+    backbone : str
+        Backbone preset, local path or hub id, as ``load_backbone`` takes it.
+    weight : array-like of shape (d,) or (1, d), optional
+        Linear head weights ``w`` (r = w . h + b), saved as a linear ``HeadRM``.
+    bias : float, optional
+    head : HeadRM, optional
+        A fitted :class:`HeadRM` instead of ``weight``/``bias`` (linear or MLP, feature
+        standardization included).
+    pooling : {"last", "mean"}, default="last"
+        How the backbone's hidden states are pooled: last real token or mean.
+    extra : dict, optional
+        More keys for ``rm_config.json`` (training data, seed, metrics...).
+
+    Returns
+    -------
+    Path
     """
+    from rmlens import __version__
+
     path = Path(path)
-    config_file = path / "rm_config.json"
-    if config_file.exists():
-        config = json.loads(config_file.read_text())
-        kind = config.get("kind")
-        if kind not in LOADERS:
-            raise InputError(f"{config_file}: unknown 'kind' {kind!r}; known: {sorted(LOADERS)}")
-        return LOADERS[kind](path, config, **kwargs)
-    try:
-        return load_sequence_classifier(str(path), index=kwargs.get("index", 0))
-    except (OSError, ValueError) as err:
-        raise InputError(
-            f"{path}: neither an rmlens RM folder (no rm_config.json) nor a sequence-"
-            f"classification model ({err})"
-        ) from err
+    path.mkdir(parents=True, exist_ok=True)
+    if head is None:
+        if weight is None:
+            raise ValueError("save_head_rm needs weight (and bias) or head=HeadRM")
+        head = linear_head_rm(weight, bias)
+    head.save(path)
+    config = {"kind": ExplicitHeadRM.kind, "backbone": backbone, "pooling": pooling,
+              "rmlens_version": __version__, **(extra or {}),
+              "head": "HeadRM", "hidden_size": int(head.head_.mean.numel())}
+    write_json(config, path / RM_CONFIG)
+    return path
+
+
+def linear_head_rm(weight: Any, bias: Any = None) -> HeadRM:
+    """A fitted linear ``HeadRM`` computing r = w . h + b (no feature scaling)."""
+    from rmlens.rewards._config import HeadConfig
+    from rmlens.rewards._head import RewardHead
+
+    w = torch.as_tensor(np.asarray(weight, dtype=np.float32)).reshape(1, -1)  # (1, d)
+    b = torch.as_tensor(np.asarray(0.0 if bias is None else bias, np.float32)).reshape(1)
+    rm = HeadRM(HeadConfig(head="linear"))
+    module = RewardHead(w.shape[1], rm.config)
+    with torch.no_grad():
+        module.net.weight.copy_(w)
+        module.net.bias.copy_(b)
+    rm.head_ = module.eval()
+    return rm
+
+
+def read_head(folder: Path, backbone: Backbone) -> HeadRM:
+    """The head saved in ``folder``, checked against the backbone's hidden size.
+
+    Reads ``head_config.json`` + ``head.safetensors`` (``HeadRM.save``), a bare linear
+    ``head.safetensors`` (keys ``weight`` (1, d) and ``bias`` (1,)), or ``head.json``
+    (``{"weight": [...], "bias": [b]}``, the packaged presets).
+    """
+    from safetensors.torch import load_file
+
+    if (folder / "head_config.json").is_file():
+        head = HeadRM.load(folder)
+    elif (folder / "head.safetensors").is_file():
+        state = load_file(str(folder / "head.safetensors"))
+        if "weight" not in state:
+            raise InputError(f"{folder / 'head.safetensors'}: expected keys 'weight' (1, d) and "
+                             f"'bias' (1,), found {sorted(state)}")
+        head = linear_head_rm(state["weight"].numpy(), state.get("bias", torch.zeros(1)).numpy())
+    elif (folder / "head.json").is_file():
+        saved = json.loads((folder / "head.json").read_text())
+        head = linear_head_rm(saved["weight"], np.asarray(saved["bias"]).reshape(-1)[0])
+    else:
+        raise InputError(f"{folder}: expected head.safetensors (or head_config.json from "
+                         f"HeadRM.save) beside {RM_CONFIG}, found neither")
+    dim = int(head.head_.mean.numel())
+    if dim != backbone.hidden_size:
+        raise InputError(f"{folder}: the head takes {dim} features but backbone "
+                         f"{backbone.name!r} gives {backbone.hidden_size}")
+    return head

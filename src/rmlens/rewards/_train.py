@@ -66,7 +66,7 @@ def train_rm(
     -------
     TunedRM or EnsembleRM
     """
-    from rmlens.rewards._saved import load_rm
+    from rmlens.rewards._load import load_rm
 
     try:
         config.check()

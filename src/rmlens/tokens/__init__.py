@@ -5,6 +5,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
+        "_adapt": ["EnsembleScorer", "token_scorer"],
         "_candidates": [
             "Candidates",
             "build_candidates",
@@ -13,7 +14,6 @@ __all__, __getattr__, __dir__ = attach(
             "special_token_ids",
             "sweep_token_ids",
         ],
-        "_load": ["RM_CONFIG", "RM_PRESETS", "load_rm", "save_head_rm"],
         "_run": ["DEFAULT_PROMPTS", "SweepConfig", "model_stats", "read_prompts", "run_sweep"],
         "_scorers": ["HeadScorer", "ImplicitScorer", "PooledScorer", "SeqClsScorer", "TokenScorer"],
         "_stats": [

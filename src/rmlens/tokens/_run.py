@@ -57,8 +57,10 @@ class SweepConfig:
     """An optimal/pessimal token sweep (DESIGN.md section 4)."""
 
     rm: list[str] = field(default_factory=list, metadata={
-        "help": "Reward model to sweep (repeat for several): an RM preset (smollm2-135m-hh), "
-                "a folder with rm_config.json, or a sequence-classification folder or hub id."})
+        "help": "Reward model to sweep (repeat for several): anything rmlens.rewards.load_rm "
+                "loads: an RM preset (smollm2-135m-hh), a folder with rm_config.json (an "
+                "ensemble too), an experiment directory, or a sequence-classification folder "
+                "or hub id."})
     prompts: list[str] = field(default_factory=lambda: list(DEFAULT_PROMPTS), metadata={
         "help": "Prompts; default the greatest / best / worst thing ever, in one word."})
     max_tokens: int | None = field(default=None, metadata={
@@ -217,7 +219,8 @@ def run_sweep(config: SweepConfig, out: str | Path, *, quiet: bool = False) -> d
 
 
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
-    from rmlens.tokens._load import load_rm
+    from rmlens.rewards import load_rm
+    from rmlens.tokens._adapt import token_scorer
 
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
@@ -236,11 +239,12 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
         if done:
             meta = json.loads(meta_file.read_text())
         else:
-            scorer = load_rm(spec, score_index=config.score_index, device=config.device,
-                             trust_remote_code=config.trust_remote_code)
+            rm = load_rm(spec, score_index=config.score_index, device=config.device,
+                         trust_remote_code=config.trust_remote_code)
+            scorer = token_scorer(rm, name=spec, consume=True)
             meta = {"settings": settings, **_sweep_model(scorer, spec, folder, config, quiet)}
             write_json(meta, meta_file)
-            del scorer
+            del scorer, rm
         table = pd.read_parquet(folder / "sweep.parquet")
         tables[slug] = table
         stats = {"rm": spec, "folder": slug, "n_tokens": meta["n_tokens"],

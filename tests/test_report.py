@@ -29,8 +29,9 @@ import typer
 from typer.testing import CliRunner
 
 from rmlens._errors import InputError
+from rmlens._params import ParamError
 from rmlens.cli.report import register
-from rmlens.report import write_report
+from rmlens.report import ReportConfig, write_report
 
 EVIL_PROMPT = (
     'Summarize: <script>window.__pwned=1</script> and <img src=x onerror="window.__pwned=2"> & more'
@@ -311,8 +312,11 @@ def test_missing_memorization_is_input_error(tmp_path: Path) -> None:
     pd.DataFrame({"id": ["a"], "tm": [0.5]}).to_parquet(tmp_path / "memorization.parquet")
     with pytest.raises(InputError, match="missing column.* tg, cm; expected id, tm, tg, cm"):
         write_report(tmp_path)
-    with pytest.raises(InputError, match="max_points"):
-        write_report(tmp_path, max_points=0)
+    with pytest.raises(ParamError, match="'max_points' parameter of ReportConfig") as err:
+        write_report(tmp_path, ReportConfig(max_points=0))
+    assert (err.value.param, err.value.value) == ("max_points", 0)
+    with pytest.raises(TypeError):
+        write_report(tmp_path, max_points=10)  # the options live in ReportConfig only
 
 
 def _app() -> typer.Typer:
@@ -346,7 +350,7 @@ def test_large_experiment_stays_small_and_keeps_extremes(tmp_path: Path) -> None
     root.mkdir()
     mem = memorization_table(n, seed=3)
     mem.to_parquet(root / "memorization.parquet", index=False)
-    path = write_report(root, max_points=20_000)
+    path = write_report(root, ReportConfig(max_points=20_000))
     size = path.stat().st_size
     assert size < 20_000_000, f"report.html is {size / 1e6:.1f} MB"
     data = page_data(path.read_text(encoding="utf-8"))
@@ -376,7 +380,7 @@ def test_long_texts_are_cut_to_fit_the_size_limit(tmp_path: Path) -> None:
     for j in range(50):
         mem[f"note_{j}"] = [f"{i} " + "x" * 150 for i in range(len(mem))]
     mem.to_parquet(root / "memorization.parquet", index=False)
-    path = write_report(root, max_page_mb=7)
+    path = write_report(root, ReportConfig(max_page_mb=7))
     assert path.stat().st_size <= 7_000_000
     points = page_data(path.read_text(encoding="utf-8"))["map"]["points"]
     assert 1000 <= points["n"] <= 3000, "fewer points only once texts are cut short"

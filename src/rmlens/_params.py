@@ -24,12 +24,48 @@ class ParamError(InputError):
     :meth:`for_option` words the same fact for the command line (``--runs must be ...``).
     """
 
-    def __init__(self, param: str, owner: str, allowed: str, value: Any):
+    def __init__(
+        self, param: str, owner: str, allowed: str, value: Any, *, message: str | None = None
+    ):
         self.param, self.owner, self.allowed, self.value = param, owner, allowed, value
-        super().__init__(f"The '{param}' parameter of {owner} must be {allowed}. Got {value!r}.")
+        super().__init__(
+            message or f"The '{param}' parameter of {owner} must be {allowed}. Got {value!r}."
+        )
 
     def for_option(self, flag: str) -> str:
         return f"{flag} must be {self.allowed}, got {_shown(self.value)}"
+
+
+class ParamConflict(ParamError):
+    """A nested config sets a field that its owner sets too, to another value.
+
+    ``param``/``value`` are the owner's field (the one that is used), ``other``/``other_value``
+    the nested one, as a dotted path (``train.max_length``).
+    """
+
+    def __init__(self, param: str, owner: str, value: Any, other: str, other_value: Any):
+        self.other, self.other_value = other, other_value
+        super().__init__(
+            param,
+            owner,
+            f"equal to {other}={other_value!r} or {other} left at its default",
+            value,
+            message=(
+                f"{other}={other_value!r} conflicts with {param}={value!r} of {owner}; "
+                f"set {param} on the {_owner_word(owner)} (its value is the one used)"
+            ),
+        )
+
+    def for_option(self, flag: str) -> str:
+        return (
+            f"{flag} {_shown(self.value)} conflicts with {self.other}={self.other_value!r}; "
+            f"set it once, with {flag}"
+        )
+
+
+def _owner_word(owner: str) -> str:
+    word = owner.removesuffix("Config").lower()
+    return word or owner
 
 
 def _shown(value: Any) -> str:
@@ -94,12 +130,63 @@ def _accepts(hint: Any, value: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if origin in (list, tuple):
-        return isinstance(value, (list, tuple))
+        if not isinstance(value, (list, tuple)):
+            return False
+        args = [a for a in typing.get_args(hint) if a is not Ellipsis]
+        return len(args) != 1 or all(_accepts(args[0], v) for v in value)
     if origin is dict:
         return isinstance(value, dict)
     if isinstance(hint, type):
         return isinstance(value, hint)
     return True
+
+
+def _coerce(hint: Any, value: Any) -> Any:
+    """int -> float for a float field; a list -> tuple for a tuple field (JSON has no tuples)."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        for h in typing.get_args(hint):
+            if h is not type(None) and _accepts(h, value):
+                return _coerce(h, value)
+        return value
+    if hint is float and type(value) is int:
+        return float(value)
+    if typing.get_origin(hint) is tuple and isinstance(value, list):
+        return tuple(value)
+    if typing.get_origin(hint) is list and isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _config_type(hint: Any) -> type | None:
+    """The Config class a field holds (``HeadConfig`` or ``HeadConfig | None``), else None."""
+    options = typing.get_args(hint) if typing.get_origin(hint) in (
+        typing.Union, types.UnionType
+    ) else (hint,)
+    for h in options:
+        if isinstance(h, type) and issubclass(h, Config):
+            return h
+    return None
+
+
+def flat_dict(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"head": {"epochs": 40}}`` -> ``{"head.epochs": 40}``; tuples become lists (as JSON)."""
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            flat.update(flat_dict(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = list(value) if isinstance(value, tuple) else value
+    return flat
+
+
+def dict_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """``(dotted name, saved value, value now)`` of every setting that differs, in order.
+
+    A setting missing on one side shows as ``None`` there.
+    """
+    old, new = flat_dict(saved), flat_dict(now)
+    names = list(new) + [k for k in old if k not in new]
+    return [(k, old.get(k), new.get(k)) for k in names if old.get(k) != new.get(k)]
 
 
 class Config:
@@ -124,17 +211,32 @@ class Config:
     def _check_more(self) -> None:
         """Rules across fields; raise :class:`ParamError`."""
 
+    def _check_shared(self, nested: str, names: tuple[str, ...]) -> None:
+        """Fields that ``self`` sets for its nested config ``nested`` as well: the nested value
+        must be its default or equal to ``self``'s (which is the one used), never silently lost.
+        """
+        inner = getattr(self, nested)
+        defaults = {f.name: f for f in fields(inner)}
+        for name in names:
+            value, theirs = getattr(self, name), getattr(inner, name)
+            if theirs != value and theirs != _default(defaults[name]):
+                raise ParamConflict(name, type(self).__name__, value, f"{nested}.{name}", theirs)
+
     def to_dict(self) -> dict[str, Any]:
         return config_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]):
-        """Build from a (possibly nested) dict; unknown keys and wrong types fail (STYLE.md 6)."""
+        """Build from a (possibly nested) dict; unknown keys and wrong types fail (STYLE.md 6).
+
+        A nested config (``{"head": {"epochs": 10}}``) is built by its own class; missing keys
+        keep the field's default config. The result is not checked: call :meth:`check`.
+        """
         owner = cls.__name__
         if not isinstance(data, dict):
             raise InputError(f"{owner} must be a table of settings, got {type(data).__name__}")
         hints = typing.get_type_hints(cls)
-        known = {f.name: f for f in fields(cls)}
+        known = {f.name: f for f in fields(cls) if f.init}
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise InputError(
@@ -144,20 +246,45 @@ class Config:
         values = {}
         for name, value in data.items():
             hint = hints[name]
-            if isinstance(hint, type) and issubclass(hint, Config):
-                values[name] = value if isinstance(value, hint) else hint.from_dict(value)
+            nested = _config_type(hint)
+            if nested is not None and isinstance(value, nested):
+                values[name] = value
+            elif nested is not None and isinstance(value, dict):
+                base = _default(known[name])  # a partial table updates the field's default
+                start = base.to_dict() if isinstance(base, nested) else {}
+                values[name] = nested.from_dict({**start, **value})
             elif not _accepts(hint, value):
                 raise ParamError(name, owner, f"of type {_hint_name(hint)}", value)
             else:
-                values[name] = float(value) if hint is float and type(value) is int else value
+                values[name] = _coerce(hint, value)
         return cls(**values)
 
     def replace(self, **changes):
-        """A copy with ``changes`` applied (validated like :meth:`from_dict`)."""
-        return type(self).from_dict({**self.to_dict(), **changes})
+        """A copy with ``changes`` applied (validated like :meth:`from_dict`).
+
+        A dict given for a nested config updates it: ``replace(head={"epochs": 3})`` keeps
+        the head's other settings.
+        """
+        merged = self.to_dict()
+        for name, value in changes.items():
+            current = getattr(self, name, None)
+            if isinstance(current, Config) and isinstance(value, dict):
+                value = {**current.to_dict(), **value}
+            merged[name] = value
+        return type(self).from_dict(merged)
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
 
 
 def _hint_name(hint: Any) -> str:
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return " or ".join(_hint_name(h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is not None:
+        return str(hint)  # list[str], tuple[str, ...]
     return "None" if hint is type(None) else getattr(hint, "__name__", str(hint))

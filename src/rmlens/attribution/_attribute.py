@@ -9,7 +9,7 @@ rather than to generalize (the TM-vs-TG difference table).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens._params import Config, non_negative_int, positive_int
 from rmlens.attribution._features import DEFAULT_EXCLUDE, pair_features
 from rmlens.attribution._regress import (
     REGRESSORS,
@@ -30,8 +31,12 @@ from rmlens.attribution._regress import (
 TARGETS = ("tm", "tg", "cm")
 
 
+def _some_of(values, allowed) -> bool:
+    return isinstance(values, (list, tuple)) and len(values) > 0 and set(values) <= set(allowed)
+
+
 @dataclass
-class AttributeConfig:
+class AttributeConfig(Config):
     """Attribution of an audit's TM, TG and CM to pair features."""
 
     targets: tuple[str, ...] = field(
@@ -68,20 +73,19 @@ class AttributeConfig:
     n_jobs: int = field(default=1, metadata={"help": "LightGBM threads."})
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
 
-    def check(self) -> None:
-        from rmlens.rewards._params import check_params, positive_int
-
-        check_params(self, {
-            "targets": (lambda t: len(t) > 0 and set(t) <= set(TARGETS), "a subset of tm, tg, cm"),
-            "regressors": (lambda r: len(r) > 0 and set(r) <= set(REGRESSORS),
-                           "a subset of lightgbm, mlp"),
-            "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
-            "shap_rows": (positive_int, "an int > 0"),
-            "mlp_shap_rows": (positive_int, "an int > 0"),
-            "shap_background": (positive_int, "an int > 0"),
-            "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
-            "n_jobs": (lambda n: isinstance(n, int) and n != 0, "a nonzero int"),
-        })
+    _constraints = {
+        "targets": (lambda t: _some_of(t, TARGETS), "a subset of tm, tg, cm"),
+        "regressors": (lambda r: _some_of(r, REGRESSORS), "a subset of lightgbm, mlp"),
+        "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+        "seed": (non_negative_int, "an int >= 0"),
+        "shap_rows": (positive_int, "an int > 0"),
+        "mlp_shap_rows": (positive_int, "an int > 0"),
+        "shap_background": (positive_int, "an int > 0"),
+        "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+        "n_jobs": (lambda n: isinstance(n, int) and not isinstance(n, bool) and n != 0,
+                   "a nonzero int"),
+        "plots": (True, False),
+    }
 
 
 class Attributor:
@@ -158,10 +162,7 @@ class Attributor:
             No progress bar.
         """
         cfg = self.config or AttributeConfig()
-        try:
-            cfg.check()
-        except ValueError as err:
-            raise InputError(str(err)) from err
+        cfg.check()  # ParamError (an InputError) names the field
         missing = [t for t in cfg.targets if t not in table.columns]
         if missing:
             raise InputError(f"memorization table: target columns {missing} are missing "
@@ -332,10 +333,7 @@ def attribute(
         No memorization table in ``out_dir``, or it lacks the target columns.
     """
     cfg = config or AttributeConfig()
-    try:
-        cfg.check()
-    except ValueError as err:
-        raise InputError(str(err)) from err
+    cfg.check()  # ParamError (an InputError) names the field
     out = Path(out_dir)
     path = out / "memorization.parquet"
     if not path.is_file():
@@ -365,7 +363,7 @@ def attribute(
             plots.append(plot_diff(attributor.diff_, out / "attribution_diff.png"))
     write_json({
         "version": rmlens.__version__,
-        "attribute": asdict(cfg),
+        "attribute": cfg.to_dict(),
         "group_by": record.get("group_by"),
         "n_pairs": len(table),
         "tokenizer": tok_note,

@@ -38,13 +38,12 @@ def register(app: typer.Typer) -> None:
 
         console = Console(stderr=True, quiet=quiet)
         with console.status("writing report.html"):
-            path = write_report(
-                directory,
+            config = ReportConfig(
                 max_points=max_points,
                 top_k=top_k,
                 max_text_chars=max_text_chars,
                 max_page_mb=max_page_mb,
                 seed=seed,
-                quiet=quiet,
             )
+            path = write_report(directory, config, quiet=quiet)
         typer.echo(str(path))

@@ -5,6 +5,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
+        "_fingerprint": ["FINGERPRINT_COLUMNS", "fingerprint"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
         "_schema": ["CORE_COLUMNS", "parse_column_map", "to_text"],
         "_summary": ["inspect_pairs", "summarize"],

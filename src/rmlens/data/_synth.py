@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._params import Config, ParamError, non_negative_int, positive_int
 from rmlens.data._synth_bank import (
     EVASIVE,
     FILLER,
@@ -50,8 +50,12 @@ MECHANISMS = ("quality", "user_taste", "noise", "length", "model_identity")
 QUALITY_PAIRS = ((3, 0, 2), (3, 1, 2), (2, 0, 1), (3, 2, 3), (2, 1, 2))
 
 
+def _share(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1
+
+
 @dataclass
-class SynthConfig:
+class SynthConfig(Config):
     """Size, seed and mechanism shares of a synthetic preference dataset.
 
     The five shares (``quality``, ``user_taste``, ``noise``, ``length``,
@@ -90,34 +94,38 @@ class SynthConfig:
         metadata={"help": "Phrase that opens every response of the signature model."},
     )
 
+    _constraints = {
+        "n_pairs": (positive_int, "an int >= 1"),
+        "n_users": (positive_int, "an int >= 1"),
+        "seed": (non_negative_int, "an int >= 0"),
+        **{m: (_share, "a float in [0, 1]") for m in MECHANISMS},
+        "signature_model": (
+            lambda x: isinstance(x, str) and x.strip() != "" and x not in MODELS,
+            f"a non-empty name other than the models {MODELS}",
+        ),
+        "signature_phrase": (lambda x: isinstance(x, str) and x.strip() != "", "non-empty text"),
+    }
+
     @property
     def shares(self) -> dict[str, float]:
         return {m: float(getattr(self, m)) for m in MECHANISMS}
 
-
-def _check(config: SynthConfig) -> None:
-    for name in ("n_pairs", "n_users"):
-        value = getattr(config, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InputError(
-                f"The {name!r} parameter of SynthConfig must be an int >= 1. Got {value!r}."
+    def _check_more(self) -> None:
+        total = sum(self.shares.values())
+        if abs(total - 1) > 1e-6:
+            # named after the first share set away from its default (the one to fix, likely)
+            changed = [m for m in MECHANISMS if getattr(self, m) != getattr(SynthConfig, m)]
+            name = (changed or ["quality"])[0]
+            raise ParamError(
+                name,
+                "SynthConfig",
+                f"such that the mechanism shares ({', '.join(MECHANISMS)}) sum to 1",
+                getattr(self, name),
+                message=(
+                    f"The mechanism shares of SynthConfig ({', '.join(MECHANISMS)}) must sum "
+                    f"to 1. Got {total:g}."
+                ),
             )
-    for name, value in config.shares.items():
-        if not 0 <= value <= 1:
-            raise InputError(
-                f"The {name!r} parameter of SynthConfig must be a float in [0, 1]. Got {value!r}."
-            )
-    total = sum(config.shares.values())
-    if abs(total - 1) > 1e-6:
-        raise InputError(
-            f"The mechanism shares of SynthConfig ({', '.join(MECHANISMS)}) must sum to 1. "
-            f"Got {total:g}."
-        )
-    if config.signature_model in MODELS:
-        raise InputError(
-            f"The 'signature_model' parameter of SynthConfig must differ from the other "
-            f"models {MODELS}. Got {config.signature_model!r}."
-        )
 
 
 def mechanism_counts(config: SynthConfig) -> dict[str, int]:
@@ -198,8 +206,7 @@ def synthesize(config: SynthConfig | None = None) -> pd.DataFrame:
     >>> int((pairs["mechanism"] == "quality").sum()), pairs["id"].is_unique
     (50, True)
     """
-    config = config or SynthConfig()
-    _check(config)
+    config = (config or SynthConfig()).check()
     rng = random.Random(config.seed)
     writer = _Writer(rng)
     mechanisms = [m for m, k in mechanism_counts(config).items() for _ in range(k)]

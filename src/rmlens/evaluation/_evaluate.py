@@ -4,7 +4,7 @@ shortcut probes, and write metrics.json, probes.parquet, scores.parquet and plot
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from scipy.special import expit
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens._params import Config, non_negative_int, unit_interval
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
@@ -25,11 +26,11 @@ from rmlens.evaluation._metrics import ensemble_disagreement, pair_metrics
 from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.progress import stderr
-from rmlens.rewards import EnsembleRM, check_params, load_rm, member_pair_scores, pairwise_accuracy
+from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy
 
 
 @dataclass
-class EvaluateConfig:
+class EvaluateConfig(Config):
     """How ``evaluate`` measures an RM on a pair set."""
 
     probes: str = field(
@@ -51,17 +52,13 @@ class EvaluateConfig:
     seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
 
     _constraints = {
-        "n_bins": (lambda x: isinstance(x, int) and x >= 1, "an int >= 1"),
-        "calibrate_frac": (
-            lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x < 1,
-            "a float in [0, 1)",
-        ),
-        "probe_pairs": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
-        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "by": (lambda x: isinstance(x, list) and all(isinstance(c, str) for c in x),
+               "a list of column names"),
+        "n_bins": (lambda x: non_negative_int(x) and x >= 1, "an int >= 1"),
+        "calibrate_frac": (unit_interval, "a float in [0, 1)"),
+        "probe_pairs": (non_negative_int, "an int >= 0"),
+        "seed": (non_negative_int, "an int >= 0"),
     }
-
-    def check(self) -> None:
-        check_params(self, self._constraints)
 
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:
@@ -152,9 +149,8 @@ def evaluate(
     >>> evaluate(LengthRM(), pairs, probes="none", quiet=True)["accuracy"]
     0.5
     """
-    config = config or EvaluateConfig()
+    config = (config or EvaluateConfig()).check()  # ParamError names the field
     try:
-        config.check()
         chosen_probes = resolve_probes(config.probes if probes is None else probes)
     except ValueError as err:
         raise InputError(str(err)) from err
@@ -216,7 +212,7 @@ def evaluate(
     )
     metrics["probes"] = table.to_dict("records")
     metrics["rm"] = _describe(rm, source)
-    metrics["config"] = asdict(config)
+    metrics["config"] = config.to_dict()
     metrics["version"] = rmlens.__version__
     if out is not None:
         _write(Path(out), metrics, table, data, r_c, r_r, margins)

@@ -28,7 +28,7 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens.data import to_text
+from rmlens.data import fingerprint, to_text
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plot import plot_generalization
@@ -124,12 +124,9 @@ def _prepare_dir(out: Path, record: dict) -> None:
 
 
 def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:
-    digest = hashlib.sha1()
-    for name, frame in splits.items():
-        digest.update(name.encode())
-        for row in zip(frame.prompt, frame.chosen, frame.rejected):
-            digest.update("\x1f".join(to_text(x) for x in row).encode())
-    return digest.hexdigest()[:16]
+    """Every split by name, each by :func:`rmlens.data.fingerprint` (pairs and margins)."""
+    parts = {name: fingerprint(frame) for name, frame in splits.items()}
+    return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
 
 
 def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: bool):

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
-from rmlens.rewards import TrainConfig
-from rmlens.rewards._params import check_params, positive_int
+from rmlens._params import Config, positive_int
+from rmlens.rewards._config import TrainConfig
 
 
 def default_train() -> TrainConfig:
@@ -22,7 +22,7 @@ def default_train() -> TrainConfig:
 
 
 @dataclass
-class GeneralizeConfig:
+class GeneralizeConfig(Config):
     """Train an EX-RM and an IM-RM on the same data and backbone; evaluate both under shifts.
 
     ``train`` holds everything about training, shared by both RMs (its ``rm`` is set to
@@ -59,20 +59,12 @@ class GeneralizeConfig:
     )
     train: TrainConfig = field(default_factory=default_train)
 
-    def check(self) -> GeneralizeConfig:
-        check_params(
-            self,
-            {
-                "task": (None, "persona"),
-                "test_fraction": (
-                    lambda x: isinstance(x, (int, float)) and 0 < x < 1,
-                    "a float in (0, 1)",
-                ),
-                "n_statements": (lambda x: positive_int(x) and x >= 10, "an int >= 10"),
-            },
-        )
-        self.train.check()
-        return self
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+    _constraints = {
+        "task": (None, "persona"),
+        "shifts": (lambda x: isinstance(x, str), "comma-separated shift names, or none"),
+        "test_fraction": (
+            lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1,
+            "a float in (0, 1)",
+        ),
+        "n_statements": (lambda x: positive_int(x) and x >= 10, "an int >= 10"),
+    }

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
+from rmlens._params import (
+    Config,
+    ParamError,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+)
 from rmlens.rewards._config import HeadConfig, TrainConfig
-from rmlens.rewards._params import check_params, non_negative, positive, positive_int
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with
@@ -13,9 +20,21 @@ BACKENDS = ("local", "ray")
 EXECUTION_FIELDS = ("backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after")
 
 
+# Fields the audit sets for its trainer too: the audit's value is used for every run (each
+# run's seed is drawn from the audit's); a nested config may leave them at their defaults or
+# repeat the audit's value, anything else is refused (never silently overwritten).
+SHARED_FIELDS = {"head": ("seed",), "train": ("model", "max_length", "seed")}
+
+
 @dataclass
-class AuditConfig:
-    """A counterfactual memorization audit (DESIGN.md section 3)."""
+class AuditConfig(Config):
+    """A counterfactual memorization audit (DESIGN.md section 3).
+
+    ``model``, ``max_length`` and ``seed`` are the audit's own: they apply to every run's
+    trainer (``head`` in frozen mode, ``train`` in finetune mode; run r's seed is drawn from
+    ``seed`` and r). The nested configs may leave these fields at their defaults or repeat
+    the audit's value; another value is refused by :meth:`check` (``ParamConflict``).
+    """
 
     model: str = field(
         default="minilm", metadata={"help": "Backbone: preset (minilm), local path or hub id."}
@@ -31,7 +50,7 @@ class AuditConfig:
         default=0, metadata={"help": "Seed of the plan, the heads and the bootstrap."}
     )
     max_length: int | None = field(
-        default=None, metadata={"help": "Tokens per prompt+response (default: the model's)."}
+        default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
     batch_size: int = field(default=32, metadata={"help": "Texts per encoding batch."})
     n_boot: int = field(default=1000, metadata={"help": "Bootstrap resamples over runs."})
@@ -67,42 +86,51 @@ class AuditConfig:
         },
     )
 
-    def check(self) -> None:
-        check_params(
-            self,
-            {
-                "runs": (positive_int, "an int > 0"),
-                "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
-                "plan": ("kfold", "halves"),
-                "mode": ("frozen", "finetune"),
-                "n_boot": (lambda n: isinstance(n, int) and n >= 0, "an int >= 0"),
-                "batch_size": (positive_int, "an int > 0"),
-                "backend": BACKENDS,
-                "cpus_per_run": (positive, "a number > 0"),
-                "gpus_per_run": (non_negative, "a number >= 0"),
-                "retries": (lambda n: type(n) is int and n >= 0, "an int >= 0"),
-                "abort_after": (positive_int, "an int > 0"),
-            },
-        )
+    _constraints = {
+        "model": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
+        "runs": (positive_int, "an int > 0"),
+        "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+        "plan": ("kfold", "halves"),
+        "group_by": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
+        "seed": (non_negative_int, "an int >= 0"),
+        "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
+        "batch_size": (positive_int, "an int > 0"),
+        "n_boot": (non_negative_int, "an int >= 0"),
+        "cm_threshold": (non_negative, "a float >= 0"),
+        "mode": ("frozen", "finetune"),
+        "backend": BACKENDS,
+        "cpus_per_run": (positive, "a number > 0"),
+        "gpus_per_run": (non_negative, "a number >= 0"),
+        "retries": (non_negative_int, "an int >= 0"),
+        "abort_after": (positive_int, "an int > 0"),
+    }
+
+    def _check_more(self) -> None:
         for name in ("address", "gpus_per_run"):
-            if getattr(self, name) and self.backend != "ray":
-                raise ValueError(
-                    f"The '{name}' parameter of AuditConfig applies to backend='ray' only. "
-                    f"Got {name}={getattr(self, name)!r} with backend={self.backend!r}."
+            value = getattr(self, name)
+            if value and self.backend != "ray":
+                raise ParamError(
+                    name,
+                    "AuditConfig",
+                    "unset unless backend='ray'",
+                    value,
+                    message=(
+                        f"The '{name}' parameter of AuditConfig applies to backend='ray' only. "
+                        f"Got {name}={value!r} with backend={self.backend!r}."
+                    ),
                 )
-        check_params(self.head, HeadConfig._constraints)
-        if self.mode == "finetune":
-            self.train.replace(model=self.model, max_length=self.max_length).check()
+        for nested, names in SHARED_FIELDS.items():
+            self._check_shared(nested, names)
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    def resolved(self) -> AuditConfig:
+        """A copy whose ``head`` and ``train`` carry the audit's model, max_length and seed.
 
-    @classmethod
-    def from_dict(cls, data: dict) -> AuditConfig:
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown AuditConfig keys: {sorted(unknown)}")
-        head = HeadConfig(**data.get("head", {}))
-        train = TrainConfig.from_dict(data.get("train", {}))
-        return cls(**{**data, "head": head, "train": train})
+        What the runs use (each run still draws its own seed from ``seed``), and what
+        ``config.json`` records.
+        """
+        return self.replace(
+            **{
+                nested: {name: getattr(self, name) for name in names}
+                for nested, names in SHARED_FIELDS.items()
+            }
+        )

@@ -30,7 +30,8 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens.data import to_text
+from rmlens._params import dict_changes
+from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
 from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
 from rmlens.memorization._estimate import memorization_scores
@@ -84,11 +85,10 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
     return groups, "prompt", note
 
 
-def data_fingerprint(pairs: pd.DataFrame) -> str:
-    digest = hashlib.sha1()
-    for row in zip(pairs.id, pairs.prompt, pairs.chosen, pairs.rejected):
-        digest.update("\x1f".join(to_text(x) for x in row).encode())
-    return digest.hexdigest()[:16]
+def data_fingerprint(pairs: pd.DataFrame, group_col: str) -> str:
+    """What the runs read (pairs, margins) and how they are grouped (``fingerprint``)."""
+    columns = [c for c in FINGERPRINT_COLUMNS if c in pairs]
+    return fingerprint(pairs, [*columns, group_col])
 
 
 def _os_errno(err: OSError) -> int | None:
@@ -115,6 +115,42 @@ def _results_part(audit_record: dict) -> dict:
     return {k: v for k, v in audit_record.items() if k not in EXECUTION_FIELDS}
 
 
+def _show(value) -> str:
+    """A setting as in config.json: strings quoted, None as null."""
+    return json.dumps(value) if isinstance(value, (str, list, dict, type(None))) else str(value)
+
+
+def _difference(old: dict, record: dict) -> str | None:
+    """What makes the saved audit ``old`` another one than ``record``, or None if the same.
+
+    Execution-only settings (``EXECUTION_FIELDS``) may differ: they never change the tables.
+    """
+    changes = dict_changes(
+        _results_part(old.get("audit") or {}),
+        json.loads(json.dumps(_results_part(record["audit"]))),  # as saved: tuples as lists
+    )
+    if old.get("group_by") != record["group_by"]:
+        changes.append(("grouping column", old.get("group_by"), record["group_by"]))
+    settings = ", ".join(
+        f"{name} {_show(then)} (saved) vs {_show(now)} (now)" if i == 0
+        else f"{name} {_show(then)} vs {_show(now)}"
+        for i, (name, then, now) in enumerate(changes)
+    )
+    data = None
+    if old.get("data_sha1") != record["data_sha1"]:
+        n_old, n_now = old.get("n_pairs"), record["n_pairs"]
+        size = f"{n_old} pairs (saved) vs {n_now} (now)" if n_old != n_now else f"{n_now} pairs"
+        data = (
+            f"other data ({size}, fingerprint {old.get('data_sha1')} vs {record['data_sha1']}: "
+            "pairs, margins or groups changed)"
+        )
+    if settings and data:
+        return f"another configuration: {settings}; and {data}"
+    if settings:
+        return f"another configuration: {settings}"
+    return data
+
+
 def _prepare_dir(out: Path, record: dict) -> None:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: is a file, not a directory; choose another --out")
@@ -128,11 +164,11 @@ def _prepare_dir(out: Path, record: dict) -> None:
             old = json.loads(config_path.read_text())
         except ValueError as err:
             raise InputError(f"{config_path}: not valid JSON ({err}); delete it") from None
-        same = _results_part(old.get("audit") or {}) == _results_part(record["audit"])
-        if not same or any(old.get(k) != record[k] for k in ("data_sha1", "group_by")):
+        differ = _difference(old, record)
+        if differ:
             raise InputError(
-                f"--out {out}: holds an audit with another configuration or data; "
-                "use a new directory or delete this one"
+                f"--out {out} holds an audit with {differ}; use another --out, or the saved "
+                "settings and data (its config.json) to resume it"
             )
     write_json(record, config_path)
 
@@ -143,9 +179,9 @@ def run_seed(seed: int, run: int) -> int:
 
 def default_trainer(config: AuditConfig) -> PairTrainer:
     """Frozen features with one head per run, or a fine-tuned RM per run (``mode``)."""
+    config = config.resolved()  # the audit's model, max_length and seed, said once
     if config.mode == "finetune":
-        train = config.train.replace(model=config.model, max_length=config.max_length)
-        return make_trainer(train)
+        return make_trainer(config.train)
     return FrozenHeadTrainer(
         model=config.model,
         head=config.head,
@@ -203,8 +239,8 @@ def audit(
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
     record = {
         "version": rmlens.__version__,
-        "audit": config.to_dict(),
-        "data_sha1": data_fingerprint(pairs),
+        "audit": config.resolved().to_dict(),
+        "data_sha1": data_fingerprint(pairs, group_col),
         "n_pairs": len(pairs),
         "group_by": group_col,
         "group_note": note,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._errors import InputError
+from rmlens._params import Config, non_negative_int
+
+
+def _int_at_least(low: int):
+    return lambda x: non_negative_int(x) and x >= low
 
 
 @dataclass
-class ReportConfig:
+class ReportConfig(Config):
     """Options of :func:`rmlens.report.write_report`.
 
     Attributes
@@ -46,18 +50,13 @@ class ReportConfig:
     )
     seed: int = field(default=0, metadata={"help": "seed of the point sample"})
 
-    def validate(self) -> ReportConfig:
-        """Check every option; raise :class:`~rmlens._errors.InputError` on a bad value."""
-        for name, low in (("max_points", 1), ("top_k", 1), ("max_text_chars", 20)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InputError(
-                    f"The '{name}' parameter of ReportConfig must be an int >= {low}. "
-                    f"Got {value!r}."
-                )
-        if not isinstance(self.max_page_mb, (int, float)) or not self.max_page_mb >= 6:
-            raise InputError(
-                "The 'max_page_mb' parameter of ReportConfig must be a number >= 6 "
-                f"(Plotly alone takes about 5 MB). Got {self.max_page_mb!r}."
-            )
-        return self
+    _constraints = {
+        "max_points": (_int_at_least(1), "an int >= 1"),
+        "top_k": (_int_at_least(1), "an int >= 1"),
+        "max_text_chars": (_int_at_least(20), "an int >= 20"),
+        "max_page_mb": (
+            lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 6,
+            "a number >= 6 (Plotly alone takes about 5 MB)",
+        ),
+        "seed": (non_negative_int, "an int >= 0"),
+    }

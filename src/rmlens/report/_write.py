@@ -58,14 +58,7 @@ class _Experiment:
 
 
 def write_report(
-    out_dir: str | Path,
-    *,
-    max_points: int = 20000,
-    top_k: int = 20,
-    max_text_chars: int = 4000,
-    max_page_mb: float = 19.0,
-    seed: int = 0,
-    quiet: bool = True,
+    out_dir: str | Path, config: ReportConfig | None = None, *, quiet: bool = True
 ) -> Path:
     """Write ``out_dir/report.html`` (and ``out_dir/memorization.csv``) for an experiment.
 
@@ -79,16 +72,9 @@ def write_report(
     ----------
     out_dir : str or Path
         Experiment directory; must hold ``memorization.parquet``.
-    max_points : int, default=20000
-        Most pairs drawn as points on the map (see :class:`ReportConfig`).
-    top_k : int, default=20
-        Rows of the most-memorized and least-generalized tables.
-    max_text_chars : int, default=4000
-        Longest text embedded per prompt/chosen/rejected for the details panel.
-    max_page_mb : float, default=19.0
-        Size limit of the page; embedded texts are cut shorter until it fits.
-    seed : int, default=0
-        Seed of the point sample.
+    config : ReportConfig, optional
+        Points on the map, rows of the tables, text and page size limits, seed (see
+        :class:`ReportConfig` for each option and its default).
     quiet : bool, default=True
         When False, warnings about unreadable optional files also go to stderr.
 
@@ -101,21 +87,15 @@ def write_report(
     ------
     InputError
         When the directory or ``memorization.parquet`` is missing or lacks the columns
-        ``id, tm, tg, cm``, or an option is out of range.
+        ``id, tm, tg, cm``; ``ParamError`` (an ``InputError``) when an option is out of range.
 
     Examples
     --------
-    >>> from rmlens.report import write_report
-    >>> write_report("runs/squality")  # doctest: +SKIP
+    >>> from rmlens.report import ReportConfig, write_report
+    >>> write_report("runs/squality", ReportConfig(top_k=50))  # doctest: +SKIP
     PosixPath('runs/squality/report.html')
     """
-    config = ReportConfig(
-        max_points=max_points,
-        top_k=top_k,
-        max_text_chars=max_text_chars,
-        max_page_mb=max_page_mb,
-        seed=seed,
-    ).validate()
+    config = (config or ReportConfig()).check()
     exp = load_experiment(out_dir)
     if not quiet:
         for message in exp.warnings:

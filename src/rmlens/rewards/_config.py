@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 
-from rmlens.rewards._params import check_params, non_negative, positive, positive_int
+from rmlens._params import (
+    Config,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+    unit_interval,
+)
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Config):
     """How a reward model is fine-tuned (DESIGN.md section 2).
 
     Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
@@ -42,7 +49,7 @@ class TrainConfig:
         default=0.1, metadata={"help": "Implicit RM: reward = beta * log-ratio to the reference."}
     )
     max_length: int | None = field(
-        default=None, metadata={"help": "Tokens per prompt+response (default: the model's)."}
+        default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
     loss: str = field(
         default="bradley-terry",
@@ -94,7 +101,7 @@ class TrainConfig:
         "finetune": ("lora", "full"),
         "lora_r": (positive_int, "an int > 0"),
         "lora_alpha": (positive, "a float > 0"),
-        "lora_dropout": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "lora_dropout": (unit_interval, "a float in [0, 1)"),
         "lora_targets": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
         "beta": (positive, "a float > 0"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
@@ -107,12 +114,12 @@ class TrainConfig:
         "lr": (positive, "a float > 0"),
         "head_lr": (positive, "a float > 0"),
         "schedule": ("constant", "linear", "cosine"),
-        "warmup_ratio": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "warmup_ratio": (unit_interval, "a float in [0, 1)"),
         "weight_decay": (non_negative, "a float >= 0"),
         "max_grad_norm": (non_negative, "a float >= 0"),
-        "eval_fraction": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
-        "patience": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
-        "save_steps": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "eval_fraction": (unit_interval, "a float in [0, 1)"),
+        "patience": (non_negative_int, "an int >= 0"),
+        "save_steps": (non_negative_int, "an int >= 0"),
         "packing": (True, False),
         "device": (
             lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
@@ -120,32 +127,12 @@ class TrainConfig:
         ),
         "bf16": (True, False),
         "ensemble": (positive_int, "an int > 0"),
-        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "seed": (non_negative_int, "an int >= 0"),
     }
-
-    def check(self) -> TrainConfig:
-        """Raise ``ValueError`` naming the first bad field; return ``self``."""
-        check_params(self, self._constraints)
-        return self
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainConfig:
-        """Build from a dict; unknown keys fail (STYLE.md 6)."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"unknown TrainConfig keys: {unknown} (known: {sorted(known)})")
-        return cls(**data)
-
-    def replace(self, **changes) -> TrainConfig:
-        return TrainConfig.from_dict({**self.to_dict(), **changes})
 
 
 @dataclass
-class HeadConfig:
+class HeadConfig(Config):
     """How a reward head is built and trained on cached features."""
 
     head: str = field(default="linear", metadata={"help": "Reward head: linear or mlp."})
@@ -166,14 +153,14 @@ class HeadConfig:
     _constraints = {
         "head": ("linear", "mlp"),
         "hidden_dim": (positive_int, "an int > 0"),
-        "dropout": (lambda x: non_negative(x) and x < 1, "a float in [0, 1)"),
+        "dropout": (unit_interval, "a float in [0, 1)"),
         "lr": (positive, "a float > 0"),
         "epochs": (positive_int, "an int > 0"),
         "batch_size": (positive_int, "an int > 0"),
         "weight_decay": (non_negative, "a float >= 0"),
-        "use_margin": ((True, False)),
+        "use_margin": (True, False),
         "center_coef": (non_negative, "a float >= 0"),
-        "seed": (lambda x: isinstance(x, int) and x >= 0, "an int >= 0"),
+        "seed": (non_negative_int, "an int >= 0"),
     }
 
 

@@ -17,6 +17,7 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone
+from rmlens.data import fingerprint
 from rmlens.progress import stderr
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._implicit import ImplicitNet
@@ -148,16 +149,17 @@ class _TunedTrainer:
     def _prepare_refs(self, examples: list[Example]) -> None:
         """Implicit RMs: reference log-probs, computed once per example."""
 
-    def _fingerprint(self, train: list[Example], evals: list[Example] | None) -> str:
+    def _fingerprint(self, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:
+        """Checkpoints' key: the settings, the base model and the data (``fingerprint``).
+
+        The examples follow from these (tokenizer of the base, ``max_length``; the eval split
+        from ``eval_fraction`` and ``seed``), so a checkpoint is resumed only for the same.
+        """
         skip = {"device", "ensemble", "save_steps"}
         cfg = {k: v for k, v in self.config_.to_dict().items() if k not in skip}
-        digest = hashlib.sha1(json.dumps(cfg, sort_keys=True).encode())
-        digest.update(self.base_.identity.encode())
-        for part in (train, evals or []):
-            for ex in part:
-                digest.update(json.dumps([ex.seqs, ex.margin]).encode())
-            digest.update(b"|")
-        return digest.hexdigest()[:16]
+        parts = [cfg, self.base_.identity, fingerprint(data)]
+        parts.append(None if eval_data is None else fingerprint(eval_data))
+        return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
     # -- training ----------------------------------------------------------------------
     def fit(
@@ -208,7 +210,7 @@ class _TunedTrainer:
             self.runtime_,
             eval_examples=evals,
             checkpoint_dir=checkpoint_dir,
-            fingerprint=self._fingerprint(train, evals),
+            fingerprint=self._fingerprint(data, eval_data),
             quiet=quiet,
         )
         self.rm_ = self._make_rm()

@@ -11,10 +11,10 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from rmlens._io import write_atomic, write_json
+from rmlens._params import config_dict
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._losses import bradley_terry_loss, centering_loss
 from rmlens.rewards._metrics import reward_stats
-from rmlens.rewards._params import check_params, config_dict
 
 
 class RewardHead(nn.Module):
@@ -69,8 +69,7 @@ class HeadRM:
 
     def fit(self, x_chosen, x_rejected, margin=None) -> HeadRM:
         """Train on (n_pairs, d) chosen and rejected features; ``margin`` is (n_pairs,)."""
-        cfg = self.config
-        check_params(cfg, HeadConfig._constraints)
+        cfg = self.config.check()
         xc = torch.as_tensor(np.asarray(x_chosen), dtype=torch.float32)
         xr = torch.as_tensor(np.asarray(x_rejected), dtype=torch.float32)
         if xc.shape != xr.shape or xc.ndim != 2:
@@ -139,7 +138,7 @@ class HeadRM:
         path = Path(path)
         saved = json.loads((path / "head_config.json").read_text())
         dim = saved.pop("dim")
-        rm = cls(HeadConfig(**saved))
+        rm = cls(HeadConfig.from_dict(saved))
         head = RewardHead(dim, rm.config)
         head.load_state_dict(load_file(str(path / "head.safetensors")))
         rm.head_ = head.eval()

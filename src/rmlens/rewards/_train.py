@@ -8,7 +8,6 @@ DIR/checkpoints/        while training; removed once the RM is saved
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -18,26 +17,11 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json
-from rmlens.data import to_text
+from rmlens._params import dict_changes
+from rmlens.data import fingerprint
 from rmlens.progress import stderr
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._finetune import make_trainer
-
-
-def table_fingerprint(table: pd.DataFrame) -> str:
-    digest = hashlib.sha1()
-    cols = [
-        c
-        for c in ("id", "prompt", "chosen", "rejected", "margin", "responses", "scores")
-        if c in table
-    ]
-    for row in zip(*(table[c] for c in cols)):
-        digest.update(
-            json.dumps(
-                [to_text(x) if not isinstance(x, (float, int)) else x for x in row], default=str
-            ).encode()
-        )
-    return digest.hexdigest()[:16]
 
 
 def train_rm(
@@ -68,25 +52,27 @@ def train_rm(
     """
     from rmlens.rewards._load import load_rm
 
-    try:
-        config.check()
-    except ValueError as err:
-        raise InputError(str(err)) from err
+    config.check()  # ParamError (an InputError) names the field
     out = Path(out)
     record = {
         "version": rmlens.__version__,
         "train_config": config.to_dict(),
-        "data_sha1": table_fingerprint(data),
+        "data_sha1": fingerprint(data),
+        "eval_sha1": None if eval_data is None else fingerprint(eval_data),
         "n_train": len(data),
         "n_eval": None if eval_data is None else len(eval_data),
     }
-    keys = ("train_config", "data_sha1", "n_eval")
+    keys = ("train_config", "data_sha1", "eval_sha1", "n_eval")
     if (out / "train.json").exists():
         old = json.loads((out / "train.json").read_text())
         if any(old.get(k) != record[k] for k in keys):
+            changes = dict_changes(old.get("train_config") or {}, record["train_config"])
+            what = [f"{name} {then!r} (saved) vs {now!r} (now)" for name, then, now in changes]
+            if any(old.get(k) != record[k] for k in ("data_sha1", "eval_sha1", "n_eval")):
+                what.append("other data (pairs, margins or evaluation pairs changed)")
             raise InputError(
-                f"--out {out}: holds an RM trained with another configuration or "
-                "data; use a new folder or delete this one"
+                f"--out {out}: holds an RM trained with another configuration: "
+                f"{', '.join(what)}; use a new folder or delete this one"
             )
         if (out / "rm_config.json").exists():
             if not quiet:

@@ -80,7 +80,7 @@ class FrozenHeadTrainer:
 
     def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
         f = self.features_
-        cfg = HeadConfig(**{**self.head.__dict__, "seed": seed})
+        cfg = self.head.replace(seed=seed)  # each run its own seed (the audit's, per run)
         margin = None if self.margin_ is None else self.margin_[train_index]
         rm = HeadRM(cfg).fit(f.chosen[train_index], f.rejected[train_index], margin)
         r_c, r_r = rm.score(f.chosen), rm.score(f.rejected)

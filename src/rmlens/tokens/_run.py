@@ -28,6 +28,7 @@ import pandas as pd
 
 from rmlens import __version__
 from rmlens._io import write_json, write_parquet
+from rmlens._params import Config, non_negative_int, positive_int
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._plots import pick_contrast, plot_contrast, plot_distributions, plot_frequency
@@ -48,12 +49,8 @@ DEFAULT_PROMPTS = (
 )
 
 
-def _positive_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x > 0
-
-
 @dataclass
-class SweepConfig:
+class SweepConfig(Config):
     """An optimal/pessimal token sweep (DESIGN.md section 4)."""
 
     rm: list[str] = field(default_factory=list, metadata={
@@ -79,25 +76,24 @@ class SweepConfig:
     trust_remote_code: bool = field(default=False, metadata={
         "help": "Run a hub classifier's own code (only for models you trust)."})
 
-    def check(self) -> None:
-        from rmlens.rewards import check_params
-
-        check_params(self, {
-            "rm": (lambda v: isinstance(v, list) and len(v) > 0
-                   and all(isinstance(s, str) and s for s in v),
-                   "a non-empty list of model names"),
-            "prompts": (lambda v: isinstance(v, list) and len(v) > 0
-                        and all(isinstance(p, str) and p.strip() for p in v),
-                        "a non-empty list of non-empty strings"),
-            "max_tokens": (lambda v: v is None or _positive_int(v), "None or an int > 0"),
-            "batch_size": (_positive_int, "an int > 0"),
-            "top_k": (_positive_int, "an int > 0"),
-            "score_index": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
-            "min_share": (lambda v: isinstance(v, (int, float)) and 0 < v <= 1,
-                          "a number in (0, 1]"),
-            "verify": (lambda v: isinstance(v, int) and v >= 0, "an int >= 0"),
-            "threads": (lambda v: v is None or _positive_int(v), "None or an int > 0"),
-        })
+    _constraints = {
+        "rm": (lambda v: isinstance(v, list) and len(v) > 0
+               and all(isinstance(s, str) and s for s in v),
+               "a non-empty list of model names"),
+        "prompts": (lambda v: isinstance(v, list) and len(v) > 0
+                    and all(isinstance(p, str) and p.strip() for p in v),
+                    "a non-empty list of non-empty strings"),
+        "max_tokens": (lambda v: v is None or positive_int(v), "None or an int > 0"),
+        "batch_size": (positive_int, "an int > 0"),
+        "top_k": (positive_int, "an int > 0"),
+        "score_index": (non_negative_int, "an int >= 0"),
+        "min_share": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+                      and 0 < v <= 1, "a number in (0, 1]"),
+        "verify": (non_negative_int, "an int >= 0"),
+        "device": (lambda v: isinstance(v, str) and v.strip() != "", "a torch device name"),
+        "threads": (lambda v: v is None or positive_int(v), "None or an int > 0"),
+        "trust_remote_code": (True, False),
+    }
 
 
 def read_prompts(path: str | Path) -> list[str]:
@@ -203,12 +199,7 @@ def run_sweep(config: SweepConfig, out: str | Path, *, quiet: bool = False) -> d
     """
     import torch
 
-    from rmlens._errors import InputError
-
-    try:
-        config.check()
-    except ValueError as err:
-        raise InputError(str(err)) from err
+    config.check()  # ParamError (an InputError) names the field
 
     before = torch.get_num_threads()
     torch.set_num_threads(config.threads or before)
@@ -225,7 +216,7 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     taken: set[str] = set()
     slugs = {spec: model_slug(spec, taken) for spec in dict.fromkeys(config.rm)}
-    write_json({**asdict(config), "version": __version__, "model_dirs": slugs},
+    write_json({**config.to_dict(), "version": __version__, "model_dirs": slugs},
                out / "config.json")
     summary: dict = {"version": __version__, "models": {}}
     tables: dict[str, pd.DataFrame] = {}

@@ -1,0 +1,204 @@
+"""One validation helper for every config: ParamError, the Config mixin, nested configs."""
+
+import dataclasses
+import importlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmlens._errors import InputError
+from rmlens._params import Config, ParamConflict, ParamError, dict_changes
+
+CONFIGS = {
+    "rmlens.rewards._config": ["TrainConfig", "HeadConfig"],
+    "rmlens.memorization._config": ["AuditConfig"],
+    "rmlens.attribution._attribute": ["AttributeConfig"],
+    "rmlens.evaluation._evaluate": ["EvaluateConfig"],
+    "rmlens.tokens._run": ["SweepConfig"],
+    "rmlens.generalization._config": ["GeneralizeConfig"],
+    "rmlens.data._synth": ["SynthConfig"],
+    "rmlens.report._config": ["ReportConfig"],
+}
+VALID = {"SweepConfig": {"rm": ["tiny"]}}  # the one config without a valid default
+
+
+def each_config():
+    for module, names in CONFIGS.items():
+        for name in names:
+            yield getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("cls", list(each_config()), ids=lambda c: c.__name__)
+def test_every_config_uses_the_mixin(cls):
+    assert issubclass(cls, Config) and dataclasses.is_dataclass(cls)
+    for copy in ("check", "to_dict", "from_dict", "replace"):
+        assert copy not in vars(cls), f"{cls.__name__} keeps its own {copy}"
+    assert cls._constraints and set(cls._constraints) <= {f.name for f in dataclasses.fields(cls)}
+    config = cls(**VALID.get(cls.__name__, {}))
+    assert config.check() is config
+    again = cls.from_dict(json.loads(json.dumps(config.to_dict())))  # through JSON and back
+    assert again == config
+    with pytest.raises(InputError, match=f"unknown {cls.__name__} setting"):
+        cls.from_dict({**config.to_dict(), "no_such_option": 1})
+
+
+def test_no_second_copy_of_check_params():
+    import rmlens.rewards
+
+    assert "check_params" not in rmlens.rewards.__all__
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("rmlens.rewards._params")
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "param"),
+    [
+        ("TrainConfig", {"lr": -1.0}, "lr"),
+        ("HeadConfig", {"epochs": 0}, "epochs"),
+        ("AuditConfig", {"runs": 0}, "runs"),
+        ("AuditConfig", {"gpus_per_run": 1.0}, "gpus_per_run"),  # a rule across fields
+        ("AttributeConfig", {"targets": ("tm", "zz")}, "targets"),
+        ("EvaluateConfig", {"n_bins": 0}, "n_bins"),
+        ("SweepConfig", {"rm": []}, "rm"),
+        ("GeneralizeConfig", {"test_fraction": 1.5}, "test_fraction"),
+        ("SynthConfig", {"n_pairs": 0}, "n_pairs"),
+        ("SynthConfig", {"noise": 0.2}, "noise"),  # shares that do not sum to 1
+        ("ReportConfig", {"max_text_chars": 5}, "max_text_chars"),
+    ],
+)
+def test_every_rule_raises_param_error_naming_the_field(cls, kwargs, param):
+    cls = next(c for c in each_config() if c.__name__ == cls)
+    with pytest.raises(ParamError) as err:
+        cls(**kwargs).check()
+    assert err.value.param == param and err.value.owner == cls.__name__
+    assert err.value.value == kwargs[param]
+    assert isinstance(err.value, InputError)
+
+
+def test_synth_and_report_keep_their_wording():
+    from rmlens.data import SynthConfig, synthesize
+    from rmlens.report import ReportConfig
+
+    with pytest.raises(ParamError, match="must sum to 1. Got 0.9"):
+        synthesize(SynthConfig(quality=0.4))
+    with pytest.raises(ParamError, match="'max_page_mb' parameter of ReportConfig must be a num"):
+        ReportConfig(max_page_mb=1).check()
+
+
+def test_nested_configs_from_a_toml_like_dict():
+    from rmlens.generalization import GeneralizeConfig
+    from rmlens.memorization import AuditConfig
+
+    config = AuditConfig.from_dict(
+        {"runs": 10, "head": {"epochs": 3, "lr": 1}, "train": {"lora_r": 4}}
+    ).check()
+    assert (config.runs, config.head.epochs, config.head.lr, config.train.lora_r) == (10, 3, 1.0, 4)
+    assert type(config.head.lr) is float and config.head.batch_size == 128  # defaults kept
+    # a partial table updates the field's own default (here not TrainConfig's defaults)
+    assert GeneralizeConfig.from_dict({"train": {"epochs": 5}}).train.model == "smollm2-135m"
+    with pytest.raises(InputError, match="unknown HeadConfig setting.*: epoch "):
+        AuditConfig.from_dict({"head": {"epoch": 3}})
+    with pytest.raises(ParamError, match="'epochs' parameter of HeadConfig must be of type int"):
+        AuditConfig.from_dict({"head": {"epochs": "many"}})
+    with pytest.raises(ParamError, match="'runs' parameter of AuditConfig must be of type int"):
+        AuditConfig.from_dict({"runs": True})
+    assert config.replace(head={"lr": 0.5}).head.epochs == 3  # replace merges a nested dict
+
+
+def test_from_dict_checks_list_items_and_makes_tuples():
+    from rmlens.attribution import AttributeConfig
+    from rmlens.tokens import SweepConfig
+
+    assert AttributeConfig.from_dict({"targets": ["tm"]}).targets == ("tm",)
+    with pytest.raises(ParamError, match="'prompts' parameter of SweepConfig"):
+        SweepConfig.from_dict({"rm": ["x"], "prompts": ["ok", 3]})
+
+
+def test_a_nested_setting_the_audit_owns_is_never_silently_overwritten():
+    from rmlens.memorization import AuditConfig
+    from rmlens.rewards import HeadConfig, TrainConfig
+
+    with pytest.raises(ParamConflict) as err:
+        AuditConfig.from_dict({"train": {"max_length": 256}}).check()
+    assert str(err.value) == (
+        "train.max_length=256 conflicts with max_length=None of AuditConfig; "
+        "set max_length on the audit (its value is the one used)"
+    )
+    assert (err.value.param, err.value.other, err.value.other_value) == (
+        "max_length", "train.max_length", 256
+    )
+    assert err.value.for_option("--max-length").startswith("--max-length None conflicts with")
+    with pytest.raises(ParamConflict, match="head.seed=2 conflicts with seed=1 of AuditConfig"):
+        AuditConfig(seed=1, head=HeadConfig(seed=2)).check()
+    with pytest.raises(ParamConflict, match="train.model='x' conflicts with model='minilm'"):
+        AuditConfig(train=TrainConfig(model="x")).check()
+    # the same value, or the nested default, is no conflict; the audit's value is used
+    fine = AuditConfig(seed=4, max_length=64, head=HeadConfig(seed=4), train=TrainConfig()).check()
+    used = fine.resolved()
+    assert (used.head.seed, used.train.seed, used.train.max_length) == (4, 4, 64)
+    assert used.train.model == fine.model
+
+
+def test_dict_changes_names_nested_settings():
+    saved = {"runs": 25, "head": {"epochs": 40, "lr": 0.1}}
+    now = {"runs": 10, "head": {"epochs": 10, "lr": 0.1}}
+    assert dict_changes(saved, now) == [("runs", 25, 10), ("head.epochs", 40, 10)]
+
+
+def test_the_audit_runner_uses_the_resolved_trainer_config():
+    from rmlens.memorization import AuditConfig
+    from rmlens.memorization._runner import default_trainer
+
+    trainer = default_trainer(AuditConfig(model="m", max_length=32, seed=5, mode="frozen"))
+    assert (trainer.model, trainer.max_length) == ("m", 32)
+
+
+def pairs_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": ["a", "b", "c"],
+            "prompt": ["q", [{"role": "user", "content": "hi"}], "q2"],
+            "chosen": ["yes", "sure", "ok"],
+            "rejected": ["no", "nope", "bad"],
+            "margin": [1.0, 0.0, np.nan],
+            "user_id": ["u1", "u2", "u1"],
+        }
+    )
+
+
+def test_fingerprint_covers_what_training_reads():
+    from rmlens.data import fingerprint
+
+    table = pairs_table()
+    base = fingerprint(table)
+    assert len(base) == 16 and base == fingerprint(table.copy())
+    assert fingerprint(table.assign(margin=[1.0, 0.5, np.nan])) != base
+    assert fingerprint(table.drop(columns="margin")) != base
+    assert fingerprint(table.assign(chosen=["yes", "sure", "ok!"])) != base
+    assert fingerprint(table.assign(margin=[1, 0, None])) == base  # an int margin is the same
+    assert fingerprint(table.assign(user_id="x")) == base  # not read by training ...
+    grouped = fingerprint(table, ["id", "prompt", "chosen", "rejected", "margin", "user_id"])
+    assert grouped != fingerprint(  # ... unless it groups the audit
+        table.assign(user_id=["u1", "u1", "u2"]),
+        ["id", "prompt", "chosen", "rejected", "margin", "user_id"],
+    )
+    assert fingerprint(table.iloc[::-1]) != base
+
+
+def test_fingerprint_is_the_same_in_another_process():
+    from rmlens.data import fingerprint
+
+    code = (
+        "import sys; sys.path.insert(0, 'tests'); from test_params import pairs_table; "
+        "from rmlens.data import fingerprint; print(fingerprint(pairs_table()))"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "123"}  # another salt for Python's hash()
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    assert out.stdout.strip() == fingerprint(pairs_table())

@@ -1,0 +1,121 @@
+"""Resuming an audit: what an existing --out must match, and what the refusal says."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rmlens._errors import InputError
+from rmlens.memorization import AuditConfig, audit
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+
+
+def make_pairs(n: int = 40, users: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    good, bad = ["good", "great", "help", "sure", "yes"], ["bad", "worst", "hate", "never", "no"]
+    return pd.DataFrame(
+        {
+            "id": [f"r{i:03d}" for i in range(n)],
+            "prompt": [f"what is the {rng.choice(['cat', 'dog', 'moon'])} ?" for _ in range(n)],
+            "chosen": [" ".join(rng.choice(good, 3)) + f" {i % 7}" for i in range(n)],
+            "rejected": [" ".join(rng.choice(bad, 3)) + f" {i % 5}" for i in range(n)],
+            "user_id": [f"u{i % users}" for i in range(n)],
+            "margin": [float(i % 3) for i in range(n)],
+        }
+    )
+
+
+def config(**kw) -> AuditConfig:
+    head = kw.pop("head", HeadConfig(epochs=2, batch_size=16, use_margin=True))
+    return AuditConfig(**{"runs": 4, "folds": 2, "n_boot": 0, "head": head, **kw})
+
+
+@pytest.fixture()
+def trainer(tiny_encoder_dir, tmp_path):
+    return lambda: FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
+
+
+def test_changed_margins_refuse_the_resume(trainer, tmp_path):
+    # a --use-margin audit trained on the margins: other margins make every saved run stale
+    pairs = make_pairs()
+    out = tmp_path / "x"
+    audit(pairs, config(), out, trainer=trainer(), quiet=True)
+    changed = pairs.assign(margin=pairs.margin + 1.0)
+    with pytest.raises(InputError, match="other data") as err:
+        audit(changed, config(), out, trainer=trainer(), quiet=True)
+    assert "margins" in str(err.value) and "another configuration" not in str(err.value)
+    audit(pairs, config(), out, trainer=trainer(), quiet=True)  # the same data still resumes
+
+
+def test_changed_groups_refuse_the_resume(trainer, tmp_path):
+    pairs = make_pairs()
+    audit(pairs, config(), tmp_path / "x", trainer=trainer(), quiet=True)
+    regrouped = pairs.assign(user_id=pairs.user_id.iloc[::-1].to_numpy())
+    with pytest.raises(InputError, match="other data"):
+        audit(regrouped, config(), tmp_path / "x", trainer=trainer(), quiet=True)
+
+
+def test_the_refusal_names_the_settings_that_differ(trainer, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "runs"
+    audit(pairs, config(), out, trainer=trainer(), quiet=True)
+    other = config(runs=6, head=HeadConfig(epochs=3, batch_size=16, use_margin=True))
+    with pytest.raises(InputError) as err:
+        audit(pairs, other, out, trainer=trainer(), quiet=True)
+    message = str(err.value)
+    assert f"--out {out} holds an audit with another configuration: " in message
+    assert "runs 4 (saved) vs 6 (now), head.epochs 2 vs 3;" in message
+    assert "use another --out, or the saved settings" in message
+    assert "other data" not in message
+    assert "\n" not in message
+    both = config(runs=6)
+    with pytest.raises(InputError, match=r"runs 4 \(saved\) vs 6 \(now\); and other data"):
+        audit(pairs.assign(margin=0.5), both, out, trainer=trainer(), quiet=True)
+
+
+def test_execution_settings_may_differ_on_resume(trainer, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "x"
+    first = audit(pairs, config(), out, trainer=trainer(), quiet=True)
+    again = audit(pairs, config(retries=0, abort_after=1), out, trainer=trainer(), quiet=True)
+    pd.testing.assert_frame_equal(first, again)
+
+
+def test_config_json_holds_the_resolved_trainer_settings(trainer, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "x"
+    audit(pairs, config(seed=3, max_length=64), out, trainer=trainer(), quiet=True)
+    saved = json.loads((out / "config.json").read_text())["audit"]
+    assert saved["head"]["seed"] == 3
+    assert (saved["train"]["seed"], saved["train"]["max_length"]) == (3, 64)
+    assert AuditConfig.from_dict(saved).check().seed == 3  # loads back as it was
+
+
+class NaNTrainer:
+    """Scores pair 0 NaN in every run that trains on it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def prepare(self, pairs, *, quiet=False):
+        return self.inner.prepare(pairs, quiet=quiet)
+
+    def fit_score(self, train_index, *, seed):
+        scores = self.inner.fit_score(train_index, seed=seed)
+        if 0 in set(train_index.tolist()):
+            scores.r_chosen[0] = np.nan
+        return scores
+
+
+def test_a_pair_no_in_run_scored_is_listed_as_lacking_runs(trainer, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "x"
+    table = audit(pairs, config(), out, trainer=NaNTrainer(trainer()), quiet=True)
+    first = table.set_index("id").loc["r000"]
+    assert (first.n_in, first.n_out) == (0, 2) and np.isnan(first.tm) and np.isnan(first.cm)
+    assert first.category == "undefined"
+    others = table[table.id != "r000"]
+    assert (others.n_in == 2).all() and others.cm.notna().all()
+    lacking = json.loads((out / "summary.json").read_text())["pairs_lacking_runs"]
+    assert lacking["count"] == 1 and lacking["no_in_run"] == 1 and lacking["ids"] == ["r000"]

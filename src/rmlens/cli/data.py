@@ -87,6 +87,7 @@ def register(app: typer.Typer) -> None:
         no_args_is_help=True,
     )
     app.add_typer(data_app, name="data")
+    __import__("rmlens.cli.convert", fromlist=["register"]).register(data_app)
 
     @data_app.command("inspect")
     def inspect(

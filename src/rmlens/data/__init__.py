@@ -6,6 +6,7 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_fingerprint": ["FINGERPRINT_COLUMNS", "fingerprint"],
+        "converters": ["convert", "convert_with_report", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
         "_schema": ["CORE_COLUMNS", "parse_column_map", "to_text"],
         "_summary": ["inspect_pairs", "summarize"],

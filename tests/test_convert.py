@@ -406,6 +406,22 @@ def test_records_and_dataframes_are_sources():
     )
 
 
+def test_datasets_objects_and_the_public_name():
+    datasets = pytest.importorskip("datasets")
+    import rmlens.data
+
+    records = rows("ultrafeedback_binarized.jsonl")
+    splits = datasets.DatasetDict(
+        {
+            "test_prefs": datasets.Dataset.from_list(records[:1]),
+            "train_prefs": datasets.Dataset.from_list(records),
+        }
+    )
+    pairs = rmlens.data.convert("ultrafeedback", splits)  # train_prefs, the usual split
+    assert len(pairs) == 2
+    assert len(rmlens.data.convert("ultrafeedback", splits, split="test_prefs")) == 1
+
+
 def test_unknown_option_and_bad_value():
     with pytest.raises(InputError, match="unknown ShpOptions setting"):
         convert("shp", rows("shp.jsonl"), ties="keep")

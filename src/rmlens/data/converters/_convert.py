@@ -62,8 +62,10 @@ def convert(name: str, source: Any, *, split: str | None = None, **options: Any)
     ...          "conversation_b": [{"role": "user", "content": "Hi"},
     ...                             {"role": "assistant", "content": "Hey, how can I help?"}]}]
     >>> pairs = convert("chatbot-arena", rows)
-    >>> pairs.loc[0, ["chosen", "chosen_model", "user_id"]].tolist()
-    ['Hey, how can I help?', 'm2', 'u1']
+    >>> pairs.loc[0, ["chosen_model", "rejected_model", "user_id"]].tolist()
+    ['m2', 'm1', 'u1']
+    >>> pairs.loc[0, "chosen"]
+    [{'role': 'assistant', 'content': 'Hey, how can I help?'}]
     """
     pairs, report = convert_with_report(name, source, split=split, **options)
     pairs.attrs["convert_report"] = report

@@ -60,6 +60,8 @@ def read_sources(converter: Converter, source: Any, split: str | None, options: 
 
     text = set(converter.text_fields)
     if not isinstance(source, (str, os.PathLike)):
+        if split is None and isinstance(source, dict):  # a DatasetDict
+            split = next((s for s in converter.splits if s in source), None)
         return [read_records(source, split=split, report=_report, text_fields=text)]
     path = Path(source)
     if path.is_file():

@@ -129,9 +129,33 @@ def test_vectorized_vader_matches_the_package():
         "I am kind of happy", "no problem", "This is not bad at all", "I don't hate it",
         "Great question! Sure, here is how.", "It was sort of good and just enough nice",
         "I am extremely sad and angry", "", "Why?? Is this terrible???",
+        # the package's tokens: whitespace split, punctuation stripped unless <= 2 chars left
+        "ok. good", "(great)", "well-known", "I :) you", "don’t like it", "DON'T like it",
+        # idioms, booster bigrams, "least", "no", caps, emoji, "but" applied by value
+        "What the bomb is", "the bomb was great", "kiss of death indeed ok", "yeah right sure",
+        "at least good", "very least good", "least good", "no no good", "I LOVE it",
+        "it's good 😀", "good good but bad", "nice nice but nice nice", "glad sad but happy ok",
     ]
     expected = [SentimentIntensityAnalyzer().polarity_scores(t)["compound"] for t in texts]
     np.testing.assert_allclose(Corpus(texts).vader_compound(), expected, atol=1e-4)
+
+
+def test_vectorized_vader_matches_the_package_on_real_texts():
+    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
+
+    from conftest import shared_file
+    from rmlens.data import load_pairs
+
+    hh = load_pairs(shared_file("hh-rlhf-harmless-base-test.jsonl.gz"))
+    squality = load_pairs(shared_file("squality-human-eval-pairs.jsonl"))
+    pool = [pd.unique(pd.concat([d.chosen, d.rejected])) for d in (hh, squality)]
+    rng = np.random.default_rng(0)
+    texts = [*rng.choice(pool[0], 700, replace=False), *rng.choice(pool[1], 300, replace=False)]
+    analyzer = SentimentIntensityAnalyzer()
+    expected = np.array([analyzer.polarity_scores(t)["compound"] for t in texts])
+    got = Corpus(texts).vader_compound()
+    assert np.corrcoef(got, expected)[0, 1] >= 0.99
+    assert np.mean(np.abs(got - expected) <= 1e-4) >= 0.99
 
 
 def test_token_lengths_with_a_tokenizer(three_pairs):

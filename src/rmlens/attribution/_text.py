@@ -30,22 +30,6 @@ EMOTIONS = ("anger", "anticipation", "disgust", "fear", "joy", "sadness", "surpr
 
 _WORD, _BOUNDARY, _SEPARATOR = 0, 1, 2
 
-# VADER constants (Hutto & Gilbert 2014), as in vaderSentiment.vaderSentiment.
-_N_SCALAR = -0.74
-_C_INCR = 0.733
-
-
-@lru_cache(maxsize=1)
-def _vader() -> tuple[dict[str, float], dict[str, float], frozenset[str]]:
-    from vaderSentiment.vaderSentiment import (
-        BOOSTER_DICT,
-        NEGATE,
-        SentimentIntensityAnalyzer,
-    )
-
-    return dict(SentimentIntensityAnalyzer().lexicon), dict(BOOSTER_DICT), frozenset(NEGATE)
-
-
 @lru_cache(maxsize=1)
 def nrc_lexicon() -> dict[str, list[str]]:
     """NRC Emotion Lexicon (Mohammad & Turney 2013) as shipped in the ``nrclex`` package."""
@@ -228,112 +212,7 @@ class Corpus:
         return self.per_text(self.doc[b[hit]])
 
     def vader_compound(self) -> np.ndarray:
-        """VADER compound sentiment per text, shape (n_texts,); see ``vader_compound``."""
-        return vader_compound(self)
+        """VADER compound sentiment per text, shape (n_texts,); see ``_vader.vader_compound``."""
+        from rmlens.attribution._vader import vader_compound
 
-
-def vader_compound(c: Corpus) -> np.ndarray:
-    """VADER compound (Hutto & Gilbert 2014) with VADER's lexicon and rules, on arrays.
-
-    Per lexicon word: its valence; "no" before a lexicon word is neutral and "no" one or two
-    words before negates; ALL-CAPS adds 0.733 when the text mixes cases; each of the three
-    preceding non-lexicon words adds its booster increment (damped 1, 0.95, 0.9) and negates
-    (x -0.74) if it is a negation, with the package's "never so"/"without doubt" cases;
-    booster bigrams ("kind of") three words back; "least" negates; words before the first
-    "but" count x0.5, after it x1.5. Then "!" (up to 4) and "?" (2 or more) amplify the
-    sum s, and compound = s / sqrt(s^2 + 15).
-
-    Differs from ``SentimentIntensityAnalyzer.polarity_scores`` in tokens (regex words, so
-    curly quotes and other punctuation do not hide a word; no emoticons or emoji), in
-    leaving out the slang idioms ("the bomb"), and in applying the "but" rule by position
-    as documented (the package's loop rescales list entries by value). Correlation with the
-    package on HH-RLHF responses: 0.94; on SQuALITY answers: 0.99.
-    """
-    lexicon, boosters, negate = _vader()
-    lc, doc = c.word_lc, c.word_doc
-    in_lex_v = c.vocab_map(lambda w: w in lexicon, dtype=bool)
-    booster_v = c.vocab_map(lambda w: boosters.get(w, 0.0))
-    is_booster_v = c.vocab_map(lambda w: w in boosters, dtype=bool)
-    negation_v = c.vocab_map(lambda w: w in negate or "n't" in w, dtype=bool)
-    valence_v = c.vocab_map(lambda w: lexicon.get(w, 0.0))
-    word_id = {w: i for i, w in enumerate(c.vocab)}
-
-    def wid(word: str) -> int:
-        return word_id.get(word, -2)
-
-    upper = c.upper[c.word_pos]
-    n_upper = c.per_text(doc, upper.astype(float))
-    cap_diff_doc = (n_upper > 0) & (n_upper < c.n_words)
-
-    scored = in_lex_v[lc] & ~is_booster_v[lc]
-    s_idx = np.flatnonzero(scored)
-    s_doc = doc[s_idx]
-    cap_diff = cap_diff_doc[s_doc]
-
-    def near(offset: int) -> tuple[np.ndarray, np.ndarray]:
-        """Word index ``offset`` away from each scored word, and whether it is in the text."""
-        j = s_idx + offset
-        ok = (j >= 0) & (j < len(lc))
-        j = np.where(ok, j, 0)
-        return j, ok & (doc[j] == s_doc)
-
-    def near_is(offset: int, word: str) -> np.ndarray:
-        j, ok = near(offset)
-        return ok & (lc[j] == wid(word))
-
-    s_lc = lc[s_idx]
-    valence = valence_v[s_lc]
-    v = valence.copy()
-    j1, ok1 = near(1)
-    v[(s_lc == wid("no")) & ok1 & in_lex_v[lc[j1]]] = 0.0
-    drop = (s_lc == wid("kind")) & near_is(1, "of")
-    after_no = near_is(-1, "no") | near_is(-2, "no") | (
-        near_is(-3, "no") & (near_is(-1, "or") | near_is(-1, "nor"))
-    )
-    v = np.where(after_no, valence * _N_SCALAR, v)
-    v = np.where(upper[s_idx] & cap_diff, np.where(v > 0, v + _C_INCR, v - _C_INCR), v)
-    for k, damp in ((1, 1.0), (2, 0.95), (3, 0.9)):
-        j, ok = near(-k)
-        ok &= ~in_lex_v[lc[j]]
-        s = booster_v[lc[j]] * np.where(v < 0, -1.0, 1.0)
-        caps = upper[j] & is_booster_v[lc[j]] & cap_diff
-        s = np.where(caps, np.where(v > 0, s + _C_INCR, s - _C_INCR), s) * damp
-        v = np.where(ok, v + s, v)
-        negated = negation_v[lc[j]]
-        if k == 1:
-            factor = np.where(negated, _N_SCALAR, 1.0)
-        elif k == 2:
-            emphasis = near_is(-2, "never") & (near_is(-1, "so") | near_is(-1, "this"))
-            keep = near_is(-2, "without") & near_is(-1, "doubt")
-            factor = np.where(emphasis, 1.25, np.where(keep | ~negated, 1.0, _N_SCALAR))
-        else:  # as in the package, "so"/"this" just before also emphasizes here
-            emphasis = (near_is(-3, "never") & (near_is(-2, "so") | near_is(-2, "this"))) | (
-                near_is(-1, "so") | near_is(-1, "this"))
-            keep = near_is(-3, "without") & (near_is(-2, "doubt") | near_is(-1, "doubt"))
-            factor = np.where(emphasis, 1.25, np.where(keep | ~negated, 1.0, _N_SCALAR))
-        v = np.where(ok, v * factor, v)
-        if k == 3:
-            for a, b in (("kind", "of"), ("sort", "of"), ("just", "enough")):
-                for back in (2, 3):
-                    bigram = near_is(-back, a) & near_is(-back + 1, b)
-                    v = np.where(ok & bigram, v + boosters[f"{a} {b}"], v)
-    least = near_is(-1, "least") & ~in_lex_v[lc[near(-1)[0]]]
-    v = np.where(least & ~(near_is(-2, "at") | near_is(-2, "very")), v * _N_SCALAR, v)
-    v = np.where(drop, 0.0, v)
-
-    # contrastive "but": words before the first "but" count half, words after it 1.5 times
-    index_in_doc = np.arange(len(doc)) - np.searchsorted(doc, doc)
-    none = np.iinfo(np.int64).max
-    first_but = np.full(c.n, none)
-    is_but = lc == wid("but")
-    np.minimum.at(first_but, doc[is_but], index_in_doc[is_but])
-    fb, pos = first_but[s_doc], index_in_doc[s_idx]
-    v = v * np.where(fb == none, 1.0, np.where(pos < fb, 0.5, np.where(pos > fb, 1.5, 1.0)))
-
-    total = c.per_text(s_doc, v)
-    qm = c.count("?")
-    amp = np.minimum(c.count("!"), 4) * 0.292 + np.where(
-        qm > 3, 0.96, np.where(qm > 1, qm * 0.18, 0.0)
-    )
-    total = total + np.sign(total) * amp
-    return np.clip(total / np.sqrt(total * total + 15.0), -1.0, 1.0)
+        return vader_compound(self.texts)

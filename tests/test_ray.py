@@ -14,8 +14,6 @@ from rmlens._errors import InputError
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
-ray = pytest.importorskip("ray")
-
 HERE = Path(__file__).resolve().parent
 
 
@@ -39,7 +37,11 @@ def config(**kw) -> AuditConfig:
 
 @pytest.fixture(scope="module")
 def ray_session():
-    """One local Ray with 2 CPUs for the module (starting Ray is slow); tasks see tests/."""
+    """One local Ray with 2 CPUs for the module (starting Ray is slow); tasks see tests/.
+
+    Only the tests that use it need Ray: the missing-Ray test runs with or without it.
+    """
+    ray = pytest.importorskip("ray")
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), old) if p)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
@@ -129,6 +131,7 @@ def test_ray_retries_then_reports_a_failing_run(ray_session, tiny_encoder_dir, t
 
 
 def test_missing_ray_is_a_clear_input_error(monkeypatch, tmp_path):
+    # None in sys.modules makes `import ray` fail as if Ray were not installed
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(InputError, match=r"pip install 'rmlens\[ray\]'"):
         audit(make_pairs(), config(backend="ray"), tmp_path / "x", quiet=True)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from rmlens.backbones import encode_pair_text
 from rmlens.tokens import (
     HeadScorer,
     ImplicitScorer,
@@ -80,7 +81,6 @@ def test_formatting_has_one_bos_and_matches_separate_tokenization(tok):
 
 
 def test_formatting_matches_featurization(tok):
-    encode_pair_text = pytest.importorskip("rmlens.backbones").encode_pair_text
     cands = build_candidates(tok, PROMPT, max_tokens=40)
     for decoded, seq in zip(cands.decoded, cands.seqs):
         assert seq == encode_pair_text(tok, PROMPT, decoded, 512)

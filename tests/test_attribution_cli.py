@@ -43,7 +43,7 @@ def test_missing_dir_argument_exits_2(capsys):
 
 def test_bad_option_value_exits_2(experiment, capsys):
     assert main(["attribute", str(experiment), "--targets", "tm,zz", "-q"]) == 2
-    assert "'targets' parameter of AttributeConfig" in capsys.readouterr().err
+    assert "error: --targets must be a subset of tm, tg, cm, got tm,zz" in capsys.readouterr().err
 
 
 def test_missing_target_column_exits_2(experiment, capsys):

@@ -57,7 +57,7 @@ def test_synth_formats_by_suffix(app, tmp_path, suffix):
 def test_synth_bad_config_and_suffix_exit_2(app, tmp_path):
     result = run(app, "synth", "--out", tmp_path / "s.jsonl", "--quality", 0.2)
     assert result.exit_code == 2
-    assert result.stderr.startswith("error: The mechanism shares of SynthConfig")
+    assert result.stderr.startswith("error: --quality must be such that the mechanism shares")
     result = run(app, "synth", "--out", tmp_path / "s.txt")
     assert result.exit_code == 2 and "unknown output type" in result.stderr
     assert not (tmp_path / "s.txt").exists()

@@ -124,7 +124,7 @@ def test_cli_single_rm_json(experiment, capsys):
         ({"--rm": "missing-dir/nope/x"}, "no such file"),
         ({"--probes": "refusal,nope"}, "unknown probe 'nope'"),
         ({"--data": "missing.jsonl"}, "missing.jsonl"),
-        ({"--calibrate-frac": "1.5"}, "calibrate_frac"),
+        ({"--calibrate-frac": "1.5"}, "--calibrate-frac must be a float in [0, 1), got 1.5"),
         ({"--by": "annotator"}, "no column 'annotator'"),
     ],
 )

@@ -69,6 +69,8 @@ def _owner_word(owner: str) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return ",".join(value)
     return value if isinstance(value, str) else repr(value)
 
 

@@ -5,15 +5,15 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_attribute": ["TARGETS", "AttributeConfig", "Attributor", "attribute", "tm_tg_difference"],
+        "_config": ["TARGETS", "AttributeConfig", "DEFAULT_EXCLUDE", "REGRESSORS"],
+        "_attribute": ["Attributor", "attribute", "tm_tg_difference"],
         "_features": [
-            "DEFAULT_EXCLUDE",
             "Feature",
             "list_features",
             "pair_features",
             "register_feature",
             "unregister_feature",
         ],
-        "_regress": ["REGRESSORS", "Design", "design_matrix"],
+        "_regress": ["Design", "design_matrix"],
     },
 )

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.attribution import _lexicons as lex
+from rmlens.attribution._config import DEFAULT_EXCLUDE
 from rmlens.attribution._text import EMOTIONS, Corpus, nrc_lexicon, syllables
 
 # Columns that are never features: pair identity and texts, and the audit's own outputs
@@ -29,7 +30,6 @@ _AUDIT_COLUMN = re.compile(r"^(tm|tg|cm)_")
 # `mechanism` is the label-deciding mechanism planted by `rmlens data synth`: the ground truth
 # that attribution is meant to recover. As a feature it would leak the answer (a regressor
 # could explain CM by the planted label instead of by observable pair properties).
-DEFAULT_EXCLUDE = ("mechanism",)
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rmlens.attribution._config import REGRESSORS
 from rmlens.attribution._features import _AUDIT_COLUMN, NON_FEATURE_COLUMNS
 
-REGRESSORS = ("lightgbm", "mlp")
 OTHER = "(other)"
 
 

@@ -1,4 +1,9 @@
-"""The ``rmlens`` command line: thin shells over the Python API (DESIGN.md section 6)."""
+"""The ``rmlens`` app: explicit registration of one module per command, exit codes.
+
+Help is plain click formatting (``rich_markup_mode=None``): paragraphs rewrap to the
+terminal and flags show no type. Command modules import only config dataclasses at the
+top, so ``rmlens --help`` loads neither torch nor pandas.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
+
 
 def _version(value: bool) -> None:
     if value:

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 from pathlib import Path
 
 import typer
 
-from rmlens.attribution import AttributeConfig
-from rmlens.cli._common import fail, handle_errors, option
+from rmlens.attribution._config import AttributeConfig
+from rmlens.cli._common import fail, handle_errors
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 
-_DEFAULTS = AttributeConfig()
-_HELP = {f.name: f.metadata["help"] for f in fields(AttributeConfig)}
 TOP = 5
-
-
-def _names(value: str, what: str) -> tuple[str, ...]:
-    names = tuple(v.strip().lower() for v in value.split(",") if v.strip())
-    if not names:
-        raise fail(f"--{what}: give at least one name, got {value!r}")
-    return names
 
 
 def _print_features(as_json: bool) -> None:
@@ -79,53 +70,55 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
                   "attribution_diff.parquet, attribution_*.png)")
 
 
+ATTRIBUTE = [Section(AttributeConfig)]
+
+
+@handle_errors
+def attribute(
+    ctx: typer.Context,
+    out_dir: Path = typer.Argument(
+        None, metavar="DIR", help="Experiment directory written by `rmlens memorize`."
+    ),
+    list_features: bool = typer.Option(
+        False, "--list-features", help="Print the feature table (name, description, source) "
+        "and exit; needs no DIR."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
+) -> None:
+    """Explain TM, TG and CM with pair features: regressors, held-out R^2 and SHAP.
+
+    Refreshes DIR/report.html when DIR holds one (else run `rmlens report DIR`).
+    """
+    if list_features:
+        _print_features(as_json)
+        return
+    if out_dir is None:
+        raise fail("missing argument DIR (the experiment directory of `rmlens memorize`)")
+    from rmlens.attribution import attribute as run_attribution
+
+    config = resolve(ctx, ATTRIBUTE, options)
+    attributor = run_attribution(out_dir, config=config, quiet=quiet)
+    save_config(config, out_dir / "attribute.toml")
+    _print_result(attributor, out_dir, as_json)
+    refresh_report(out_dir, quiet=quiet or as_json)
+
+
+def refresh_report(out_dir: Path, *, quiet: bool) -> None:
+    """Rewrite DIR/report.html with the new results, or say how to make one."""
+    import sys
+
+    if (out_dir / "report.html").exists():
+        from rmlens.report import write_report
+
+        path = write_report(out_dir, quiet=True)
+        if not quiet:
+            print(f"report updated: {path}", file=sys.stderr)
+    elif not quiet:
+        print(f"see it with the audit: rmlens report {out_dir}", file=sys.stderr)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``rmlens attribute`` to the command line."""
-
-    @app.command("attribute")
-    @handle_errors
-    def attribute_command(
-        out_dir: Path = typer.Argument(
-            None, metavar="DIR", help="Experiment directory written by `rmlens memorize`."
-        ),
-        list_features: bool = typer.Option(
-            False, "--list-features", help="Print the feature table (name, description, "
-            "source) and exit; needs no DIR."
-        ),
-        targets: str = typer.Option(",".join(_DEFAULTS.targets), "--targets",
-                                    help=_HELP["targets"] + " Comma-separated."),
-        regressors: str = typer.Option(",".join(_DEFAULTS.regressors), "--regressors",
-                                       help=_HELP["regressors"] + " Comma-separated."),
-        folds: int = option(AttributeConfig, "folds", "--folds"),
-        seed: int = option(AttributeConfig, "seed", "--seed"),
-        tokenizer: str = option(AttributeConfig, "tokenizer", "--tokenizer"),
-        shap_rows: int = option(AttributeConfig, "shap_rows", "--shap-rows"),
-        mlp_shap_rows: int = option(AttributeConfig, "mlp_shap_rows", "--mlp-shap-rows"),
-        shap_background: int = option(AttributeConfig, "shap_background", "--shap-background"),
-        n_jobs: int = option(AttributeConfig, "n_jobs", "--n-jobs"),
-        plots: bool = option(AttributeConfig, "plots", "--plots/--no-plots"),
-        as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    ) -> None:
-        """Explain TM, TG and CM with pair features: regressors, held-out R^2 and SHAP."""
-        if list_features:
-            _print_features(as_json)
-            return
-        if out_dir is None:
-            raise fail("missing argument DIR (the experiment directory of `rmlens memorize`)")
-        from rmlens.attribution import attribute
-
-        config = AttributeConfig(
-            targets=_names(targets, "targets"),
-            regressors=_names(regressors, "regressors"),
-            folds=folds,
-            seed=seed,
-            tokenizer=None if tokenizer.lower() == "none" else tokenizer,
-            shap_rows=shap_rows,
-            mlp_shap_rows=mlp_shap_rows,
-            shap_background=shap_background,
-            n_jobs=n_jobs,
-            plots=plots,
-        )
-        attributor = attribute(out_dir, config=config, quiet=quiet)
-        _print_result(attributor, out_dir, as_json)
+    app.command("attribute")(with_parameters(attribute, config_parameters(ATTRIBUTE)))

@@ -4,23 +4,17 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from rmlens._errors import InputError
-from rmlens.data import SynthConfig
+from rmlens.cli import convert
+from rmlens.cli._common import DATA_HELP, fail, handle_errors
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.data._synth_config import SynthConfig
 
-_DEFAULTS = SynthConfig()
-_HELP = {f.name: f.metadata["help"] for f in fields(SynthConfig)}
 MAX_SHOWN = 50
-
-
-def _fail(err: InputError) -> typer.Exit:
-    typer.echo(f"error: {err}", err=True)
-    return typer.Exit(code=2)
 
 
 def _fmt(stats: dict[str, float] | None, keys=("mean", "min", "median", "max")) -> str:
@@ -80,19 +74,46 @@ def _render(result: dict[str, Any]) -> None:
         console.print(f"  ... and {len(problems) - MAX_SHOWN} more (all of them with --json)")
 
 
+SYNTH = [Section(SynthConfig, flags=(("n_pairs", "--pairs"), ("n_users", "--users")))]
+
+
+@handle_errors
+def synth(
+    ctx: typer.Context,
+    out: Path = typer.Option(
+        ..., "--out", help="Output: .jsonl, .jsonl.gz, .json, .csv or .parquet."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No status line."),
+    **options,
+) -> None:
+    """Write synthetic preference pairs with planted mechanisms (see the `mechanism` column)."""
+    from rmlens.data import save_pairs, synthesize
+
+    config = resolve(ctx, SYNTH, options)
+    frame = synthesize(config)
+    path = save_pairs(frame, out)
+    save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
+    if not quiet:
+        counts = frame["mechanism"].value_counts()
+        mix = ", ".join(f"{k} {counts[k]}" for k in counts.index)
+        print(f"wrote {len(frame)} pairs ({mix}) to {path}", file=sys.stderr)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``data`` command group (``inspect``, ``synth``) to ``app``."""
     data_app = typer.Typer(
         help="Inspect preference data and make synthetic data with planted mechanisms.",
         no_args_is_help=True,
+        rich_markup_mode=None,
     )
     app.add_typer(data_app, name="data")
-    __import__("rmlens.cli.convert", fromlist=["register"]).register(data_app)
+    convert.register(data_app)
 
     @data_app.command("inspect")
+    @handle_errors
     def inspect(
         file: Annotated[
-            str, typer.Argument(help="JSONL(.gz), JSON, CSV, Parquet, datasets folder or hub name.")
+            str, typer.Argument(help=DATA_HELP)
         ],
         column_map: Annotated[
             list[str] | None,
@@ -111,61 +132,13 @@ def register(app: typer.Typer) -> None:
         """Summarize a preference file and list every problem in it (file, line or row, field)."""
         from rmlens.data import inspect_pairs, parse_column_map
 
-        try:
-            result = inspect_pairs(file, column_map=parse_column_map(column_map), split=split)
-        except InputError as err:
-            raise _fail(err) from None
+        result = inspect_pairs(file, column_map=parse_column_map(column_map), split=split)
         if as_json:
             typer.echo(json.dumps(result, indent=2, default=str))
         else:
             _render(result)
         if strict and result["problems"]:
             n = len(result["problems"])
-            raise _fail(InputError(f"{file}: {n} problem{'s' if n > 1 else ''} found"))
+            raise fail(f"{file}: {n} problem{'s' if n > 1 else ''} found")
 
-    @data_app.command("synth")
-    def synth(
-        out: Annotated[
-            Path, typer.Option("--out", help="Output: .jsonl, .jsonl.gz, .json, .csv or .parquet.")
-        ],
-        pairs: Annotated[int, typer.Option("--pairs", help=_HELP["n_pairs"])] = _DEFAULTS.n_pairs,
-        users: Annotated[int, typer.Option("--users", help=_HELP["n_users"])] = _DEFAULTS.n_users,
-        seed: Annotated[int, typer.Option("--seed", help=_HELP["seed"])] = _DEFAULTS.seed,
-        quality: Annotated[
-            float, typer.Option("--quality", help=_HELP["quality"])
-        ] = _DEFAULTS.quality,
-        user_taste: Annotated[
-            float, typer.Option("--user-taste", help=_HELP["user_taste"])
-        ] = _DEFAULTS.user_taste,
-        noise: Annotated[float, typer.Option("--noise", help=_HELP["noise"])] = _DEFAULTS.noise,
-        length: Annotated[float, typer.Option("--length", help=_HELP["length"])] = _DEFAULTS.length,
-        model_identity: Annotated[
-            float, typer.Option("--model-identity", help=_HELP["model_identity"])
-        ] = _DEFAULTS.model_identity,
-        quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No status line.")] = False,
-    ) -> None:
-        """Write synthetic preference pairs with planted mechanisms (see the `mechanism` column)."""
-        from rmlens.data import save_pairs, synthesize
-
-        config = SynthConfig(
-            n_pairs=pairs,
-            n_users=users,
-            seed=seed,
-            quality=quality,
-            user_taste=user_taste,
-            noise=noise,
-            length=length,
-            model_identity=model_identity,
-        )
-        try:
-            frame = synthesize(config)
-            path = save_pairs(frame, out)
-        except InputError as err:
-            raise _fail(err) from None
-        except OSError as err:
-            message = f"{err.filename or out}: cannot write ({err.strerror})"
-            raise _fail(InputError(message)) from None
-        if not quiet:
-            counts = frame["mechanism"].value_counts()
-            mix = ", ".join(f"{k} {counts[k]}" for k in counts.index)
-            print(f"wrote {len(frame)} pairs ({mix}) to {path}", file=sys.stderr)
+    data_app.command("synth")(with_parameters(synth, config_parameters(SYNTH)))

@@ -8,66 +8,54 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import handle_errors, option
-from rmlens.evaluation._evaluate import EvaluateConfig
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.evaluation._config import EvaluateConfig
+
+EVALUATE = [Section(EvaluateConfig, flags=(("n_bins", "--bins"),))]
+
+
+@handle_errors
+def evaluate(
+    ctx: typer.Context,
+    rm: str = typer.Option(
+        ...,
+        "--rm",
+        help="Saved rmlens RM folder, sequence-classification model (path or hub id), or "
+        "an experiment directory of `rmlens memorize` (its runs form an ensemble).",
+    ),
+    data: Path = typer.Option(..., "--data", help=DATA_HELP),
+    out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
+    column_map: list[str] = map_option(),
+    as_json: bool = typer.Option(False, "--json", help="Print metrics.json to stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
+) -> None:
+    """Accuracy, calibration, reward distribution and shortcut probes of an RM on pairs.
+
+    Writes OUT/metrics.json, probes.parquet, scores.parquet, reliability.png, rewards.png
+    and probes.png, and prints a short table.
+    """
+    from rmlens.evaluation import evaluate as run_evaluation
+    from rmlens.evaluation import resolve_probes
+
+    config = resolve(ctx, EVALUATE, options)
+    try:
+        resolve_probes(config.probes)
+    except ValueError as err:
+        raise InputError(f"--probes: {err}") from err
+    pairs = load_table(data, column_map)
+    metrics = run_evaluation(rm, pairs, out=out, config=config, quiet=quiet)
+    save_config(config, out / "config.toml")
+    if as_json:
+        typer.echo(json.dumps(metrics, indent=2, default=str))
+    else:
+        print_table(metrics, out)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``evaluate`` command to ``app``."""
-
-    @app.command("evaluate")
-    @handle_errors
-    def evaluate_command(
-        rm: str = typer.Option(
-            ...,
-            "--rm",
-            help="Saved rmlens RM folder, sequence-classification model (path or hub id), or "
-            "an experiment directory of `rmlens memorize` (its runs form an ensemble).",
-        ),
-        data: Path = typer.Option(..., "--data", help="Pair file: JSONL(.gz), CSV, Parquet."),
-        out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
-        probes: str = option(EvaluateConfig, "probes", "--probes"),
-        by: list[str] = typer.Option(
-            None, "--by", help="Column to break accuracy down by (repeat); 'subset' always."
-        ),
-        n_bins: int = option(EvaluateConfig, "n_bins", "--bins"),
-        calibrate_frac: float = option(EvaluateConfig, "calibrate_frac", "--calibrate-frac"),
-        probe_pairs: int = option(EvaluateConfig, "probe_pairs", "--probe-pairs"),
-        seed: int = option(EvaluateConfig, "seed", "--seed"),
-        column_map: list[str] = typer.Option(
-            None, "--map", help="Column mapping NEW=OLD (repeat)."
-        ),
-        as_json: bool = typer.Option(False, "--json", help="Print metrics.json to stdout."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    ) -> None:
-        """Accuracy, calibration, reward distribution and shortcut probes of an RM on pairs.
-
-        Writes OUT/metrics.json, probes.parquet, scores.parquet, reliability.png,
-
-        rewards.png and probes.png, and prints a short table.
-        """
-        from rmlens.data import load_pairs, parse_column_map
-        from rmlens.evaluation import evaluate, resolve_probes
-
-        config = EvaluateConfig(
-            probes=probes,
-            by=list(by or []),
-            n_bins=n_bins,
-            calibrate_frac=calibrate_frac,
-            probe_pairs=probe_pairs,
-            seed=seed,
-        )
-        try:
-            config.check()
-            resolve_probes(probes)
-        except ValueError as err:
-            raise InputError(str(err)) from err
-        pairs = load_pairs(data, column_map=parse_column_map(column_map or []))
-        metrics = evaluate(rm, pairs, out=out, config=config, quiet=quiet)
-        if as_json:
-            typer.echo(json.dumps(metrics, indent=2, default=str))
-        else:
-            print_table(metrics, out)
+    app.command("evaluate")(with_parameters(evaluate, config_parameters(EVALUATE)))
 
 
 def _fmt(x) -> str:

@@ -8,43 +8,46 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import (
-    build_config,
-    config_parameters,
-    handle_errors,
-    load_table,
-    with_parameters,
-)
-from rmlens.generalization import GeneralizeConfig
-from rmlens.generalization._config import default_train
-from rmlens.rewards import TrainConfig
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.generalization._config import GeneralizeConfig, default_train
+from rmlens.rewards._config import TrainConfig
 
-_TRAIN_SKIP = ("rm", "ensemble", "loss", "save_steps")
+GENERALIZE = [
+    Section(GeneralizeConfig),
+    Section(
+        TrainConfig, key="train", skip=("rm", "ensemble", "loss", "save_steps"),
+        defaults=default_train(),
+    ),
+]
 
 
 @handle_errors
 def generalize(
-    data: Path = typer.Option(None, "--data", help="Pair file (omit with --task persona)."),
+    ctx: typer.Context,
+    data: Path = typer.Option(None, "--data", help=DATA_HELP + " Omit with --task persona."),
     out: Path = typer.Option(..., "--out", help="Output directory (finished RMs are reused)."),
     shift_data: Path = typer.Option(
         None, "--shift-data", help="Pairs rewritten with the same meaning and other tokens."
     ),
-    column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
+    column_map: list[str] = map_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     **options,
 ) -> None:
-    """Train an explicit and an implicit RM on the same data and backbone; compare them in
-    distribution, under token-level shifts and under a domain shift."""
+    """Train an explicit and an implicit RM on the same data and backbone, and compare them.
+
+    Both are compared in distribution, under token-level shifts and under a domain shift.
+    """
     from rmlens.generalization import generalize as run
 
-    train = build_config(TrainConfig, options)
-    config = build_config(GeneralizeConfig, options, train=train)
+    config = resolve(ctx, GENERALIZE, options)
     if (data is None) == (config.task is None):
         raise InputError("give exactly one of --data FILE and --task persona")
     pairs = None if data is None else load_table(data, column_map)
     shifted = None if shift_data is None else load_table(shift_data, column_map)
     table = run(pairs, config, out, shift_pairs=shifted, quiet=quiet)
+    save_config(config, out / "config.toml")
     if as_json:
         typer.echo(json.dumps(table.to_dict("records"), default=float))
         return
@@ -78,8 +81,4 @@ def _print(table, out: Path) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add ``generalize`` to the ``rmlens`` app."""
-    params = config_parameters(GeneralizeConfig, skip=("train",), panel="Data and shifts")
-    params += config_parameters(
-        TrainConfig, skip=_TRAIN_SKIP, defaults=default_train(), panel="Training (both RMs)"
-    )
-    app.command("generalize")(with_parameters(generalize, params))
+    app.command("generalize")(with_parameters(generalize, config_parameters(GENERALIZE)))

@@ -6,74 +6,51 @@ from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
-from rmlens.cli._common import handle_errors, option
-from rmlens.memorization import AuditConfig
-from rmlens.rewards import HeadConfig, TrainConfig
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.memorization._config import AuditConfig
+from rmlens.rewards._config import HeadConfig, TrainConfig
+
+# The audit owns these: one backbone, one length and one seed for every run.
+TRAIN_OWNED_BY_AUDIT = ("model", "max_length", "seed", "ensemble")
+DEMO_HEAD = HeadConfig(head="mlp")
+
+
+AUDIT = [
+    Section(AuditConfig),
+    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen")),
+    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune")),
+]
 
 
 @handle_errors
 def memorize(
-    data: Path = typer.Option(..., "--data", help="Pair file: JSONL(.gz), CSV, Parquet, HF dir."),
+    ctx: typer.Context,
+    data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Experiment directory (resumed if it exists)."),
-    model: str = option(AuditConfig, "model", "--model"),
-    runs: int = option(AuditConfig, "runs", "--runs"),
-    folds: int = option(AuditConfig, "folds", "--folds"),
-    plan: str = option(AuditConfig, "plan", "--plan"),
-    head: str = option(HeadConfig, "head", "--head"),
-    group_by: str = option(AuditConfig, "group_by", "--group-by"),
-    seed: int = option(AuditConfig, "seed", "--seed"),
-    max_length: int = option(AuditConfig, "max_length", "--max-length"),
-    epochs: int = option(HeadConfig, "epochs", "--epochs"),
-    weight_decay: float = option(HeadConfig, "weight_decay", "--weight-decay"),
-    use_margin: bool = option(HeadConfig, "use_margin", "--use-margin/--no-margin"),
-    mode: str = option(AuditConfig, "mode", "--mode"),
-    rm: str = option(TrainConfig, "rm", "--rm"),
-    finetune: str = option(TrainConfig, "finetune", "--finetune"),
-    backend: str = option(AuditConfig, "backend", "--backend"),
-    address: str = option(AuditConfig, "address", "--address"),
-    gpus_per_run: float = option(AuditConfig, "gpus_per_run", "--gpus-per-run"),
-    cpus_per_run: float = option(AuditConfig, "cpus_per_run", "--cpus-per-run"),
-    retries: int = option(AuditConfig, "retries", "--retries"),
-    column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
-    attribute: bool = typer.Option(False, "--attribute", help="Run `rmlens attribute` after."),
+    column_map: list[str] = map_option(),
+    attribute: bool = typer.Option(
+        False, "--attribute/--no-attribute", help="Run `rmlens attribute` after the audit."
+    ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
 ) -> None:
     """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs.
 
     A run that still fails after --retries is reported and the audit finishes without it
-    (exit 0, with a warning and the failed runs in summary.json); when every run or 3 in a
-    row fail, the error stops the audit (exit 1). Start the same command again to resume.
-    """
-    from rmlens.data import load_pairs, parse_column_map
+    (exit 0, with a warning and the failed runs in summary.json); when every run or
+    --abort-after runs in a row fail, the error stops the audit (exit 1). Start the same
+    command again to resume.
 
-    pairs = load_pairs(data, column_map=parse_column_map(column_map or []))
-    head_cfg = HeadConfig(
-        head=head, epochs=epochs, weight_decay=weight_decay, use_margin=use_margin, seed=seed
-    )
-    config = AuditConfig(
-        model=model,
-        runs=runs,
-        folds=folds,
-        plan=plan,
-        group_by=group_by,
-        seed=seed,
-        max_length=max_length,
-        head=head_cfg,
-        mode=mode,
-        train=TrainConfig(rm=rm, finetune=finetune, seed=seed),
-        backend=backend,
-        address=address,
-        gpus_per_run=gpus_per_run,
-        cpus_per_run=cpus_per_run,
-        retries=retries,
-    )
-    try:
-        config.check()
-    except ValueError as err:
-        raise InputError(str(err)) from err
+    Head options (--head, --epochs, --lr, ...) apply to --mode frozen; fine-tuning options
+    (--rm, --finetune, --lora-r, --beta, --bf16, ...) to --mode finetune; a shared option
+    such as --epochs goes to the mode chosen.
+    """
+    config = resolve(ctx, AUDIT, options)
+    pairs = load_table(data, column_map)
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet)
+    save_config(config, out / "config.toml")
 
 
 def run_audit(
@@ -137,27 +114,35 @@ def print_summary(out: Path) -> None:
     console.print(f"results in {out}/ ({', '.join(files)})")
 
 
+DEMO = [
+    Section(AuditConfig),
+    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
+            defaults=DEMO_HEAD),
+    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune")),
+]
+
+
 @handle_errors
 def demo(
+    ctx: typer.Context,
     out: Path = typer.Option(Path("rmlens-demo"), "--out", help="Experiment directory."),
     pairs: int = typer.Option(1500, "--pairs", help="Synthetic pairs."),
     users: int = typer.Option(30, "--users", help="Synthetic users (the groups)."),
-    runs: int = option(AuditConfig, "runs", "--runs"),
-    model: str = option(AuditConfig, "model", "--model"),
-    seed: int = option(AuditConfig, "seed", "--seed"),
     attribute: bool = typer.Option(
         True, "--attribute/--no-attribute", help="Explain TM/TG/CM with pair features."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
 ) -> None:
     """Offline demo: synthetic pairs with planted mechanisms through the whole audit."""
     from rmlens.data import SynthConfig, synthesize
 
-    data = synthesize(SynthConfig(n_pairs=pairs, n_users=users, seed=seed))
-    config = AuditConfig(model=model, runs=runs, seed=seed, head=HeadConfig(head="mlp", seed=seed))
+    config = resolve(ctx, DEMO, options)
+    data = synthesize(SynthConfig(n_pairs=pairs, n_users=users, seed=config.seed))
     run_audit(data, config, out, attribute=attribute, report=True, quiet=quiet)
+    save_config(config, out / "config.toml")
 
 
 def register(app: typer.Typer) -> None:
-    app.command("memorize")(memorize)
-    app.command("demo")(demo)
+    app.command("memorize")(with_parameters(memorize, config_parameters(AUDIT)))
+    app.command("demo")(with_parameters(demo, config_parameters(DEMO)))

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import handle_errors, option
-from rmlens.tokens._run import SweepConfig
+from rmlens._errors import InputError
+from rmlens.cli._common import handle_errors
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.tokens._config import SweepConfig
 
 
 def _print_summary(summary: dict, out: Path, top_k: int) -> None:
@@ -39,39 +41,37 @@ def _print_summary(summary: dict, out: Path, top_k: int) -> None:
                    f"rbo {row.get('rbo', float('nan')):.3f}")
 
 
+SWEEP = [Section(SweepConfig, skip=("prompts",))]
+
+
+@handle_errors
+def sweep(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", help="Output folder (resumed if it exists)."),
+    prompts: Path = typer.Option(
+        None, "--prompts", help="Prompt file, one per line (default: greatest / best / worst "
+        "thing ever)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
+) -> None:
+    """Score every vocabulary token as a one-token answer: best and worst tokens per RM."""
+    from rmlens.tokens._run import read_prompts, run_sweep
+
+    config = resolve(ctx, SWEEP, options)
+    if not config.rm:
+        raise InputError("--rm: give at least one reward model (repeat --rm for several)")
+    if prompts:
+        config = config.replace(prompts=read_prompts(prompts))
+    summary = run_sweep(config, out, quiet=quiet)
+    save_config(config, out / "config.toml")
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        _print_summary(summary, out, config.top_k)
+
+
 def register(app: typer.Typer) -> None:
     """Add ``rmlens sweep`` to ``app``."""
-
-    @app.command()
-    @handle_errors
-    def sweep(
-        rm: list[str] = typer.Option(..., "--rm", help=SweepConfig.__dataclass_fields__["rm"]
-                                     .metadata["help"]),
-        out: Path = typer.Option(..., "--out", help="Output folder (resumed if it exists)."),
-        prompts: Path = typer.Option(None, "--prompts", help="Prompt file, one per line "
-                                     "(default: greatest / best / worst thing ever)."),
-        max_tokens: int = option(SweepConfig, "max_tokens", "--max-tokens"),
-        batch_size: int = option(SweepConfig, "batch_size", "--batch-size"),
-        top_k: int = option(SweepConfig, "top_k", "--top-k"),
-        score_index: int = option(SweepConfig, "score_index", "--score-index"),
-        device: str = option(SweepConfig, "device", "--device"),
-        threads: int = option(SweepConfig, "threads", "--threads"),
-        trust_remote_code: bool = option(SweepConfig, "trust_remote_code",
-                                         "--trust-remote-code/--no-trust-remote-code"),
-        as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout."),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
-    ) -> None:
-        """Score every vocabulary token as a one-token answer: best and worst tokens per RM."""
-        from rmlens.tokens._run import DEFAULT_PROMPTS, read_prompts, run_sweep
-
-        config = SweepConfig(
-            rm=list(rm), prompts=read_prompts(prompts) if prompts else list(DEFAULT_PROMPTS),
-            max_tokens=max_tokens, batch_size=batch_size, top_k=top_k,
-            score_index=score_index, device=device, threads=threads,
-            trust_remote_code=trust_remote_code,
-        )
-        summary = run_sweep(config, out, quiet=quiet)
-        if as_json:
-            typer.echo(json.dumps(summary, indent=2, default=str))
-        else:
-            _print_summary(summary, out, top_k)
+    app.command("sweep")(with_parameters(sweep, config_parameters(SWEEP)))

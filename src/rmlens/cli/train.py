@@ -11,18 +11,17 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import (
-    build_config,
-    config_parameters,
-    handle_errors,
-    load_table,
-    with_parameters,
-)
-from rmlens.rewards import TrainConfig
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.rewards._config import ScoreConfig, TrainConfig
+
+TRAIN = [Section(TrainConfig)]
+SCORE = [Section(ScoreConfig)]
 
 
 @handle_errors
 def train(
+    ctx: typer.Context,
     data: Path = typer.Option(
         ...,
         "--data",
@@ -30,7 +29,7 @@ def train(
     ),
     out: Path = typer.Option(..., "--out", help="RM folder (an interrupted run resumes)."),
     eval_data: Path = typer.Option(None, "--eval-data", help="Pairs evaluated each epoch."),
-    column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
+    column_map: list[str] = map_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the last epoch's metrics as JSON."),
     **options,
@@ -38,11 +37,12 @@ def train(
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
     from rmlens.rewards import train_rm
 
-    config = build_config(TrainConfig, options)
+    config = resolve(ctx, TRAIN, options)
     rankings = config.loss == "plackett-luce"
     pairs = load_table(data, column_map, rankings=rankings)
     evals = None if eval_data is None else load_table(eval_data, column_map, rankings=rankings)
     train_rm(pairs, config, out, eval_data=evals, quiet=quiet)
+    save_config(config, out / "config.toml")
     history = json.loads((out / "history.json").read_text())
     last = history[-1] if config.ensemble == 1 else [h[-1] for h in history]
     if as_json:
@@ -57,16 +57,17 @@ def train(
 
 @handle_errors
 def score(
+    ctx: typer.Context,
     rm: Path = typer.Option(
         ...,
         "--rm",
         help="RM folder (rmlens train, audit runs) or an HF sequence-classification model.",
     ),
-    data: Path = typer.Option(..., "--data", help="Pair file to score."),
+    data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Output pair table (.parquet, .jsonl, .csv)."),
-    column_map: list[str] = typer.Option(None, "--map", help="Column mapping NEW=OLD (repeat)."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda, cuda:1, mps."),
+    column_map: list[str] = map_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    **options,
 ) -> None:
     """Score every pair: add r_chosen and r_rejected to the pair table."""
     import numpy as np
@@ -74,11 +75,13 @@ def score(
     from rmlens.data import save_pairs
     from rmlens.rewards import load_rm, pairwise_accuracy
 
+    config = resolve(ctx, SCORE, options)
     pairs = load_table(data, column_map)
-    model = load_rm(rm, device=device)
+    model = load_rm(rm, device=config.device)
     r_c, r_r = model.score_pairs(pairs)
     table = pairs.assign(r_chosen=np.asarray(r_c, float), r_rejected=np.asarray(r_r, float))
     save_pairs(table, out)
+    save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
     summary = {
         "out": str(out),
         "n_pairs": len(table),
@@ -96,6 +99,5 @@ def score(
 
 def register(app: typer.Typer) -> None:
     """Add ``train`` and ``score`` to the ``rmlens`` app."""
-    params = config_parameters(TrainConfig, panel="Reward model and training")
-    app.command("train")(with_parameters(train, params))
-    app.command("score")(score)
+    app.command("train")(with_parameters(train, config_parameters(TRAIN)))
+    app.command("score")(with_parameters(score, config_parameters(SCORE)))

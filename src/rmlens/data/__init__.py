@@ -5,11 +5,12 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
+        "_synth_config": ["MECHANISMS", "SynthConfig"],
         "_fingerprint": ["FINGERPRINT_COLUMNS", "fingerprint"],
         "converters": ["convert", "convert_with_report", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
         "_schema": ["CORE_COLUMNS", "parse_column_map", "to_text"],
         "_summary": ["inspect_pairs", "summarize"],
-        "_synth": ["MECHANISMS", "SynthConfig", "synthesize"],
+        "_synth": ["synthesize"],
     },
 )

@@ -158,7 +158,7 @@ def _read_jsonl(path: Path, name: str, report: Report) -> Records:
                     report(f"{name} line {lineno}: not valid UTF-8 text (byte {err.start + 1})")
                     continue
                 try:
-                    value = json.loads(text.lstrip("\ufeff"))
+                    value = json.loads(text.lstrip("\ufeff").rstrip("\r\n"))
                 except json.JSONDecodeError as err:
                     bad += 1
                     report(f"{name} line {lineno}: invalid JSON ({err.msg} at column {err.colno})")
@@ -187,6 +187,8 @@ def _read_json(path: Path, name: str, report: Report) -> Records:
     except json.JSONDecodeError as err:
         if err.msg == "Extra data":
             return _read_jsonl(path, name, report)
+        if not text[err.pos :].strip():
+            raise InputError(f"{name}: invalid JSON (the file ends early: {err.msg})") from None
         raise InputError(
             f"{name} line {err.lineno}: invalid JSON ({err.msg} at column {err.colno})"
         ) from None

@@ -6,6 +6,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
+        "_config": ["EvaluateConfig"],
         "_calibration": [
             "brier_score",
             "calibration_metrics",
@@ -17,7 +18,7 @@ __all__, __getattr__, __dir__ = attach(
             "top_label",
         ],
         # EnsembleRM is rmlens.rewards.EnsembleRM (one ensemble; load_rm loads every RM)
-        "_evaluate": ["EnsembleRM", "EvaluateConfig", "evaluate", "membership_metrics"],
+        "_evaluate": ["EnsembleRM", "evaluate", "membership_metrics"],
         "_metrics": [
             "REWARDBENCH_COUNTS",
             "REWARDBENCH_SECTIONS",

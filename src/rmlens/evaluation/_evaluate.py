@@ -4,7 +4,6 @@ shortcut probes, and write metrics.json, probes.parquet, scores.parquet and plot
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,50 +14,18 @@ from scipy.special import expit
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens._params import Config, non_negative_int, unit_interval
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
     expected_calibration_error,
     temperature_scaling,
 )
+from rmlens.evaluation._config import EvaluateConfig
 from rmlens.evaluation._metrics import ensemble_disagreement, pair_metrics
 from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.progress import stderr
 from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy
-
-
-@dataclass
-class EvaluateConfig(Config):
-    """How ``evaluate`` measures an RM on a pair set."""
-
-    probes: str = field(
-        default="all", metadata={"help": "Shortcut probes: all, none, or NAME,NAME,..."}
-    )
-    by: list[str] = field(
-        default_factory=list,
-        metadata={"help": "Columns to break accuracy down by (repeat); 'subset' is always used."},
-    )
-    n_bins: int = field(default=10, metadata={"help": "Equal-mass bins of the ECE."})
-    calibrate_frac: float = field(
-        default=0.0,
-        metadata={"help": "Share of pairs to fit a temperature on (0: none); ECE before/after "
-                  "is measured on the rest."},
-    )  # fmt: skip
-    probe_pairs: int = field(
-        default=1000, metadata={"help": "Pairs per probe, a seeded sample (0: all pairs)."}
-    )
-    seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
-
-    _constraints = {
-        "by": (lambda x: isinstance(x, list) and all(isinstance(c, str) for c in x),
-               "a list of column names"),
-        "n_bins": (lambda x: non_negative_int(x) and x >= 1, "an int >= 1"),
-        "calibrate_frac": (unit_interval, "a float in [0, 1)"),
-        "probe_pairs": (non_negative_int, "an int >= 0"),
-        "seed": (non_negative_int, "an int >= 0"),
-    }
 
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:

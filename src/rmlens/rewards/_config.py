@@ -164,6 +164,21 @@ class HeadConfig(Config):
     }
 
 
+DEVICES = (
+    lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
+    "auto, cpu, cuda, cuda:N or mps",
+)
+
+
+@dataclass
+class ScoreConfig(Config):
+    """How a saved reward model scores pairs (``rmlens score``)."""
+
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
+
+    _constraints = {"device": DEVICES}
+
+
 def resolve_device(name: str) -> str:
     """``auto`` -> cuda if available, else mps, else cpu."""
     import torch

@@ -5,6 +5,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
+        "_config": ["DEFAULT_PROMPTS", "SweepConfig"],
         "_adapt": ["EnsembleScorer", "token_scorer"],
         "_candidates": [
             "Candidates",
@@ -14,7 +15,7 @@ __all__, __getattr__, __dir__ = attach(
             "special_token_ids",
             "sweep_token_ids",
         ],
-        "_run": ["DEFAULT_PROMPTS", "SweepConfig", "model_stats", "read_prompts", "run_sweep"],
+        "_run": ["model_stats", "read_prompts", "run_sweep"],
         "_scorers": ["HeadScorer", "ImplicitScorer", "PooledScorer", "SeqClsScorer", "TokenScorer"],
         "_stats": [
             "agreement",

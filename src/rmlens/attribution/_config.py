@@ -1,0 +1,70 @@
+"""Configuration of attribution: light, so the command line builds its options fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmlens._params import Config, non_negative_int, positive_int
+
+REGRESSORS = ("lightgbm", "mlp")
+DEFAULT_EXCLUDE = ("mechanism",)
+
+
+TARGETS = ("tm", "tg", "cm")
+
+
+def _some_of(values, allowed) -> bool:
+    return isinstance(values, (list, tuple)) and len(values) > 0 and set(values) <= set(allowed)
+
+
+@dataclass
+class AttributeConfig(Config):
+    """Attribution of an audit's TM, TG and CM to pair features."""
+
+    targets: tuple[str, ...] = field(
+        default=TARGETS, metadata={"help": "Targets to explain, from tm, tg, cm."}
+    )
+    regressors: tuple[str, ...] = field(
+        default=REGRESSORS, metadata={"help": "Regressors, from lightgbm, mlp."}
+    )
+    folds: int = field(
+        default=5, metadata={"help": "K of the group K-fold (fewer when there are fewer groups)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of folds, regressors and SHAP samples."})
+    tokenizer: str | None = field(
+        default="auto",
+        metadata={"help": "Tokenizer for len_tokens: auto (the audit's model), a preset, a "
+                          "local path, or none."},
+    )
+    shap_rows: int = field(
+        default=2000, metadata={"help": "Pairs explained by TreeSHAP (LightGBM)."}
+    )
+    mlp_shap_rows: int = field(
+        default=100, metadata={"help": "Pairs explained by permutation SHAP (MLP)."}
+    )
+    shap_background: int = field(
+        default=50, metadata={"help": "Background pairs of the MLP's permutation SHAP."}
+    )
+    max_categories: int = field(
+        default=30, metadata={"help": "Categories kept per categorical feature; rest pooled."}
+    )
+    exclude: tuple[str, ...] = field(
+        default=DEFAULT_EXCLUDE,
+        metadata={"help": "Pair columns never used as features ('mechanism' is planted truth)."},
+    )
+    n_jobs: int = field(default=1, metadata={"help": "LightGBM threads."})
+    plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
+
+    _constraints = {
+        "targets": (lambda t: _some_of(t, TARGETS), "a subset of tm, tg, cm"),
+        "regressors": (lambda r: _some_of(r, REGRESSORS), "a subset of lightgbm, mlp"),
+        "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+        "seed": (non_negative_int, "an int >= 0"),
+        "shap_rows": (positive_int, "an int > 0"),
+        "mlp_shap_rows": (positive_int, "an int > 0"),
+        "shap_background": (positive_int, "an int > 0"),
+        "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
+        "n_jobs": (lambda n: isinstance(n, int) and not isinstance(n, bool) and n != 0,
+                   "a nonzero int"),
+        "plots": (True, False),
+    }

@@ -1,0 +1,276 @@
+"""Command-line options generated from config dataclasses: the one source of every option.
+
+A command declares the configs it builds as :class:`Section` s. Each field becomes a flag
+(``lora_r`` -> ``--lora-r``) with the field's type, default and help; a field shared by two
+sections (``epochs`` of the frozen head and of the fine-tuned RM) is one flag that goes to
+whichever section applies. Values are resolved in this order: the config's defaults, then
+``--config FILE.toml``, then the flags the user typed. A flag or TOML table for a section
+that does not apply (``--lora-r`` with ``--mode frozen``) is refused, and every error names
+the flag as the user typed it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import typing
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from rmlens._errors import InputError
+
+CONFIG_FILE = "config_file"
+_NEGATIVE = {"use_margin": "--no-margin"}
+
+
+@dataclass(frozen=True)
+class Section:
+    """One config of a command.
+
+    ``key`` is ``None`` for the command's top config, else the name of the top config's
+    field that holds this one (``"head"``). ``when=("mode", "finetune")`` makes the section
+    apply only when that top-level field has that value. ``defaults`` is an instance whose
+    values are the command's defaults (``rmlens demo`` trains an MLP head).
+    """
+
+    cls: type
+    key: str | None = None
+    skip: tuple[str, ...] = ()
+    when: tuple[str, Any] | None = None
+    defaults: Any = None
+    flags: tuple[tuple[str, str], ...] = ()
+
+    def flag(self, name: str) -> str:
+        return dict(self.flags).get(name, flag(name))
+
+    def default_of(self, name: str) -> Any:
+        if self.defaults is not None:
+            return getattr(self.defaults, name)
+        f = {f.name: f for f in fields(self.cls)}[name]
+        return f.default if f.default is not MISSING else f.default_factory()
+
+    def names(self) -> list[str]:
+        nested = {s for s, h in typing.get_type_hints(self.cls).items() if _is_config(h)}
+        return [
+            f.name
+            for f in fields(self.cls)
+            if f.name not in self.skip and not f.name.startswith("_") and f.name not in nested
+        ]
+
+    def applies(self, top: dict[str, Any]) -> bool:
+        return self.when is None or top.get(self.when[0]) == self.when[1]
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _is_config(hint: Any) -> bool:
+    from rmlens._params import Config
+
+    return isinstance(hint, type) and issubclass(hint, Config)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value is None else str(value)
+
+
+def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
+    """Typer parameters for every field of ``sections``, then ``--config FILE.toml``."""
+    owners: dict[str, list[Section]] = {}
+    for section in sections:
+        for name in section.names():
+            owners.setdefault(name, []).append(section)
+    params = []
+    for name, where in owners.items():
+        first = where[0]
+        hint = typing.get_type_hints(first.cls)[name]
+        meta = {f.name: f for f in fields(first.cls)}[name].metadata
+        help_ = meta.get("help", "")
+        opt = first.flag(name)
+        if hint is bool:
+            opt = f"{opt}/{_NEGATIVE.get(name, '--no-' + opt[2:])}"
+        listed = typing.get_origin(hint) in (list, tuple)
+        if listed:
+            hint = list[str]
+            help_ += " Repeat the option or separate values with commas."
+        defaults = {s.when[1] if s.when else "": s.default_of(name) for s in where}
+        if listed:
+            defaults = {k: ",".join(v) for k, v in defaults.items()}
+        if len(set(map(repr, defaults.values()))) == 1:
+            default, shown = first.default_of(name), True
+            if hint is not bool and default is None:
+                shown = meta.get("unset", False)
+        else:
+            key = where[-1].when[0] if where[-1].when else ""
+            default = None
+            shown = "; ".join(f"{flag(key)} {k}: {_shown(v)}" for k, v in defaults.items())
+        if listed:
+            default, shown = None, shown if isinstance(shown, str) else defaults[""] or False
+        applies = [s.when for s in where if s.when]
+        if len(applies) == len(where):
+            help_ += " (" + ", ".join(f"{flag(k)} {v}" for k, v in applies) + ")"
+        option = typer.Option(default, opt, help=help_, show_default=shown)
+        annotation = hint if default is not None or hint is bool else hint | None
+        params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
+            )
+        )
+    params.append(
+        inspect.Parameter(
+            CONFIG_FILE,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=typer.Option(
+                None,
+                "--config",
+                metavar="FILE.toml",
+                help="Settings from a TOML file (flags typed on the command line override it).",
+            ),
+            annotation=Path | None,
+        )
+    )
+    return params
+
+
+def with_parameters(func, extra: list[inspect.Parameter]):
+    """Give ``func(**kwargs)`` a signature: its own parameters, then ``extra``."""
+    if not hasattr(func, "_own_parameters"):
+        func._own_parameters = [
+            p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+            for p in inspect.signature(func, eval_str=True).parameters.values()
+            if p.kind is not inspect.Parameter.VAR_KEYWORD
+        ]
+    func.__signature__ = inspect.Signature(func._own_parameters + extra)
+    return func
+
+
+def typed_flags(ctx: typer.Context, options: dict[str, Any]) -> dict[str, Any]:
+    """The options the user gave (command line or environment), not those left at default."""
+    given = {}
+    for name, value in options.items():
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT"):
+            given[name] = value
+    return given
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file (--config)") from None
+    except tomllib.TOMLDecodeError as err:
+        raise InputError(f"{path}: not valid TOML: {err}") from None
+
+
+def resolve(
+    ctx: typer.Context,
+    sections: list[Section],
+    options: dict[str, Any],
+    *,
+    table: str | None = None,
+    ignore: tuple[str, ...] = (),
+):
+    """Build the command's top config from defaults, ``--config`` and the typed flags.
+
+    ``table`` reads this config from that table of the TOML file (a command that builds two
+    configs, such as ``demo``); ``ignore`` leaves out the tables of the command's other
+    configs. Returns the checked config; raises :class:`InputError` worded for the command
+    line.
+    """
+    from rmlens._params import ParamError
+
+    top, nested = sections[0], sections[1:]
+    config_file = options.get(CONFIG_FILE)
+    from_file = read_toml(config_file) if config_file else {}
+    from_file = from_file.get(table, {}) if table else {
+        k: v for k, v in from_file.items() if k not in ignore
+    }
+    names = {n for s in sections for n in s.names()}
+    given = typed_flags(ctx, {k: _listed(v) for k, v in options.items() if k in names})
+
+    values = _defaults(top)
+    origin: dict[tuple[str | None, str], str] = {}
+    for s in nested:
+        values[s.key] = _defaults(s)
+    for key, value in from_file.items():
+        if isinstance(value, dict) and any(s.key == key for s in nested):
+            values[key].update(value)
+            origin.update({(key, k): f"{config_file}: {key}.{k}" for k in value})
+        else:
+            values[key] = value
+            origin[(None, key)] = f"{config_file}: {key}"
+    for name, value in given.items():
+        if name in top.names():
+            values[name] = value
+            origin[(None, name)] = top.flag(name)
+    for name, value in given.items():
+        owners = [s for s in nested if name in s.names()]
+        if not owners:
+            continue
+        active = [s for s in owners if s.applies(values)]
+        if not active and name not in top.names():
+            raise InputError(_refusal(owners[0].flag(name), owners, values))
+        for s in active:
+            values[s.key][name] = value
+            origin[(s.key, name)] = s.flag(name)
+    for s in nested:
+        if not s.applies(values) and isinstance(from_file.get(s.key), dict):
+            raise InputError(f"{config_file}: [{s.key}]: " + _refusal("", [s], values).lstrip())
+    try:
+        return top.cls.from_dict(values).check()
+    except ParamError as err:
+        key = next((s.key for s in sections if s.cls.__name__ == err.owner), None)
+        where = origin.get((key, err.param)) or origin.get((None, err.param))
+        if where is None or where.startswith(str(config_file)) and config_file:
+            raise InputError(str(err) if where is None else f"{where}: {err}") from None
+        raise InputError(err.for_option(where)) from None
+
+
+def _listed(value: Any) -> Any:
+    """``--targets tm,tg --targets cm`` -> ``["tm", "tg", "cm"]``."""
+    if isinstance(value, (list, tuple)):
+        return [v.strip() for item in value for v in str(item).split(",") if v.strip()]
+    return value
+
+
+def _defaults(section: Section) -> dict[str, Any]:
+    return {name: section.default_of(name) for name in section.names()}
+
+
+def _refusal(opt: str, owners: list[Section], values: dict[str, Any]) -> str:
+    mode = owners[0].when[0]
+    wanted = " or ".join(f"{flag(mode)} {s.when[1]}" for s in owners)
+    return f"{opt} applies to {wanted} only (here {flag(mode)} {values.get(mode)})"
+
+
+def save_config(config: Any, path: Path, **tables: Any) -> Path:
+    """Write the resolved config as TOML (loadable with ``--config``); None values left out.
+
+    ``tables`` adds the command's other configs as TOML tables (``synth=SynthConfig(...)``).
+    """
+    import tomli_w
+
+    from rmlens._io import write_atomic
+
+    def clean(d: dict) -> dict:
+        return {
+            k: clean(v) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else v
+            for k, v in d.items()
+            if v is not None
+        }
+
+    data = config.to_dict() | {k: v.to_dict() for k, v in tables.items()}
+    text = tomli_w.dumps(clean(data))
+    return write_atomic(path, lambda tmp: tmp.write_text(text))

@@ -1,0 +1,39 @@
+"""Configuration of ``evaluate``: light, so the command line builds its options fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmlens._params import Config, non_negative_int, unit_interval
+
+
+@dataclass
+class EvaluateConfig(Config):
+    """How ``evaluate`` measures an RM on a pair set."""
+
+    probes: str = field(
+        default="all", metadata={"help": "Shortcut probes: all, none, or NAME,NAME,..."}
+    )
+    by: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Columns to break accuracy down by (repeat); 'subset' is always used."},
+    )
+    n_bins: int = field(default=10, metadata={"help": "Equal-mass bins of the ECE."})
+    calibrate_frac: float = field(
+        default=0.0,
+        metadata={"help": "Share of pairs to fit a temperature on (0: none); ECE before/after "
+                  "is measured on the rest."},
+    )  # fmt: skip
+    probe_pairs: int = field(
+        default=1000, metadata={"help": "Pairs per probe, a seeded sample (0: all pairs)."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
+
+    _constraints = {
+        "by": (lambda x: isinstance(x, list) and all(isinstance(c, str) for c in x),
+               "a list of column names"),
+        "n_bins": (lambda x: non_negative_int(x) and x >= 1, "an int >= 1"),
+        "calibrate_frac": (unit_interval, "a float in [0, 1)"),
+        "probe_pairs": (non_negative_int, "an int >= 0"),
+        "seed": (non_negative_int, "an int >= 0"),
+    }

@@ -133,6 +133,15 @@ def test_prism_empty_string_is_dropped_never_paired():
     assert "google/flan-t5-xxl" not in set(pairs.chosen_model) | set(pairs.rejected_model)
 
 
+def test_prism_repeated_chosen_text_is_one_path(tmp_path):
+    records = rows("prism_conversations.jsonl")
+    turn1 = [m for m in records[2]["conversation_history"] if m.get("turn") == 1][1:]
+    turn1[1].update(content=turn1[0]["content"], if_chosen=True)  # both rows chosen, same text
+    pairs, report = convert_with_report("prism", write(tmp_path, "c.jsonl", records))
+    assert "c903:1:0>1" not in set(pairs.id) and "c903:2:1>0" in set(pairs.id)
+    assert report["dropped"]["identical responses"] == 1
+
+
 def test_prism_ambiguous_chosen_path_drops_later_turns(tmp_path):
     records = rows("prism_utterances.jsonl")
     records[0]["if_chosen"] = True  # two different chosen responses in turn 0

@@ -218,4 +218,6 @@ def register(data_app: typer.Typer) -> None:
             )
 
     convert.__doc__ = _help()
-    data_app.command("convert", help=_help())(_with_parameters(convert, _option_parameters()))
+    short = "Convert PRISM, Community Alignment, UltraFeedback, HelpSteer2, Chatbot Arena or SHP."
+    command = data_app.command("convert", help=_help(), short_help=short)
+    command(_with_parameters(convert, _option_parameters()))

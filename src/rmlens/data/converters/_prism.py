@@ -209,6 +209,9 @@ def _pairs_of(conv: Conversation, opts: PrismOptions, tally: Tally) -> Iterator[
             if prompt is None:
                 tally.drop(why)
                 continue
+            if a.text == b.text:
+                tally.drop("identical responses")
+                continue
             if a.score == b.score:
                 if opts.ties == "drop":
                     tally.drop("tie (equal scores)")

@@ -195,3 +195,20 @@ def test_broken_json_line_names_its_column(tmp_path, capsys):
     assert code == 2
     expected = f"bad.jsonl line 2: invalid JSON (Expecting ',' delimiter at column {len(good)})"
     assert expected in " ".join((out + err).split())
+
+
+def test_scoring_commands_share_the_load_options(tmp_path, pairs_file, capsys):
+    for command in (["score"], ["evaluate"], ["sweep"]):
+        text = " ".join(run([*command, "--help"], capsys)[1].split())
+        assert "[default: auto]" in text.split("--device", 1)[1].split(" --", 1)[0]
+        assert "--score-index" in text and "--trust-remote-code" in text
+    args = ["score", "--rm", tmp_path / "nope", "--data", pairs_file, "--out", tmp_path / "s.jsonl"]
+    code, _, err = run(args, capsys)
+    assert code == 2 and err.startswith(f"error: --rm {tmp_path / 'nope'}")
+
+
+def test_encode_batch_size_is_its_own_flag(pairs_file, tmp_path, captured, capsys):
+    args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--encode-batch-size",
+            "8", "--batch-size", "16"]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    assert (captured[0].encode_batch_size, captured[0].head.batch_size) == (8, 16)

@@ -41,6 +41,13 @@ DATA_HELP = (
 )
 
 
+RM_HELP = (
+    "Reward model: an rmlens RM folder (rmlens train, an ensemble folder too), an experiment "
+    "directory of `rmlens memorize` (its runs form an ensemble), an RM preset, or a "
+    "sequence-classification model (local path or hub id)."
+)
+
+
 def map_option() -> Any:
     return typer.Option(
         None, "--map", metavar="NEW=OLD", help="Rename a column of the data (repeat)."

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
 
@@ -18,12 +18,7 @@ EVALUATE = [Section(EvaluateConfig, flags=(("n_bins", "--bins"),))]
 @handle_errors
 def evaluate(
     ctx: typer.Context,
-    rm: str = typer.Option(
-        ...,
-        "--rm",
-        help="Saved rmlens RM folder, sequence-classification model (path or hub id), or "
-        "an experiment directory of `rmlens memorize` (its runs form an ensemble).",
-    ),
+    rm: str = typer.Option(..., "--rm", help=RM_HELP),
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
     column_map: list[str] = map_option(),

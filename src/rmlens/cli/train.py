@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens._errors import InputError
+from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.rewards._config import ScoreConfig, TrainConfig
 
@@ -58,11 +59,7 @@ def train(
 @handle_errors
 def score(
     ctx: typer.Context,
-    rm: Path = typer.Option(
-        ...,
-        "--rm",
-        help="RM folder (rmlens train, audit runs) or an HF sequence-classification model.",
-    ),
+    rm: str = typer.Option(..., "--rm", help=RM_HELP),
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Output pair table (.parquet, .jsonl, .csv)."),
     column_map: list[str] = map_option(),
@@ -77,7 +74,15 @@ def score(
 
     config = resolve(ctx, SCORE, options)
     pairs = load_table(data, column_map)
-    model = load_rm(rm, device=config.device)
+    try:
+        model = load_rm(
+            rm,
+            device=config.device,
+            score_index=config.score_index,
+            trust_remote_code=config.trust_remote_code,
+        )
+    except InputError as err:
+        raise InputError(f"--rm {err}") from None
     r_c, r_r = model.score_pairs(pairs)
     table = pairs.assign(r_chosen=np.asarray(r_c, float), r_rejected=np.asarray(r_r, float))
     save_pairs(table, out)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._params import Config, non_negative_int, unit_interval
+from rmlens._params import non_negative_int, unit_interval
+from rmlens.rewards._config import ScoreConfig
 
 
 @dataclass
-class EvaluateConfig(Config):
+class EvaluateConfig(ScoreConfig):
     """How ``evaluate`` measures an RM on a pair set."""
 
     probes: str = field(
@@ -30,6 +31,7 @@ class EvaluateConfig(Config):
     seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
 
     _constraints = {
+        **ScoreConfig._constraints,
         "by": (lambda x: isinstance(x, list) and all(isinstance(c, str) for c in x),
                "a list of column names"),
         "n_bins": (lambda x: non_negative_int(x) and x >= 1, "an int >= 1"),

@@ -123,7 +123,12 @@ def evaluate(
         raise InputError(str(err)) from err
     source = rm if isinstance(rm, (str, Path)) else None
     if source is not None:
-        rm = load_rm(source)
+        rm = load_rm(
+            source,
+            device=config.device,
+            score_index=config.score_index,
+            trust_remote_code=config.trust_remote_code,
+        )
     missing = [c for c in ("prompt", "chosen", "rejected") if c not in pairs]
     if missing:
         raise InputError(f"pairs: missing required column(s) {', '.join(map(repr, missing))}")

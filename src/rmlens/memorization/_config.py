@@ -17,7 +17,10 @@ from rmlens.rewards._config import HeadConfig, TrainConfig
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with
 # other values of them.
-EXECUTION_FIELDS = ("backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after")
+EXECUTION_FIELDS = (
+    "backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after",
+    "encode_batch_size",
+)  # fmt: skip
 
 
 # Fields the audit sets for its trainer too: the audit's value is used for every run (each
@@ -52,7 +55,7 @@ class AuditConfig(Config):
     max_length: int | None = field(
         default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
-    batch_size: int = field(default=32, metadata={"help": "Texts per encoding batch."})
+    encode_batch_size: int = field(default=32, metadata={"help": "Texts per encoding batch."})
     n_boot: int = field(default=1000, metadata={"help": "Bootstrap resamples over runs."})
     cm_threshold: float = field(
         default=0.1, metadata={"help": "CM at or above which a pair counts as memorized."}
@@ -94,7 +97,7 @@ class AuditConfig(Config):
         "group_by": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
         "seed": (non_negative_int, "an int >= 0"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
-        "batch_size": (positive_int, "an int > 0"),
+        "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
         "mode": ("frozen", "finetune"),

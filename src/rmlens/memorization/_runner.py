@@ -186,7 +186,7 @@ def default_trainer(config: AuditConfig) -> PairTrainer:
         model=config.model,
         head=config.head,
         max_length=config.max_length,
-        batch_size=config.batch_size,
+        batch_size=config.encode_batch_size,
     )
 
 

@@ -172,11 +172,22 @@ DEVICES = (
 
 @dataclass
 class ScoreConfig(Config):
-    """How a saved reward model scores pairs (``rmlens score``)."""
+    """How a saved reward model is loaded to score (``score``, ``evaluate``, ``sweep``)."""
 
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
+    score_index: int = field(
+        default=0,
+        metadata={"help": "Logit read as the reward of a sequence classifier: logits[:, INDEX]."},
+    )
+    trust_remote_code: bool = field(
+        default=False, metadata={"help": "Run a hub classifier's own code (only models you trust)."}
+    )
 
-    _constraints = {"device": DEVICES}
+    _constraints = {
+        "device": DEVICES,
+        "score_index": (non_negative_int, "an int >= 0"),
+        "trust_remote_code": (True, False),
+    }
 
 
 def resolve_device(name: str) -> str:

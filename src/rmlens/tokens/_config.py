@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._params import Config, non_negative_int, positive_int
+from rmlens._params import non_negative_int, positive_int
+from rmlens.rewards._config import ScoreConfig
 
 DEFAULT_PROMPTS = (
     "What, in one word, is the greatest thing ever?",
@@ -14,7 +15,7 @@ DEFAULT_PROMPTS = (
 
 
 @dataclass
-class SweepConfig(Config):
+class SweepConfig(ScoreConfig):
     """An optimal/pessimal token sweep (DESIGN.md section 4)."""
 
     rm: list[str] = field(default_factory=list, metadata={
@@ -28,19 +29,15 @@ class SweepConfig(Config):
         "help": "Sweep only the first N token ids (a quick look); default the whole vocabulary."})
     batch_size: int = field(default=256, metadata={"help": "Candidates per forward pass."})
     top_k: int = field(default=10, metadata={"help": "Top and bottom tokens kept per prompt."})
-    score_index: int = field(default=0, metadata={
-        "help": "Logit read as the reward of a sequence classifier: logits[:, INDEX]."})
     min_share: float = field(default=0.99, metadata={
         "help": "The cached prefix is the longest one shared by this share of candidates."})
     verify: int = field(default=4, metadata={
         "help": "Cached candidates re-scored in full per prompt, as a check."})
-    device: str = field(default="cpu", metadata={"help": "Torch device: cpu, cuda, mps."})
     threads: int | None = field(default=None, metadata={
         "help": "CPU threads for torch (default: torch's choice; 1 is faster on a busy machine)."})
-    trust_remote_code: bool = field(default=False, metadata={
-        "help": "Run a hub classifier's own code (only for models you trust)."})
 
     _constraints = {
+        **ScoreConfig._constraints,
         "rm": (lambda v: isinstance(v, list) and len(v) > 0
                and all(isinstance(s, str) and s for s in v),
                "a non-empty list of model names"),
@@ -50,11 +47,8 @@ class SweepConfig(Config):
         "max_tokens": (lambda v: v is None or positive_int(v), "None or an int > 0"),
         "batch_size": (positive_int, "an int > 0"),
         "top_k": (positive_int, "an int > 0"),
-        "score_index": (non_negative_int, "an int >= 0"),
         "min_share": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                       and 0 < v <= 1, "a number in (0, 1]"),
         "verify": (non_negative_int, "an int >= 0"),
-        "device": (lambda v: isinstance(v, str) and v.strip() != "", "a torch device name"),
         "threads": (lambda v: v is None or positive_int(v), "None or an int > 0"),
-        "trust_remote_code": (True, False),
     }

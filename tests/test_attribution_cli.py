@@ -75,3 +75,20 @@ def test_attribute_writes_tables_and_plots(experiment, capsys):
     assert record["attribute"]["folds"] == 3
     assert record["skipped"]["mechanism"] == "excluded"
     assert not list(experiment.glob(".*.tmp"))
+
+
+def test_attribute_refreshes_the_report(experiment, monkeypatch, capsys):
+    import rmlens.report
+
+    written = []
+    monkeypatch.setattr(rmlens.report, "write_report", lambda out, *a, **k: written.append(out)
+                        or out / "report.html")  # fmt: skip
+    argv = ["attribute", str(experiment), "--targets", "tm", "--regressors", "lightgbm",
+            "--no-plots", "-q", "--tokenizer", "none"]  # fmt: skip
+    assert main(argv) == 0
+    assert written == [] and f"rmlens report {experiment}" in capsys.readouterr().err
+    (experiment / "report.html").write_text("<html></html>")
+    assert main(argv[:-3] + ["--tokenizer", "none"]) == 0
+    assert written == [experiment]
+    assert "report updated" in capsys.readouterr().err
+    assert (experiment / "attribute.toml").exists()

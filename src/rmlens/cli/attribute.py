@@ -102,7 +102,7 @@ def attribute(
     attributor = run_attribution(out_dir, config=config, quiet=quiet)
     save_config(config, out_dir / "attribute.toml")
     _print_result(attributor, out_dir, as_json)
-    refresh_report(out_dir, quiet=quiet or as_json)
+    refresh_report(out_dir, quiet=as_json)
 
 
 def refresh_report(out_dir: Path, *, quiet: bool) -> None:

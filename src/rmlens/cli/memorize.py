@@ -8,12 +8,14 @@ import typer
 
 from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig
 from rmlens.rewards._config import HeadConfig, TrainConfig
 
 # The audit owns these: one backbone, one length and one seed for every run.
 TRAIN_OWNED_BY_AUDIT = ("model", "max_length", "seed", "ensemble")
 DEMO_HEAD = HeadConfig(head="mlp")
+DEMO_SYNTH = SynthConfig(n_pairs=1500, n_users=30)
 
 
 AUDIT = [
@@ -120,29 +122,35 @@ DEMO = [
             defaults=DEMO_HEAD),
     Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune")),
 ]
+DEMO_DATA = [
+    Section(SynthConfig, skip=("seed",), defaults=DEMO_SYNTH,
+            flags=(("n_pairs", "--pairs"), ("n_users", "--users"))),
+]  # fmt: skip
 
 
 @handle_errors
 def demo(
     ctx: typer.Context,
     out: Path = typer.Option(Path("rmlens-demo"), "--out", help="Experiment directory."),
-    pairs: int = typer.Option(1500, "--pairs", help="Synthetic pairs."),
-    users: int = typer.Option(30, "--users", help="Synthetic users (the groups)."),
     attribute: bool = typer.Option(
         True, "--attribute/--no-attribute", help="Explain TM/TG/CM with pair features."
     ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
 ) -> None:
-    """Offline demo: synthetic pairs with planted mechanisms through the whole audit."""
-    from rmlens.data import SynthConfig, synthesize
+    """Offline demo: synthetic pairs with planted mechanisms through the whole audit.
 
-    config = resolve(ctx, DEMO, options)
-    data = synthesize(SynthConfig(n_pairs=pairs, n_users=users, seed=config.seed))
-    run_audit(data, config, out, attribute=attribute, report=True, quiet=quiet)
-    save_config(config, out / "config.toml")
+    The data options (--pairs, --users, the mechanism shares) are those of `rmlens data
+    synth` and go in the [synth] table of a --config file; the data take the audit's --seed.
+    """
+    from rmlens.data import synthesize
+
+    config = resolve(ctx, DEMO, options, ignore=("synth",))
+    synth = resolve(ctx, DEMO_DATA, options, table="synth").replace(seed=config.seed)
+    run_audit(synthesize(synth), config, out, attribute=attribute, report=True, quiet=quiet)
+    save_config(config, out / "config.toml", synth=synth)
 
 
 def register(app: typer.Typer) -> None:
     app.command("memorize")(with_parameters(memorize, config_parameters(AUDIT)))
-    app.command("demo")(with_parameters(demo, config_parameters(DEMO)))
+    app.command("demo")(with_parameters(demo, config_parameters(DEMO + DEMO_DATA)))

@@ -142,11 +142,7 @@ def _report(
     report: dict[str, Any] = {
         "dataset": converter.name,
         "title": converter.title,
-        "source": source
-        if isinstance(source, str)
-        else str(source)
-        if isinstance(source, Path)
-        else f"<{type(source).__name__}>",
+        "source": str(source) if isinstance(source, (str, Path)) else f"<{type(source).__name__}>",
         "split": split,
         "options": opts.to_dict(),
         "layout": tally.layout,

@@ -199,5 +199,5 @@ def test_ray_options_need_the_ray_backend(data_file, tmp_path, capsys):
     code = main(["memorize", "--data", str(data_file), "--out", str(out), "--gpus-per-run", "1"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1
-    assert "'gpus_per_run' parameter of AuditConfig applies to backend='ray' only" in err
+    assert "error: --gpus-per-run must be unset unless backend='ray', got 1.0" in err
     assert main(["memorize", "--data", str(data_file), "--out", str(out), "--retries", "-1"]) == 2

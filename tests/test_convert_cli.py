@@ -264,3 +264,24 @@ def test_memorize_runs_on_every_converted_fixture(app, tmp_path, tiny_encoder_di
         expected = (audit_flags[1:] or ["user_id" if report["users"] else "prompt"])[0]
         assert config["group_by"] == expected, file
         assert (out / "memorization.parquet").exists()
+
+
+def test_config_file_and_saved_config(app, tmp_path):
+    """--config holds `from` and the dataset's options; flags override; the resolved options
+    are saved beside the output and read back."""
+    toml = tmp_path / "prism.toml"
+    toml.write_text('from = "prism"\nties = "keep"\n')
+    out = tmp_path / "p.jsonl"
+    source = fixture("prism_conversations.jsonl")
+    result = run(app, "convert", source, "--config", toml, "--out", out)
+    assert result.exit_code == 0, result.output
+    kept = len(out.read_text().splitlines())
+    saved = tmp_path / "p.config.toml"
+    assert 'ties = "keep"' in saved.read_text()
+    result = run(app, "convert", source, "--config", toml, "--ties", "drop", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert len(out.read_text().splitlines()) < kept
+    bad = tmp_path / "bad.toml"
+    bad.write_text('from = "shp"\nties = "keep"\n')
+    result = run(app, "convert", fixture("shp.jsonl"), "--config", bad, "--out", out)
+    assert result.exit_code == 2 and "unknown ShpOptions setting(s): ties" in result.stderr

@@ -4,12 +4,8 @@ The options come from the converters' option dataclasses (one flag per field nam
 all datasets); a flag that the chosen dataset does not take is refused (exit 2).
 """
 
-import inspect
 import json
 import sys
-import typing
-from collections import Counter
-from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,44 +13,26 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli._common import handle_errors
+from rmlens.cli._options import (
+    CONFIG_FILE,
+    Section,
+    config_parameters,
+    flag,
+    read_toml,
+    resolve,
+    save_config,
+    typed_flags,
+    with_parameters,
+)
 
 MODELS_SHOWN = 6
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _option_parameters() -> list[inspect.Parameter]:
-    """One Typer option per option field of every converter, default None (= not typed)."""
+def _sections() -> list[Section]:
+    """One section per dataset: its option dataclass, applying with ``--from NAME``."""
     from rmlens.data.converters._registry import converters
 
-    owners: dict[str, list[tuple[str, type, Any]]] = {}
-    for name, conv in converters().items():
-        for f in fields(conv.options):
-            owners.setdefault(f.name, []).append((name, conv.options, f))
-    params = []
-    for key, where in owners.items():
-        helps = Counter(f.metadata.get("help", "") for _, _, f in where)
-        defaults = {repr(f.default) for _, _, f in where if f.default is not MISSING}
-        hint = typing.get_type_hints(where[0][1])[key]
-        base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
-        default = where[0][2].default
-        shown = f" Default: {default}." if len(defaults) == 1 and default is not None else ""
-        datasets = ", ".join(n for n, _, _ in where)
-        option = typer.Option(
-            None,
-            _flag(key),
-            help=f"{helps.most_common(1)[0][0]}{shown} [{datasets}]",
-            show_default=False,
-            rich_help_panel="Dataset options",
-        )
-        params.append(
-            inspect.Parameter(
-                key, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=base | None
-            )
-        )
-    return params
+    return [Section(conv.options, when=("from", name)) for name, conv in converters().items()]
 
 
 def _help() -> str:
@@ -67,39 +45,24 @@ def _help() -> str:
         "native layout, or a Hugging Face dataset id (needs the hub). Writes FILE, and the "
         "count report NAME.report.json beside it (records read, pairs written and dropped by "
         "reason, users, models, margins), and prints the counts. Ties are dropped unless "
-        "--ties keep (margin 0); empty responses are dropped and counted.",
+        "--ties keep (margin 0); empty responses are dropped and counted. A --config file "
+        "holds the dataset's options (and `from`).",
     ]
     for name, conv in converters().items():
         lines.append(f"{name} ({conv.hub_id_for(conv.options())}): {conv.rules}")
     return "\n\n".join(lines)
 
 
-def _with_parameters(func, extra: list[inspect.Parameter]):
-    own = [
-        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
-        for p in inspect.signature(func, eval_str=True).parameters.values()
-        if p.kind is not inspect.Parameter.VAR_KEYWORD
-    ]
-    func.__signature__ = inspect.Signature(own + extra)
-    return func
-
-
-def _options_for(converter: Any, given: dict[str, Any]) -> dict[str, Any]:
-    """The typed options, checked against the chosen dataset; errors name the flag."""
-    from rmlens._params import ParamError
-
-    own = [f.name for f in fields(converter.options)]
-    for name in given:
-        if name not in own:
-            takes = ", ".join(_flag(n) for n in own) or "no dataset options"
-            raise InputError(
-                f"{_flag(name)} does not apply to --from {converter.name} (it takes {takes})"
-            )
-    try:
-        converter.options(**given).check()
-    except ParamError as err:
-        raise InputError(err.for_option(_flag(err.param))) from None
-    return given
+def _options_for(ctx: typer.Context, name: str, options: dict[str, Any]):
+    """The chosen dataset's options from --config and the typed flags; others are refused."""
+    sections = _sections()
+    active = next(s for s in sections if s.when[1] == name)
+    given = typed_flags(ctx, {k: v for k, v in options.items() if k != CONFIG_FILE})
+    for key in given:
+        if key not in active.names():
+            takes = ", ".join(flag(n) for n in active.names()) or "no dataset options"
+            raise InputError(f"{flag(key)} does not apply to --from {name} (it takes {takes})")
+    return resolve(ctx, [Section(active.cls)], options, ignore=("from",))
 
 
 def _fmt(stats: dict[str, Any] | None) -> str:
@@ -163,13 +126,13 @@ def register(data_app: typer.Typer) -> None:
 
     @handle_errors
     def convert(
+        ctx: typer.Context,
         source: Annotated[
             str,
             typer.Argument(
                 help="File or folder in the dataset's native layout, or a Hugging Face dataset id."
             ),
         ],
-        dataset: Annotated[str, typer.Option("--from", help=f"The dataset: {names}.")],
         out: Annotated[
             Path,
             typer.Option(
@@ -177,6 +140,9 @@ def register(data_app: typer.Typer) -> None:
                 help="Output: .jsonl(.gz), .json, .csv or .parquet; the report goes beside it.",
             ),
         ],
+        dataset: Annotated[
+            str | None, typer.Option("--from", help=f"The dataset: {names}.")
+        ] = None,
         split: Annotated[
             str | None,
             typer.Option(
@@ -195,12 +161,18 @@ def register(data_app: typer.Typer) -> None:
     ) -> None:
         from rmlens.data.converters import convert_with_report, get_converter, write_conversion
 
+        if dataset is None:
+            config_file = options.get(CONFIG_FILE)
+            dataset = read_toml(config_file).get("from") if config_file else None
+            if dataset is None:
+                raise InputError(f"give the dataset with --from ({names})")
         converter = get_converter(dataset)
-        given = _options_for(converter, {k: v for k, v in options.items() if v is not None})
+        config = _options_for(ctx, converter.name, options)
         pairs, report = convert_with_report(
-            converter.name, source, split=split, quiet=quiet, **given
+            converter.name, source, split=split, quiet=quiet, **config.to_dict()
         )
         path = write_conversion(pairs, report, out)
+        save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
         if as_json:
             typer.echo(json.dumps({**report, "output": str(out)}, indent=2, default=str))
         else:
@@ -220,4 +192,4 @@ def register(data_app: typer.Typer) -> None:
     convert.__doc__ = _help()
     short = "Convert PRISM, Community Alignment, UltraFeedback, HelpSteer2, Chatbot Arena or SHP."
     command = data_app.command("convert", help=_help(), short_help=short)
-    command(_with_parameters(convert, _option_parameters()))
+    command(with_parameters(convert, config_parameters(_sections())))

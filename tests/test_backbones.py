@@ -135,3 +135,45 @@ def test_unknown_model_is_input_error():
 
     with pytest.raises(InputError, match="not a preset"):
         load_backbone("/nonexistent/model/dir")
+
+
+def test_hh_transcript_prompt_becomes_chat_turns(tiny_causal_dir, tiny_encoder_dir):
+    from rmlens.backbones import prompt_messages
+
+    transcript = (
+        "\n\nHuman: what is the sun ?\n\nAssistant: the sun is big .\n\nHuman: why ?"
+        "\n\nAssistant:"
+    )
+    turns = [
+        {"role": "user", "content": "what is the sun ?"},
+        {"role": "assistant", "content": "the sun is big ."},
+        {"role": "user", "content": "why ?"},
+    ]
+    assert prompt_messages(transcript) == turns
+    assert prompt_messages("Human resources ?") == [
+        {"role": "user", "content": "Human resources ?"}
+    ]
+    causal = load_backbone(str(tiny_causal_dir))
+    assert encode_pair_text(causal.tokenizer, transcript, "good", 64) == encode_pair_text(
+        causal.tokenizer, turns, "good", 64
+    )
+    encoder = load_backbone(str(tiny_encoder_dir))  # no chat template: the text as it is
+    assert encode_pair_text(encoder.tokenizer, transcript, "good", 64) != encode_pair_text(
+        encoder.tokenizer, turns, "good", 64
+    )
+
+
+def test_frozen_audit_with_a_causal_lm(tiny_causal_dir, tmp_path):
+    # --model <a local causal LM> in the frozen mode: last-real-token features, one head a run
+    from rmlens.memorization import AuditConfig, audit
+    from rmlens.rewards import FrozenHeadTrainer
+
+    pairs = pd.concat(
+        [PAIRS.assign(id=PAIRS.id + str(k), user_id=f"u{k}") for k in range(4)],
+        ignore_index=True,
+    )
+    trainer = FrozenHeadTrainer(model=str(tiny_causal_dir), cache_dir=tmp_path / "cache")
+    table = audit(pairs, AuditConfig(runs=4, folds=4, n_boot=0), tmp_path / "exp",
+                  trainer=trainer, quiet=True)
+    assert trainer.backbone_.pooling == "last" and trainer.features_.chosen.shape == (16, 32)
+    assert len(table) == 16 and table.tm.notna().all() and table.tg.notna().all()

@@ -152,3 +152,23 @@ def test_smollm2_real_conversion(tmp_path):
     ids = tok(prompt, add_special_tokens=False, return_tensors="pt")
     reply = model.generate(**ids, max_new_tokens=12, do_sample=False)[0, ids.input_ids.shape[1]:]
     assert "4" in tok.decode(reply)
+
+
+def test_a_gguf_file_is_a_model_argument(tiny, tmp_path, monkeypatch):
+    from rmlens.backbones import featurize, load_backbone
+
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path))
+    bb = load_backbone(str(tiny[2]))
+    assert bb.kind == "causal" and bb.pooling == "last" and bb.has_chat_template
+    pairs = {"id": ["a"], "prompt": ["what is the sun ?"], "chosen": ["big"], "rejected": ["no"]}
+    import pandas as pd
+
+    assert featurize(bb, pd.DataFrame(pairs), cache_dir=False, quiet=True).chosen.shape[0] == 1
+    (converted,) = (tmp_path / "models").iterdir()
+    assert converted.name.startswith("tiny-")
+
+    def no_conversion(*args, **kwargs):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(_gguf, "gguf_to_dir", no_conversion)
+    assert load_backbone(str(tiny[2])).identity == bb.identity

@@ -17,6 +17,6 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "_load": ["Backbone", "load_backbone"],
         "_presets": ["PRESETS", "resolve_model"],
-        "_tokenize": ["encode_pair_text"],
+        "_tokenize": ["encode_pair_text", "prompt_messages", "transcript_messages"],
     },
 )

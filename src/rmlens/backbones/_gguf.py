@@ -9,6 +9,7 @@ a few seconds and need neither ``gguf`` nor the package.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -172,3 +173,27 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
     if (out_dir / _MARKER).is_file():
         return out_dir
     return gguf_to_dir(smollm2_gguf_path(), out_dir)
+
+
+def gguf_cached_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:
+    """Folder of the dequantized checkpoint of any GGUF causal LM, converting it once.
+
+    Keyed by the file's absolute path, size and modification time, under
+    ``<cache>/models/<stem>-<key>``, so ``--model path/to/model.gguf`` works like a preset:
+    the first load dequantizes (seconds to minutes), later ones read the safetensors.
+
+    Raises
+    ------
+    InputError
+        When the file is missing or transformers cannot read it.
+    """
+    path = Path(gguf_path).expanduser().resolve()
+    if not path.is_file():
+        raise InputError(f"{path}: expected a GGUF file, found nothing at that path")
+    stat = path.stat()
+    key = hashlib.sha1(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+    out_dir = root / "models" / f"{path.stem}-{key}"
+    if (out_dir / _MARKER).is_file():
+        return out_dir
+    return gguf_to_dir(path, out_dir)

@@ -84,7 +84,8 @@ def load_backbone(
     Parameters
     ----------
     model : str, default="minilm"
-        A preset (``minilm``, ``smollm2-135m``), a local directory or a hub id.
+        A preset (``minilm``, ``smollm2-135m``), a local directory, a local ``.gguf`` file
+        (dequantized once into the cache) or a hub id.
     device : str, default="cpu"
     dtype : torch.dtype, optional
         Defaults to float32.
@@ -92,6 +93,15 @@ def load_backbone(
         Defaults to the preset's, else the tokenizer's limit capped at 512.
     trust_remote_code : bool, default=False
         Only for models you trust; never on by default.
+
+    Notes
+    -----
+    Features (``featurize``) are the last layer's hidden states (after the model's final
+    norm, as ``AutoModel`` returns them). Causal LMs (a config whose architecture ends in
+    ``ForCausalLM``, a local ``.gguf`` file, ``smollm2-135m``) take the state at the last
+    real token of the chat-templated prompt+response, which has attended to the whole pair
+    (with SmolLM2's template, the newline after the closing ``<|im_end|>``); encoders average
+    over the real tokens of the pair encoding.
     """
     source, preset = resolve_model(model)
     hf_logging.disable_progress_bar()

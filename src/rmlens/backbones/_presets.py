@@ -50,10 +50,16 @@ def _smollm2_dir() -> Path:
 def resolve_model(model: str) -> tuple[str, Preset | None]:
     """Map a preset name, a local path or a hub id to what ``from_pretrained`` takes.
 
-    Returns the path or hub id and the preset (None for paths and hub ids).
+    A local ``.gguf`` file is dequantized once into the cache (``gguf_cached_dir``) and that
+    folder is returned. Returns the path or hub id and the preset (None for paths and hub
+    ids).
     """
     preset = PRESETS.get(model)
     if preset is None:
+        if model.endswith(".gguf") and Path(model).expanduser().is_file():
+            from rmlens.backbones._gguf import gguf_cached_dir
+
+            return str(gguf_cached_dir(model)), None
         return model, None
     try:
         path = _minilm_dir() if preset.name == "minilm" else _smollm2_dir()

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from rmlens.backbones import encode_pair_text
+from rmlens.backbones import prompt_messages as _prompt_messages
 from rmlens.data import to_text
 
 _UNBOUNDED = 1 << 30
@@ -67,12 +68,6 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
-
-
-def _prompt_messages(prompt: Any) -> list[dict[str, str]]:
-    if isinstance(prompt, list):
-        return [{"role": m["role"], "content": m["content"]} for m in prompt]
-    return [{"role": "user", "content": str(prompt)}]
 
 
 def _chat_response_mask(

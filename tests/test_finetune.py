@@ -339,4 +339,4 @@ def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["n_pairs"] == len(PAIRS)
     assert main(args + ["--lora-r", "0"]) == 2
-    assert "lora_r" in capsys.readouterr().err
+    assert "error: --lora-r must be an int > 0, got 0" in capsys.readouterr().err

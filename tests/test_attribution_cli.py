@@ -92,3 +92,28 @@ def test_attribute_refreshes_the_report(experiment, monkeypatch, capsys):
     assert written == [experiment]
     assert "report updated" in capsys.readouterr().err
     assert (experiment / "attribute.toml").exists()
+
+
+def test_identifier_columns_are_listed_and_come_back_with_features(experiment, capsys):
+    table = pd.read_parquet(experiment / "memorization.parquet")
+    table["passage_id"] = [str(i % 8) for i in range(len(table))]
+    table.to_parquet(experiment / "memorization.parquet")
+    fast = ["-q", "--tokenizer", "none", "--targets", "tm", "--regressors", "lightgbm",
+            "--no-plots", "--folds", "3"]
+    assert main(["attribute", str(experiment), *fast]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "left out of the features" in out and "passage_id (named like an identifier)" in out
+    assert "user_id (the audit's grouping column)" in out
+    record = json.loads((experiment / "attribution.json").read_text())
+    assert set(record["left_out"]) == {"passage_id", "user_id"}
+    assert "passage_id" not in set(pd.read_parquet(experiment / "attribution.parquet").feature)
+
+    assert main(["attribute", str(experiment), *fast, "--features", "passage_id", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["left_out"] == {
+        "user_id": "the audit's grouping column"}
+    assert "passage_id" in set(pd.read_parquet(experiment / "attribution.parquet").feature)
+    assert json.loads((experiment / "attribution.json").read_text())["left_out"] == {
+        "user_id": "the audit's grouping column"}
+    assert main(["attribute", str(experiment), *fast, "--features", "nope"]) == 2
+    assert "error: --features must be metadata columns of the table (left out by default: " \
+           "user_id, passage_id), got nope" in capsys.readouterr().err

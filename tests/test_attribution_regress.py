@@ -90,7 +90,9 @@ def test_group_folds_keep_group_effects_out_of_held_out_r2():
     effect = {u: e for u, e in zip(sorted(table.user_id.unique()),
                                    np.random.default_rng(3).uniform(0, 1, 15))}
     table["tm"] = table.user_id.map(effect) + np.random.default_rng(4).normal(0, 0.02, 300)
-    cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), **FAST)
+    # user_id is the grouping column, left out unless named in `features`
+    cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), features=("user_id",),
+                          **FAST)
     grouped = Attributor(config=cfg).fit(table)
     per_pair = Attributor(config=cfg).fit(table, groups=np.arange(300))
     assert grouped.fit_.r2.iloc[0] < 0.2
@@ -164,3 +166,59 @@ def test_config_is_checked():
         Attributor(config=AttributeConfig(targets=("xx",))).fit(planted_table(20))
     with pytest.raises(InputError, match="'folds'"):
         Attributor(config=AttributeConfig(folds=1)).fit(planted_table(20))
+
+
+def id_table(n: int = 300) -> pd.DataFrame:
+    """TM is a function of `item_id` alone (20 items, mixed across users); the other
+    metadata: the grouping column, an alias of it, free text, and a low-cardinality `wave`."""
+    table = planted_table(n, seed=5)
+    rng = np.random.default_rng(6)
+    table["item_id"] = rng.integers(0, 20, n)
+    table["tm"] = table.item_id / 20 + rng.normal(0, 0.01, n)
+    table["annotator"] = table.user_id.map(lambda u: f"Dr. {u.upper()}")
+    table["comment"] = [f"pair {i} looked fine to me" for i in range(n)]
+    table["wave"] = rng.integers(1, 3, n)
+    return table
+
+
+def test_identifier_columns_are_left_out_by_default():
+    table = id_table()
+    cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), **FAST)
+    a = Attributor(config=cfg).fit(table, group_by="user_id")
+    assert a.left_out_ == {
+        "user_id": "the audit's grouping column",
+        "item_id": "named like an identifier",
+        "annotator": "one value per group of the audit (the grouping column under another name)",
+        "comment": "300 distinct values in 300 pairs: free text or a high-cardinality id",
+    }
+    leaked = set(a.left_out_)
+    assert not leaked & set(a.design_.names)
+    assert not leaked & set(a.importance_.feature)  # no SHAP importance either
+    assert {"wave", "source", "margin"} <= set(a.design_.names)
+    assert a.features_.attrs["skipped"]["item_id"] == "identifier-like: named like an identifier"
+    assert any("item_id (named like an identifier)" in note and "--features" in note
+               for note in a.notes_)
+    assert a.fit_.r2.iloc[0] < 0.3  # without the id, TM is not explained
+
+    back = Attributor(config=cfg.replace(features=("item_id",))).fit(table, group_by="user_id")
+    assert "item_id" not in back.left_out_ and "item_id" in back.design_.names
+    assert back.top("tm", "lightgbm", 1) == ["item_id"] and back.fit_.r2.iloc[0] > 0.9
+    assert {"user_id", "annotator", "comment"} <= set(back.left_out_)
+
+
+def test_grouping_column_is_recognised_without_its_name():
+    # no group_by given: user_id is named like an id; an unnamed copy is one value per group
+    table = id_table().rename(columns={"user_id": "rater"})
+    cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), **FAST)
+    a = Attributor(config=cfg).fit(table)
+    assert a.left_out_["rater"].startswith("one value per group")
+
+
+def test_features_must_name_metadata_columns():
+    from rmlens._params import ParamError
+
+    cfg = AttributeConfig(targets=("tm",), regressors=("lightgbm",), features=("nope",), **FAST)
+    with pytest.raises(ParamError, match="left out by default: user_id, item_id"):
+        Attributor(config=cfg).fit(id_table(), group_by="user_id")
+    with pytest.raises(ParamError, match="not also in exclude"):
+        AttributeConfig(features=("mechanism",)).check()

@@ -14,6 +14,7 @@ __all__, __getattr__, __dir__ = attach(
             "register_feature",
             "unregister_feature",
         ],
+        "_identifiers": ["identifier_columns"],
         "_regress": ["Design", "design_matrix"],
     },
 )

@@ -17,8 +17,10 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens._params import ParamError
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._features import pair_features
+from rmlens.attribution._identifiers import identifier_columns, metadata_columns
 from rmlens.attribution._regress import (
     cross_validate,
     design_matrix,
@@ -49,6 +51,9 @@ class Attributor:
     diff_ : DataFrame
         ``regressor, feature, importance_tm, importance_tg, diff`` (TM minus TG), sorted by
         ``diff``, largest first; empty unless both tm and tg are targets.
+    left_out_ : dict of str to str
+        Identifier-like metadata columns left out of the features (``identifier_columns``),
+        with the reason; ``config.features`` brings one back.
     explanations_ : dict of (target, regressor) to shap.Explanation
         SHAP values on a sample of pairs (``.data`` holds their ``design_`` rows).
     models_ : dict of (target, regressor) to fitted regressor
@@ -83,6 +88,7 @@ class Attributor:
         *,
         features: pd.DataFrame | None = None,
         groups: pd.Series | np.ndarray | None = None,
+        group_by: str | None = None,
         tokenizer=None,
         quiet: bool = True,
     ) -> Attributor:
@@ -96,6 +102,9 @@ class Attributor:
             Precomputed features (default: ``pair_features(table, tokenizer=tokenizer)``).
         groups : array-like, shape (n_pairs,), optional
             Groups for the K-fold (default: the ``group`` column; else one group per pair).
+        group_by : str, optional
+            The audit's grouping column (``config.json``'s ``group_by``): left out of the
+            features unless ``config.features`` names it.
         tokenizer : transformers tokenizer, optional
         quiet : bool, default=True
             No progress bar.
@@ -107,10 +116,7 @@ class Attributor:
             raise InputError(f"memorization table: target columns {missing} are missing "
                              f"(found {list(table.columns)})")
         self.notes_ = []
-        if features is None:
-            features = pair_features(table, tokenizer=tokenizer, exclude=cfg.exclude)
-        self.features_ = features
-        self.design_ = design = design_matrix(features, max_categories=cfg.max_categories)
+        known_groups = groups is not None or "group" in table.columns
         if groups is None:
             if "group" in table.columns:
                 groups = table["group"]
@@ -118,6 +124,18 @@ class Attributor:
                 groups = np.arange(len(table))
                 self.notes_.append("no 'group' column: each pair is its own group")
         groups = pd.Series(np.asarray(groups)).astype(str).to_numpy()
+        self.left_out_ = self._identifiers(table, groups if known_groups else None, group_by,
+                                           cfg)
+        if features is None:
+            features = pair_features(table, tokenizer=tokenizer,
+                                     exclude=(*cfg.exclude, *self.left_out_))
+            skipped = features.attrs.get("skipped", {})
+            skipped.update({c: f"identifier-like: {why}" for c, why in self.left_out_.items()})
+            features.attrs["skipped"] = skipped
+        else:
+            features = features.drop(columns=[c for c in self.left_out_ if c in features])
+        self.features_ = features
+        self.design_ = design = design_matrix(features, max_categories=cfg.max_categories)
         if len(np.unique(groups)) < 2:
             groups = np.arange(len(table)).astype(str)
             self.notes_.append("fewer than 2 groups: K-fold over pairs instead of groups")
@@ -172,6 +190,28 @@ class Attributor:
             columns="_t")
         self.diff_ = tm_tg_difference(self.importance_)
         return self
+
+    def _identifiers(self, table, groups, group_by, cfg: AttributeConfig) -> dict[str, str]:
+        """Identifier-like columns to leave out (those ``cfg.features`` keeps aside)."""
+        found = identifier_columns(table, groups=groups, group_by=group_by,
+                                   max_unique_fraction=cfg.max_unique_fraction,
+                                   exclude=cfg.exclude)
+        usable = set(metadata_columns(table, cfg.exclude))
+        unknown = [c for c in cfg.features if c not in usable]
+        if unknown:
+            shown = ", ".join(found) or "none here"
+            raise ParamError("features", type(cfg).__name__,
+                             f"metadata columns of the table (left out by default: {shown})",
+                             tuple(cfg.features))
+        left = {c: why for c, why in found.items() if c not in cfg.features}
+        if left:
+            listed = "; ".join(f"{c} ({why})" for c, why in left.items())
+            self.notes_.append(f"identifier-like columns left out of the features (name one in "
+                               f"--features to use it): {listed}")
+        back = [c for c in cfg.features if c in found]
+        if back:
+            self.notes_.append(f"used as features although identifier-like: {', '.join(back)}")
+        return left
 
     def top(self, target: str, regressor: str = "lightgbm", k: int = 3) -> list[str]:
         """The ``k`` most important features for one target and regressor."""
@@ -249,7 +289,8 @@ def attribute(
     writes, each atomically: ``attribution.parquet`` (``target, regressor, feature,
     importance, rank``; importance = mean |SHAP|), ``attribution_fit.parquet`` (``target,
     regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``), ``attribution_diff.parquet``
-    (TM-vs-TG), ``attribution.json`` (resolved config, notes, skipped features) and the
+    (TM-vs-TG), ``attribution.json`` (resolved config, notes, skipped features, the
+    identifier-like columns left out as ``left_out``) and the
     plots ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
     ``attribution_diff.png``.
 
@@ -285,7 +326,8 @@ def attribute(
     if (out / "config.json").is_file():
         record = json.loads((out / "config.json").read_text())
     tokenizer, tok_note = _resolve_tokenizer(cfg.tokenizer, record)
-    attributor = Attributor(config=cfg).fit(table, tokenizer=tokenizer, quiet=quiet)
+    attributor = Attributor(config=cfg).fit(table, group_by=record.get("group_by"),
+                                            tokenizer=tokenizer, quiet=quiet)
     write_parquet(attributor.importance_, out / "attribution.parquet")
     write_parquet(attributor.fit_, out / "attribution_fit.parquet")
     write_parquet(attributor.diff_, out / "attribution_diff.parquet")
@@ -307,6 +349,7 @@ def attribute(
         "n_pairs": len(table),
         "tokenizer": tok_note,
         "features": attributor.design_.names,
+        "left_out": attributor.left_out_,
         "skipped": {**attributor.features_.attrs.get("skipped", {}),
                     **attributor.design_.dropped},
         "notes": attributor.notes_,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._params import Config, non_negative_int, positive_int
+from rmlens._params import Config, ParamError, non_negative_int, positive_int
 
 REGRESSORS = ("lightgbm", "mlp")
 DEFAULT_EXCLUDE = ("mechanism",)
@@ -52,6 +52,18 @@ class AttributeConfig(Config):
         default=DEFAULT_EXCLUDE,
         metadata={"help": "Pair columns never used as features ('mechanism' is planted truth)."},
     )
+    features: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Identifier-like columns to use as features anyway (left out by "
+                          "default: the audit's grouping column, columns named id or *_id, a "
+                          "column with one value per group, text with more distinct values "
+                          "than --max-unique-fraction of the pairs), e.g. passage_id."},
+    )
+    max_unique_fraction: float = field(
+        default=0.5,
+        metadata={"help": "A text column with more distinct values than this share of the "
+                          "pairs is taken for free text or an id and left out."},
+    )
     n_jobs: int = field(default=1, metadata={"help": "LightGBM threads."})
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
 
@@ -66,5 +78,14 @@ class AttributeConfig(Config):
         "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
         "n_jobs": (lambda n: isinstance(n, int) and not isinstance(n, bool) and n != 0,
                    "a nonzero int"),
+        "max_unique_fraction": (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
+                                and 0 < x <= 1, "a float in (0, 1]"),
         "plots": (True, False),
     }
+
+    def _check_more(self) -> None:
+        both = [c for c in self.features if c in self.exclude]
+        if both:
+            raise ParamError("features", type(self).__name__,
+                             f"names not also in exclude ({', '.join(both)} are in both)",
+                             self.features)

@@ -133,7 +133,9 @@ def list_features() -> pd.DataFrame:
     rows.append((
         "<metadata>", "metadata", "<column>",
         "every other pair-table column: numeric as is, text as a category; not id/prompt/"
-        "chosen/rejected, the audit's outputs, or 'mechanism' (planted ground truth: leaks)",
+        "chosen/rejected, the audit's outputs, or 'mechanism' (planted ground truth: leaks); "
+        "attribution leaves out identifier-like columns (the grouping column, *_id, one value "
+        "per group, free text) unless named in --features",
         "pair table",
     ))
     return pd.DataFrame(rows, columns=["name", "kind", "columns", "description", "source"])

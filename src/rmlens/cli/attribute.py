@@ -43,7 +43,8 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
     }
     if as_json:
         typer.echo(json.dumps({"fit": fit.to_dict(orient="records"), "top": top,
-                               "notes": attributor.notes_}, indent=2, default=float))
+                               "left_out": attributor.left_out_, "notes": attributor.notes_},
+                              indent=2, default=float))
         return
     from rich.console import Console
     from rich.table import Table
@@ -96,10 +97,15 @@ def attribute(
         return
     if out_dir is None:
         raise fail("missing argument DIR (the experiment directory of `rmlens memorize`)")
+    from rmlens._errors import InputError
+    from rmlens._params import ParamError
     from rmlens.attribution import attribute as run_attribution
 
     config = resolve(ctx, ATTRIBUTE, options)
-    attributor = run_attribution(out_dir, config=config, quiet=quiet)
+    try:
+        attributor = run_attribution(out_dir, config=config, quiet=quiet)
+    except ParamError as err:  # a setting that does not fit the data (--features)
+        raise InputError(err.for_option("--" + err.param.replace("_", "-"))) from None
     save_config(config, out_dir / "attribute.toml")
     _print_result(attributor, out_dir, as_json)
     refresh_report(out_dir, quiet=as_json)

@@ -90,14 +90,22 @@ def test_audit_writes_the_experiment_directory(trainer_factory, tmp_path):
         "group",
     ):
         assert col in mem, col
-    assert (mem.n_in == 8).all() and (mem.n_out == 2).all()
+    # 8 runs train on each pair's group or hold it for validation (early stopping), 2 hold
+    # it out; validation runs count neither in nor out
+    manifests = [json.loads((out / "runs" / f"{r:03d}" / "manifest.json").read_text())
+                 for r in range(10)]  # fmt: skip
+    n_val = mem.id.map(lambda i: sum(i in m["val_ids"] for m in manifests))
+    assert (mem.n_in + n_val == 8).all() and (mem.n_out == 2).all() and n_val.sum() > 0
     np.testing.assert_allclose(mem.cm, mem.tm - mem.tg)
     assert table.shape[0] == 60
     plan = pd.read_parquet(out / "plan.parquet")
     # membership in the manifests agrees with the plan, at the group level
-    manifest = json.loads((out / "runs" / "000" / "manifest.json").read_text())
+    manifest = manifests[0]
     in_groups = set(plan[(plan.run == 0) & plan.in_train].group)
+    val_groups = set(plan[(plan.run == 0) & plan.validation].group)
     assert set(manifest["train_ids"]) == set(pairs.id[pairs.user_id.isin(in_groups)])
+    assert set(manifest["val_ids"]) == set(pairs.id[pairs.user_id.isin(val_groups)])
+    assert val_groups and not val_groups & in_groups
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["group_by"] == "user_id" and cfg["audit"]["seed"] == 0 and cfg["version"]
 
@@ -122,11 +130,11 @@ class CrashingTrainer:
     def prepare(self, pairs, *, quiet=False):
         return self.inner.prepare(pairs, quiet=quiet)
 
-    def fit_score(self, train_index, *, seed):
+    def fit_score(self, train_index, *, seed, **kw):
         if self.calls == self.at:
             raise Crash("killed")
         self.calls += 1
-        return self.inner.fit_score(train_index, seed=seed)
+        return self.inner.fit_score(train_index, seed=seed, **kw)
 
 
 def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):

@@ -97,7 +97,8 @@ def test_option_of_the_other_mode_is_refused(pairs_file, tmp_path, captured, cap
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        (["--runs", "0"], "--runs must be an int > 0, got 0"),
+        (["--runs", "1"], "--runs must be an int >= 2 (TM and TG need runs that train on a pair "
+                          "and runs that hold it out), got 1"),
         (["--folds", "1"], "--folds must be an int >= 2, got 1"),
         (["--mode", "finetune", "--lora-r", "0"], "--lora-r must be an int > 0, got 0"),
         (["--epochs", "0"], "--epochs must be an int > 0, got 0"),
@@ -165,7 +166,7 @@ def test_help_texts(capsys):
     for flag in ("--no-attribute", "--n-boot", "--cm-threshold", "--abort-after", "--lora-r",
                  "--bf16", "--map NEW=OLD"):  # fmt: skip
         assert flag in text
-    assert "--mode frozen: 40; --mode finetune: 1" in text  # --epochs, one flag for both
+    assert "--mode frozen: 100; --mode finetune: 1" in text  # --epochs, one flag for both
     gen = " ".join(run(["generalize", "--help"], capsys)[1].split())
     assert "the model's" not in gen.split("--max-length", 1)[1].split("--", 1)[0]
     evaluate = " ".join(run(["evaluate", "--help"], capsys)[1].split())

@@ -53,11 +53,11 @@ def test_failing_run_is_retried_then_reported(data_file, tiny_encoder_dir, tmp_p
     fit = FrozenHeadTrainer.fit_score
     broken, flaky = run_seed(0, 2), run_seed(0, 4)
 
-    def fit_score(self, train_index, *, seed):
+    def fit_score(self, train_index, *, seed, **kw):
         attempts.append(seed)
         if seed == broken or (seed == flaky and attempts.count(seed) == 1):
             raise RuntimeError(f"CUDA out of memory (seed {seed})")
-        return fit(self, train_index, seed=seed)
+        return fit(self, train_index, seed=seed, **kw)
 
     monkeypatch.setattr(FrozenHeadTrainer, "fit_score", fit_score)
     out = tmp_path / "exp"
@@ -72,7 +72,7 @@ def test_failing_run_is_retried_then_reported(data_file, tiny_encoder_dir, tmp_p
     assert sorted(p.name for p in (out / "runs" / "002").iterdir()) == ["error.json"]
     # run 2 held out one fold of users: their pairs have no out-run left, so NaN
     plan = pd.read_parquet(out / "plan.parquet")
-    held = set(plan[(plan.run == 2) & ~plan.in_train].group)
+    held = set(plan[(plan.run == 2) & ~plan.in_train & ~plan.validation].group)
     mem = pd.read_parquet(out / "memorization.parquet")
     lacking = mem.group.isin(held)
     assert lacking.any() and mem.cm[lacking].isna().all() and (mem.n_out[lacking] == 0).all()
@@ -96,7 +96,7 @@ def test_systematic_failure_stops_the_audit(data_file, tiny_encoder_dir, tmp_pat
                                             capsys):
     calls = []
 
-    def fit_score(self, train_index, *, seed):
+    def fit_score(self, train_index, *, seed, **kw):
         calls.append(seed)
         raise ValueError("shapes do not match")
 
@@ -145,7 +145,7 @@ def test_full_disk_is_exit_2_and_one_line(data_file, tiny_encoder_dir, tmp_path,
 
 def test_sigkill_then_resume_equals_an_uninterrupted_audit(data_file, tiny_encoder_dir,
                                                            tmp_path):
-    args = ["--runs", "12", "--folds", "4", "--epochs", "200"]
+    args = ["--runs", "12", "--folds", "4", "--epochs", "200", "--patience", "0"]  # slow runs
     whole = tmp_path / "whole"
     assert memorize(data_file, whole, tiny_encoder_dir, *args) == 0  # also fills the cache
     killed = tmp_path / "killed"

@@ -273,7 +273,11 @@ def test_finetune_trainer_runs_an_audit(tiny_causal_dir, tmp_path):
     from rmlens.memorization import AuditConfig, audit
 
     trainer = make_trainer(config(tiny_causal_dir))
-    cfg = AuditConfig(model=str(tiny_causal_dir), runs=2, folds=2, n_boot=20)
+    from rmlens.rewards import HeadConfig
+
+    # patience=0: no validation groups (2 folds leave too few groups to carve them from)
+    cfg = AuditConfig(model=str(tiny_causal_dir), runs=2, folds=2, n_boot=20,
+                      head=HeadConfig(patience=0))  # fmt: skip
     table = audit(PAIRS, cfg, tmp_path / "exp", trainer=trainer, quiet=True)
     assert len(table) == len(PAIRS) and table.tm.notna().all() and table.tg.notna().all()
     rm = load_rm(tmp_path / "exp" / "runs" / "000" / "rm", device="cpu")

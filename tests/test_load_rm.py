@@ -71,7 +71,8 @@ def experiment(root, tiny_causal_dir):
     from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
     trainer = FrozenHeadTrainer(model=str(tiny_causal_dir), cache_dir=root / "cache")
-    config = AuditConfig(runs=2, folds=2, n_boot=10, head=HeadConfig(epochs=3, batch_size=8))
+    head = HeadConfig(epochs=3, batch_size=8, patience=0)  # no validation: in or out
+    config = AuditConfig(runs=2, folds=2, n_boot=10, head=head)
     audit(PAIRS, config, root / "exp", trainer=trainer, quiet=True)
     return root / "exp"
 

@@ -63,13 +63,13 @@ class FlakyTrainer(FrozenHeadTrainer):
         super().__init__(**kw)
         self.log, self.fail_once, self.fail_always = log, set(fail_once), set(fail_always)
 
-    def fit_score(self, train_index, *, seed):
+    def fit_score(self, train_index, *, seed, **kw):
         with open(self.log, "a") as f:
             f.write(f"{seed}\n")
         tries = self.log.read_text().split().count(str(seed))
         if seed in self.fail_always or (seed in self.fail_once and tries == 1):
             raise RuntimeError(f"boom on seed {seed}")
-        return super().fit_score(train_index, seed=seed)
+        return super().fit_score(train_index, seed=seed, **kw)
 
 
 def test_ray_backend_gives_the_local_tables(ray_session, tiny_encoder_dir, tmp_path):
@@ -124,7 +124,11 @@ def test_ray_retries_then_reports_a_failing_run(ray_session, tiny_encoder_dir, t
     summary = json.loads((out / "summary.json").read_text())
     assert summary["complete"] is False and summary["n_runs_finished"] == 5
     assert [f["run"] for f in summary["failed_runs"]] == [3]
-    assert (table.n_in + table.n_out == 5).all()
+    # 5 finished runs: each trains on a pair, holds it out, or holds it for validation
+    manifests = sorted(out.glob("runs/*/manifest.json"))
+    val = [set(json.loads(m.read_text())["val_ids"]) for m in manifests]
+    n_val = table.id.map(lambda i: sum(i in v for v in val))
+    assert (table.n_in + table.n_out + n_val == 5).all() and n_val.sum() > 0
     err = capsys.readouterr().err
     assert f"run 3 failed 2 times (RuntimeError: boom on seed {broken})" in err
     assert "warning: incomplete audit: 1 of 6 runs failed (runs 3;" in err

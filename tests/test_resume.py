@@ -27,7 +27,8 @@ def make_pairs(n: int = 40, users: int = 4) -> pd.DataFrame:
 
 
 def config(**kw) -> AuditConfig:
-    head = kw.pop("head", HeadConfig(epochs=2, batch_size=16, use_margin=True))
+    # patience=0: every epoch trained, no validation groups (4 users, 2 folds: too few)
+    head = kw.pop("head", HeadConfig(epochs=2, batch_size=16, use_margin=True, patience=0))
     return AuditConfig(**{"runs": 4, "folds": 2, "n_boot": 0, "head": head, **kw})
 
 
@@ -60,7 +61,7 @@ def test_the_refusal_names_the_settings_that_differ(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "runs"
     audit(pairs, config(), out, trainer=trainer(), quiet=True)
-    other = config(runs=6, head=HeadConfig(epochs=3, batch_size=16, use_margin=True))
+    other = config(runs=6, head=HeadConfig(epochs=3, batch_size=16, use_margin=True, patience=0))
     with pytest.raises(InputError) as err:
         audit(pairs, other, out, trainer=trainer(), quiet=True)
     message = str(err.value)
@@ -101,8 +102,8 @@ class NaNTrainer:
     def prepare(self, pairs, *, quiet=False):
         return self.inner.prepare(pairs, quiet=quiet)
 
-    def fit_score(self, train_index, *, seed):
-        scores = self.inner.fit_score(train_index, seed=seed)
+    def fit_score(self, train_index, *, seed, **kw):
+        scores = self.inner.fit_score(train_index, seed=seed, **kw)
         if 0 in set(train_index.tolist()):
             scores.r_chosen[0] = np.nan
         return scores

@@ -55,7 +55,7 @@ def test_head_learns_and_is_deterministic(head, tmp_path):
     x1, x2 = rng.normal(size=(300, 16)), rng.normal(size=(300, 16))
     better = (x1 @ w > x2 @ w)[:, None]
     xc, xr = np.where(better, x1, x2), np.where(better, x2, x1)
-    cfg = HeadConfig(head=head, epochs=100, dropout=0.1, seed=3)
+    cfg = HeadConfig(head=head, epochs=100, lr=3e-3, dropout=0.1, seed=3)
     rm = HeadRM(cfg).fit(xc[:200], xr[:200])
     assert pairwise_accuracy(rm.score(xc[200:]), rm.score(xr[200:])) > 0.85
     again = HeadRM(cfg).fit(xc[:200], xr[:200])

@@ -73,7 +73,9 @@ def run_audit(
 
 
 def print_summary(out: Path) -> None:
-    """The end-of-audit summary on stdout: category counts, thresholds, most memorized pairs."""
+    """The end-of-audit summary on stdout: the RMs' quality first, the warnings' names (their
+    text went to stderr), category counts and rules, CM's significance, the most memorized
+    pairs."""
     import json
 
     from rich.console import Console
@@ -82,26 +84,34 @@ def print_summary(out: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     config = json.loads((out / "config.json").read_text())
     console = Console()
+    quality = summary.get("rm_quality")
+    if quality:
+        console.print(quality_table(quality, summary.get("validation") or {}))
+    warnings = summary.get("warnings", [])
+    if warnings:
+        codes = ", ".join(w["code"] for w in warnings)
+        console.print(f"{len(warnings)} warning(s) on stderr and in summary.json: {codes}")
     t = summary["thresholds"]
     counts = Table(
         title=f"Memorization audit: {summary['n_pairs']} pairs, "
         f"{summary['n_runs_finished']} runs, {config['group_note']}"
     )
-    counts.add_column("category")
+    counts.add_column("category (first rule that holds)")
     counts.add_column("pairs", justify="right")
     counts.add_column("rule")
-    rules = {
-        "memorized": f"CM >= {t['cm_memorized']}",
-        "generalized": f"TM, TG >= {t['learned']}, CM < {t['cm_memorized']}",
-        "not_learned": f"TM, TG < {t['learned']}",
-        "other": "the rest (e.g. TG > TM)",
-        "undefined": "no in-runs or no out-runs (NaN)",
-    }
-    for name, n in summary["counts"].items():
-        counts.add_row(name, str(n), rules[name])
+    rules = summary.get("category_rules") or {}
+    for name in summary.get("category_order") or summary["counts"]:
+        counts.add_row(name, str(summary["counts"].get(name, 0)), rules.get(name, ""))
     console.print(counts)
     mean = summary["mean"]
     console.print(f"mean TM {mean['tm']:.3f}  TG {mean['tg']:.3f}  CM {mean['cm']:.3f}")
+    significant = summary.get("cm_significant")
+    if significant:
+        console.print(
+            f"CM significantly above 0 (95% interval's lower bound > 0): "
+            f"{significant['count']} pairs ({significant['memorized']} of them memorized); "
+            f"memorized means CM >= {t['cm_memorized']}"
+        )
     dropped = summary["dropped_truncation"]["count"]
     if dropped:
         console.print(f"{dropped} pairs dropped: chosen == rejected after truncation")
@@ -114,6 +124,38 @@ def print_summary(out: Path) -> None:
     files = ["memorization.parquet", "memorization_map.png", "summary.json"]
     files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
     console.print(f"results in {out}/ ({', '.join(files)})")
+
+
+def quality_table(quality: dict, validation: dict):
+    """The RMs' accuracy and log-loss on the pairs they trained on and those they did not."""
+    from rich.table import Table
+
+    n_runs = len(quality.get("runs", []))
+    stop = ""
+    if validation.get("used"):
+        best = validation.get("best_epoch") or {}
+        stop = (
+            f"; early stopping on {validation['fraction']:g} of each run's training groups"
+            + (f" (best epoch {best['min']} to {best['max']})" if best else "")
+        )
+    table = Table(title=f"Reward models: {n_runs} runs, mean +- std over runs{stop}")
+    table.add_column("pairs")
+    table.add_column("accuracy", justify="right")
+    table.add_column("log-loss", justify="right")
+    names = {
+        "in_train": "trained on (in)",
+        "validation": "validation (neither)",
+        "held_out": "held out (out)",
+    }
+    for split, name in names.items():
+        if split in quality:
+            cells = [
+                f"{quality[split][m]['mean']:.3f} +- {quality[split][m]['std']:.3f}"
+                for m in ("accuracy", "log_loss")
+            ]
+            table.add_row(name, *cells)
+    table.caption = f"chance: accuracy {quality.get('chance_accuracy', 0.5)}, log-loss 0.693"
+    return table
 
 
 DEMO = [

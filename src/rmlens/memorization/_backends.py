@@ -2,7 +2,8 @@
 
 A backend opens a session (where a Ray cluster is joined or started, so that a missing
 resource shows before the slow preparation); the session's ``execute(trainer, jobs,
-train_index)`` takes the prepared trainer and the runs to do, and yields each run as it ends,
+split)`` takes the prepared trainer and the runs to do (``split(job)`` gives the indices of the
+pairs the run trains on and of its validation pairs), and yields each run as it ends,
 either as a :class:`RunOutput` (written by the driver) or, once every attempt raised, as a
 :class:`RunFailure`. A run that raises is tried again up to ``retries`` times. Bad input
 (``InputError``) and interrupts are not run failures: they stop the audit at once.
@@ -30,9 +31,15 @@ class RunJob:
     seed: int
 
 
-# (job) -> indices of the pairs the run trains on
-TrainIndex = Callable[[RunJob], np.ndarray]
+# (job) -> indices of the pairs the run trains on, and of its validation pairs
+TrainIndex = Callable[[RunJob], tuple[np.ndarray, np.ndarray]]
 Outcome = tuple[RunJob, "RunOutput | RunFailure"]
+
+
+def fit_kwargs(val_index: np.ndarray) -> dict:
+    """``val_index`` for ``fit_score`` when the run has validation pairs (a trainer that
+    takes none need not accept the argument)."""
+    return {"val_index": val_index} if len(val_index) else {}
 
 
 def describe(err: BaseException) -> str:
@@ -70,11 +77,11 @@ class LocalBackend:
     ) -> Iterator[Outcome]:
         attempts = self.retries + 1
         for job in jobs:
-            index = train_index(job)
+            index, val_index = train_index(job)
             for attempt in range(1, attempts + 1):
                 error = None
                 try:
-                    result = trainer.fit_score(index, seed=job.seed)
+                    result = trainer.fit_score(index, seed=job.seed, **fit_kwargs(val_index))
                 except InputError:
                     raise
                 except Exception as err:

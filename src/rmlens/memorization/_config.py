@@ -11,6 +11,7 @@ from rmlens._params import (
     non_negative_int,
     positive,
     positive_int,
+    unit_interval,
 )
 from rmlens.rewards._config import HeadConfig, TrainConfig
 
@@ -42,7 +43,9 @@ class AuditConfig(Config):
     model: str = field(
         default="minilm", metadata={"help": "Backbone: preset (minilm), local path or hub id."}
     )
-    runs: int = field(default=25, metadata={"help": "Training runs R (repeats x folds)."})
+    runs: int = field(
+        default=25, metadata={"help": "Training runs R (repeats x folds); at least 2."}
+    )
     folds: int = field(default=5, metadata={"help": "K of the repeated grouped K-fold plan."})
     plan: str = field(default="kfold", metadata={"help": "Run plan: kfold or halves."})
     group_by: str | None = field(
@@ -59,6 +62,14 @@ class AuditConfig(Config):
     n_boot: int = field(default=1000, metadata={"help": "Bootstrap resamples over runs."})
     cm_threshold: float = field(
         default=0.1, metadata={"help": "CM at or above which a pair counts as memorized."}
+    )
+    val_fraction: float = field(
+        default=0.2,
+        metadata={
+            "help": "Share of each run's training groups set aside as validation pairs for "
+            "early stopping (--patience > 0): never trained on, counted neither in nor out "
+            "of that run."
+        },
     )
     head: HeadConfig = field(default_factory=HeadConfig)
     mode: str = field(
@@ -91,7 +102,10 @@ class AuditConfig(Config):
 
     _constraints = {
         "model": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
-        "runs": (positive_int, "an int > 0"),
+        "runs": (
+            lambda r: positive_int(r) and r >= 2,
+            "an int >= 2 (TM and TG need runs that train on a pair and runs that hold it out)",
+        ),
         "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
         "plan": ("kfold", "halves"),
         "group_by": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
@@ -100,6 +114,7 @@ class AuditConfig(Config):
         "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
+        "val_fraction": (unit_interval, "a float in [0, 1)"),
         "mode": ("frozen", "finetune"),
         "backend": BACKENDS,
         "cpus_per_run": (positive, "a number > 0"),
@@ -124,6 +139,43 @@ class AuditConfig(Config):
                 )
         for nested, names in SHARED_FIELDS.items():
             self._check_shared(nested, names)
+        self._check_validation()
+
+    @property
+    def patience(self) -> int:
+        """Early-stopping patience of the mode's trainer (``head`` or ``train``)."""
+        return self.head.patience if self.mode == "frozen" else self.train.patience
+
+    @property
+    def validates(self) -> bool:
+        """Whether each run sets validation groups aside (early stopping needs them)."""
+        return self.val_fraction > 0 and self.patience > 0
+
+    def _check_validation(self) -> None:
+        # Membership rule (DESIGN.md section 3): a pair is in a run only if the run's RM took
+        # gradients on it, and a run's choices may look only at validation pairs carved from
+        # its own training groups. Early stopping without them, or fine-tuning's pair-level
+        # eval split (pairs of the run's training groups that it never trains on), is refused.
+        nested = "head" if self.mode == "frozen" else "train"
+        if self.patience and not self.val_fraction:
+            raise ParamError(
+                "val_fraction",
+                "AuditConfig",
+                f"a float in (0, 1) when {nested}.patience > 0",
+                self.val_fraction,
+                message=(
+                    f"The 'val_fraction' parameter of AuditConfig must be > 0 when "
+                    f"{nested}.patience={self.patience}: early stopping needs validation "
+                    "pairs. Set val_fraction > 0, or patience=0 to train every epoch."
+                ),
+            )
+        if self.mode == "finetune" and self.train.eval_fraction:
+            raise ParamError(
+                "eval_fraction",
+                "TrainConfig",
+                "0 in an audit (validation pairs come from val_fraction, as whole groups)",
+                self.train.eval_fraction,
+            )
 
     def resolved(self) -> AuditConfig:
         """A copy whose ``head`` and ``train`` carry the audit's model, max_length and seed.

@@ -9,7 +9,9 @@ With p_ir = sigmoid(r+_ir - r-_ir) for pair i under run r's RM:
 The sigmoid is applied per run before averaging; CM is never clipped. Only runs that scored a
 pair (a finite p_ir) count for it, in n_in and n_out as in the means; a pair left with no
 in-runs or no out-runs gets NaN. Intervals: percentile bootstrap over runs, NaN scores
-ignored the same way.
+ignored the same way; an interval that rests on fewer than 2 runs is NaN (a bootstrap over
+one run has no spread, and would look precise): TM's needs 2 in-runs, TG's 2 out-runs, CM's
+both.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+MIN_RUNS_FOR_INTERVAL = 2
 COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
 
 
@@ -80,7 +83,8 @@ def memorization_scores(
     member : ndarray of shape (n_pairs, n_runs), bool
         Whether the run trained on the pair (from the run manifests).
     n_boot : int, default=1000
-        Bootstrap resamples of the runs (0: no intervals).
+        Bootstrap resamples of the runs (0: no intervals). An interval is NaN where it
+        rests on fewer than 2 runs (TM: in-runs; TG: out-runs; CM: either).
     chunk : int, default=2048
         Pairs per block: memory is bounded by about 8 arrays of chunk x n_boot floats
         (130 MB at the defaults), whatever the number of pairs.
@@ -114,6 +118,11 @@ def memorization_scores(
     frame[["n_in", "n_out"]] = frame[["n_in", "n_out"]].astype(np.int64)
     nan = (frame.n_in == 0) | (frame.n_out == 0)
     frame.loc[nan, ["tm", "tg", "cm"]] = np.nan
+    few_in = frame.n_in < MIN_RUNS_FOR_INTERVAL
+    few_out = frame.n_out < MIN_RUNS_FOR_INTERVAL
+    frame.loc[few_in, ["tm_lo", "tm_hi"]] = np.nan
+    frame.loc[few_out, ["tg_lo", "tg_hi"]] = np.nan
+    frame.loc[few_in | few_out, ["cm_lo", "cm_hi"]] = np.nan
     return frame
 
 
@@ -125,8 +134,10 @@ def estimate(
     Parameters
     ----------
     scores : DataFrame with ``run``, ``id``, ``r_chosen``, ``r_rejected``
-    membership : DataFrame with ``run``, ``id``, ``in_train``
-        From the runs' training manifests, never from the scores.
+    membership : DataFrame with ``run``, ``id``, ``in_train``, optionally ``validation``
+        From the runs' training manifests, never from the scores. A run's validation pairs
+        (``validation`` true: never trained on, read by its early stopping) count neither
+        in nor out for that run.
 
     Returns
     -------
@@ -148,6 +159,9 @@ def estimate(
     member[m_row[ok], m_col[ok]] = membership.in_train.to_numpy(bool)[ok]
     if not known[~np.isnan(p)].all():
         raise ValueError("membership is missing for some (run, id) that have scores")
+    if "validation" in membership:
+        val = membership.validation.to_numpy(bool)[ok]
+        p[m_row[ok][val], m_col[ok][val]] = np.nan  # neither in nor out
     table = memorization_scores(p, member, n_boot=n_boot, seed=seed)
     table.insert(0, "id", ids.to_numpy())
     return table

@@ -25,6 +25,7 @@ from rmlens.memorization._backends import (
     RunJob,
     TrainIndex,
     describe,
+    fit_kwargs,
     format_traceback,
     note_retry,
 )
@@ -44,9 +45,13 @@ def import_ray():
     return ray
 
 
-def fit_on_worker(trainer: PairTrainer, train_index, seed: int):
-    """The Ray task: one run's RM; its files come back as bytes, keyed by relative path."""
-    result = trainer.fit_score(train_index, seed=seed)
+def fit_on_worker(trainer: PairTrainer, split, seed: int):
+    """The Ray task: one run's RM; its files come back as bytes, keyed by relative path.
+
+    ``split``: the indices of the pairs the run trains on and of its validation pairs.
+    """
+    train_index, val_index = split
+    result = trainer.fit_score(train_index, seed=seed, **fit_kwargs(val_index))
     files = None
     if hasattr(result.model, "save"):
         with tempfile.TemporaryDirectory() as tmp:

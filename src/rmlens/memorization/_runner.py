@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 import rmlens
 from rmlens._errors import InputError
@@ -36,7 +37,16 @@ from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
-from rmlens.memorization._plan import make_plan
+from rmlens.memorization._plan import carve_validation, make_plan
+from rmlens.memorization._quality import (
+    audit_warnings,
+    coverage_warning,
+    interval_note,
+    interval_warning,
+    rm_quality,
+    run_quality,
+    validation_note,
+)
 from rmlens.memorization._runs import (
     RunFailure,
     clean_stale,
@@ -48,7 +58,7 @@ from rmlens.memorization._runs import (
     write_error,
     write_run,
 )
-from rmlens.memorization._summary import categorize, summarize_audit
+from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
 from rmlens.progress import progress_bar, stderr
 from rmlens.rewards import FrozenHeadTrainer, PairTrainer, make_trainer
 
@@ -257,6 +267,9 @@ def audit(
         )
     except ValueError as err:
         raise InputError(f"{err} ({note})") from err
+    # validation groups for early stopping: carved from each run's own training groups
+    share = config.val_fraction if config.validates else 0.0
+    plan = carve_validation(plan, share, seed=config.seed)
     with output_errors(out):
         write_parquet(plan, out / "plan.parquet")
         for folder in (out, *(run_dir(out, r) for r in range(config.runs))):
@@ -269,14 +282,20 @@ def audit(
             _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet)
     with output_errors(out):
         table = finish(pairs, groups, config, out, quiet=quiet)
-    message = incomplete_message(json.loads((out / "summary.json").read_text()))
+    summary = json.loads((out / "summary.json").read_text())
+    for warning in summary.get("warnings", []):
+        print(f"warning: {warning['message']}", file=sys.stderr)
+    message = incomplete_message(summary)
     if message:
         print(f"warning: {message}", file=sys.stderr)
     return table
 
 
-def membership_matrix(plan: pd.DataFrame, groups: pd.Series, runs: int) -> np.ndarray:
-    """(n_runs, n_pairs) bool: whether each run's plan puts each pair's group in training."""
+def membership_matrix(
+    plan: pd.DataFrame, groups: pd.Series, runs: int, which: str = "in_train"
+) -> np.ndarray:
+    """(n_runs, n_pairs) bool: whether each run's plan puts each pair's group in training
+    (``which="in_train"``) or in validation (``which="validation"``)."""
     n = len(plan) // runs
     column = plan.group.array
     blocks = len(plan) == n * runs and np.array_equal(
@@ -286,22 +305,24 @@ def membership_matrix(plan: pd.DataFrame, groups: pd.Series, runs: int) -> np.nd
         # make_plan's layout: every run lists the same groups in the same order, so only one
         # run's labels are hashed (not n_runs x n_groups strings)
         labels = pd.Index(column[:n])
-        by_group = plan.in_train.to_numpy(bool).reshape(runs, n)
+        by_group = plan[which].to_numpy(bool).reshape(runs, n)
     else:
         labels = pd.Index(np.sort(plan.group.unique()))
         by_group = np.zeros((runs, len(labels)), dtype=bool)
-        by_group[plan.run.to_numpy(), labels.get_indexer(plan.group)] = plan.in_train.to_numpy(bool)
+        by_group[plan.run.to_numpy(), labels.get_indexer(plan.group)] = plan[which].to_numpy(bool)
     codes = labels.get_indexer(groups.astype(str))
     return by_group[:, codes] & (codes >= 0)
 
 
 def _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet) -> None:
     member = membership_matrix(plan, groups, config.runs)
+    val = membership_matrix(plan, groups, config.runs, "validation")
     ids = pairs.id.to_numpy()
     jobs = [RunJob(run, run_seed(config.seed, run)) for run in pending]
 
-    def train_index(job: RunJob) -> np.ndarray:
-        return np.flatnonzero(kept & member[job.run])
+    def train_index(job: RunJob) -> tuple[np.ndarray, np.ndarray]:
+        # the pairs the run trains on, and its validation pairs (its own training groups)
+        return np.flatnonzero(kept & member[job.run]), np.flatnonzero(kept & val[job.run])
 
     failures: list[RunFailure] = []
     in_a_row = 0
@@ -330,12 +351,19 @@ def _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, 
                     raise outcome.exception
                 continue
             in_a_row = 0
-            index = train_index(job)
+            index, val_index = train_index(job)
+            p = expit(np.asarray(outcome.r_chosen) - np.asarray(outcome.r_rejected))
+            p = np.where(kept, p, np.nan)
+            # membership: "in" = the RM took gradients on the pair; validation pairs are
+            # neither in nor out (the estimators leave them out for this run)
             manifest = {
                 "run": job.run,
                 "seed": job.seed,
                 "n_train": int(len(index)),
                 "train_ids": ids[index].tolist(),
+                "n_val": int(len(val_index)),
+                "val_ids": ids[val_index].tolist(),
+                "quality": run_quality(p, kept & member[job.run], kept & val[job.run]),
                 "metrics": outcome.metrics,
             }
             with output_errors(out):
@@ -354,18 +382,25 @@ def finish(
     ``summary.json`` (``complete``, ``failed_runs``, ``pairs_lacking_runs``).
     """
     out = Path(out)
-    ids, finished, p, member = load_matrices(out, config.runs)
-    table = memorization_scores(p, member, n_boot=config.n_boot, seed=config.seed)
+    ids, finished, p, member, val = load_matrices(out, config.runs)
+    # A run's validation pairs count neither in nor out for it: it took no gradients on
+    # them, and its early stopping read them (as out-pairs they would bias TG upwards).
+    table = memorization_scores(
+        np.where(val, np.nan, p), member, n_boot=config.n_boot, seed=config.seed
+    )
     table.insert(0, "id", ids.to_numpy())
-    del p, member
+    quality = rm_quality(p, member, val, finished, [_run_record(out, r) for r in finished])
+    del p, member, val
     meta = pairs.assign(group=groups.to_numpy())
     for col in ("prompt", "chosen", "rejected"):
         meta[col] = meta[col].map(to_text)
     table = table.merge(meta, on="id", how="left")
     table["category"] = categorize(table, cm_threshold=config.cm_threshold)
+    table["cm_significant"] = cm_significant(table)
     write_parquet(table, out / "memorization.parquet")
     plot_memorization_map(table, out / "memorization_map.png")
-    summary = summarize_audit(table, cm_threshold=config.cm_threshold)
+    summary = {"rm_quality": quality}
+    summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     summary["n_runs_finished"] = len(finished)
     summary["n_runs_planned"] = config.runs
     missing = sorted(set(range(config.runs)) - set(finished))
@@ -382,8 +417,26 @@ def finish(
     }
     dropped = sorted(set(pairs.id) - set(table.id))
     summary["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
+    summary["validation"] = validation_note(config, quality)
+    summary["intervals"] = interval_note(table)
+    warnings = audit_warnings(table, quality)
+    record = json.loads((out / "config.json").read_text())
+    folds = record.get("folds_used", config.folds)
+    plan = pd.read_parquet(out / "plan.parquet")
+    warnings.append(coverage_warning(table, plan, config, folds))
+    warnings.append(interval_warning(summary["intervals"], len(table)))
+    summary["warnings"] = [w for w in warnings if w is not None]
     write_json(summary, out / "summary.json")
     return table
+
+
+def _run_record(out: Path, run: int) -> dict:
+    """What a run's manifest says about its training: validation pairs, epochs, best epoch."""
+    manifest = json.loads((run_dir(out, run) / "manifest.json").read_text())
+    metrics = manifest.get("metrics") or {}
+    record = {"n_val": int(manifest.get("n_val", 0))}
+    record.update({k: metrics[k] for k in ("epochs", "best_epoch") if k in metrics})
+    return record
 
 
 def incomplete_message(summary: dict) -> str | None:

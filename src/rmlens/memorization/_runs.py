@@ -2,9 +2,12 @@
 
 DIR/runs/<run:03d>/ holds ``scores.parquet`` (``id, r_chosen, r_rejected`` of every kept
 pair), ``rm/`` (the run's saved RM) and, written last, ``manifest.json`` (``run, seed,
-n_train, train_ids, metrics``). A run is finished when its manifest parses and its scores
-exist; anything else in the folder (scores without a manifest, temporary files of a killed
-process) is redone, never read. A run that failed for good leaves ``error.json`` instead.
+n_train, train_ids, n_val, val_ids, quality, metrics``). ``train_ids`` are the pairs the run's
+RM took gradients on; ``val_ids`` the validation pairs its early stopping read (from its own
+training groups): neither in nor out for the estimators. A run is finished when its
+manifest parses and its scores exist; anything else in the folder (scores without a
+manifest, temporary files of a killed process) is redone, never read. A run that failed
+for good leaves ``error.json`` instead.
 """
 
 from __future__ import annotations
@@ -110,22 +113,33 @@ def read_error(out: Path, run: int) -> str | None:
 
 
 def load_runs(out: Path, runs: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Long score and membership tables from the finished runs' files."""
+    """Long score and membership tables from the finished runs' files.
+
+    The membership table has ``run, id, in_train, validation``; ``estimate`` counts a
+    run's validation pairs neither in nor out.
+    """
     scores, members = [], []
     for run in range(runs):
         folder = run_dir(out, run)
         if not run_done(folder):
             continue
         s = pd.read_parquet(folder / "scores.parquet").assign(run=run)
-        train = set(json.loads((folder / "manifest.json").read_text())["train_ids"])
+        manifest = json.loads((folder / "manifest.json").read_text())
+        train, val = set(manifest["train_ids"]), set(manifest.get("val_ids", []))
         scores.append(s)
-        members.append(pd.DataFrame({"run": run, "id": s.id, "in_train": s.id.isin(train)}))
+        members.append(
+            pd.DataFrame(
+                {"run": run, "id": s.id, "in_train": s.id.isin(train), "validation": s.id.isin(val)}
+            )
+        )
     if not scores:
         raise InputError(f"{out}: no finished runs")
     return pd.concat(scores, ignore_index=True), pd.concat(members, ignore_index=True)
 
 
-def load_matrices(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray]:
+def load_matrices(
+    out: Path, runs: int
+) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray, np.ndarray]:
     """Probabilities and membership of the finished runs, without long tables.
 
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
@@ -137,11 +151,12 @@ def load_matrices(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray
     finished : list of int, the finished runs (the matrices' columns)
     p : ndarray of shape (n_pairs, n_finished), sigmoid(r_chosen - r_rejected)
     member : ndarray of shape (n_pairs, n_finished), bool, from the run manifests
+    val : ndarray of shape (n_pairs, n_finished), bool, the runs' validation pairs
     """
     finished = [r for r in range(runs) if run_done(run_dir(out, r))]
     if not finished:
         raise InputError(f"{out}: no finished runs")
-    ids = p = member = None
+    ids = p = member = val = None
     previous, position = None, None
     for j, run in enumerate(finished):
         folder = run_dir(out, run)
@@ -151,6 +166,7 @@ def load_matrices(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray
             ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
             p = np.full((len(ids), len(finished)), np.nan)
             member = np.zeros((len(ids), len(finished)), dtype=bool)
+            val = np.zeros((len(ids), len(finished)), dtype=bool)
         if previous is None or not column.equals(previous):
             position = ids.get_indexer(column.to_numpy(zero_copy_only=False))
             if (position < 0).any() or len(position) != len(ids):
@@ -160,21 +176,28 @@ def load_matrices(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray
         r_r = table.column("r_rejected").to_numpy()
         p[position, j] = expit(r_c - r_r)
         del table
-        train = json.loads((folder / "manifest.json").read_text())["train_ids"]
-        rows = ids.get_indexer(train)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        rows = ids.get_indexer(manifest["train_ids"])
         member[rows[rows >= 0], j] = True
-    return ids, finished, p, member
+        rows = ids.get_indexer(manifest.get("val_ids", []))
+        val[rows[rows >= 0], j] = True
+    return ids, finished, p, member, val
 
 
-def _from_long_tables(out: Path, runs: int) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray]:
+def _from_long_tables(
+    out: Path, runs: int
+) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray, np.ndarray]:
     scores, members = load_runs(out, runs)
     ids = pd.Index(np.sort(scores.id.unique()))
     finished = sorted(scores.run.unique().tolist())
     col = {r: j for j, r in enumerate(finished)}
     p = np.full((len(ids), len(finished)), np.nan)
     member = np.zeros(p.shape, dtype=bool)
+    val = np.zeros(p.shape, dtype=bool)
     p[ids.get_indexer(scores.id), scores.run.map(col).to_numpy()] = expit(
         scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy()
     )
-    member[ids.get_indexer(members.id), members.run.map(col).to_numpy()] = members.in_train
-    return ids, finished, p, member
+    where = ids.get_indexer(members.id), members.run.map(col).to_numpy()
+    member[where] = members.in_train
+    val[where] = members.validation
+    return ids, finished, p, member, val

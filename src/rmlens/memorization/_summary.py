@@ -5,23 +5,43 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-CATEGORIES = ("memorized", "generalized", "not_learned", "other", "undefined")
+# In the order they are applied: a pair gets the first that holds.
+CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")
+RULES = {
+    "undefined": "n_in = 0 or n_out = 0 (no TM, TG or CM)",
+    "not_learned": "TM < {learned}: not learned even when trained on",
+    "memorized": "CM >= {cm}",
+    "generalized": "TG >= {learned}",
+    "other": "the rest (TG < {learned}, CM < {cm})",
+}
 
 
 def categorize(
     table: pd.DataFrame, *, cm_threshold: float = 0.1, learned: float = 0.5
 ) -> pd.Series:
-    """memorized: CM >= cm_threshold; generalized: TM, TG >= learned and CM below the threshold;
-    not_learned: TM, TG < learned; other: the rest (e.g. TG well above TM); undefined: NaN."""
-    tm, tg, cm = table.tm.to_numpy(), table.tg.to_numpy(), table.cm.to_numpy()
-    conditions = [
-        np.isnan(cm),
-        cm >= cm_threshold,
-        (tm >= learned) & (tg >= learned),
-        (tm < learned) & (tg < learned),
-    ]
-    names = ["undefined", "memorized", "generalized", "not_learned"]
-    return pd.Series(np.select(conditions, names, default="other"), index=table.index)
+    """Each pair's category, the first rule that holds, in this order (DESIGN.md section 3):
+
+    1. ``undefined``: n_in = 0 or n_out = 0 (TM, TG and CM are NaN);
+    2. ``not_learned``: TM < ``learned``: the RMs that trained on it do not prefer its
+       chosen response, so it is not memorized whatever its CM;
+    3. ``memorized``: CM >= ``cm_threshold``;
+    4. ``generalized``: TG >= ``learned``;
+    5. ``other``: the rest (learned, CM below the threshold, TG below ``learned``).
+    """
+    tm, tg, cm = (table[k].to_numpy(float) for k in ("tm", "tg", "cm"))
+    undefined = np.isnan(tm) | np.isnan(tg) | np.isnan(cm)
+    if {"n_in", "n_out"} <= set(table.columns):
+        undefined |= (table.n_in.to_numpy() == 0) | (table.n_out.to_numpy() == 0)
+    with np.errstate(invalid="ignore"):
+        conditions = [undefined, tm < learned, cm >= cm_threshold, tg >= learned]
+    return pd.Series(
+        np.select(conditions, list(CATEGORIES[:4]), default="other"), index=table.index
+    )
+
+
+def cm_significant(table: pd.DataFrame) -> pd.Series:
+    """Whether CM's interval lies above 0 (its lower bound > 0); False where it is NaN."""
+    return pd.Series(table.cm_lo.to_numpy(float) > 0, index=table.index)
 
 
 def summarize_audit(
@@ -30,10 +50,20 @@ def summarize_audit(
     counts = table.category.value_counts()
     ranked = table.dropna(subset=["cm"]).sort_values("cm", ascending=False).head(top)
     cols = [c for c in ("id", "tm", "tg", "cm", "group", "mechanism") if c in ranked]
+    significant = table.cm_significant if "cm_significant" in table else cm_significant(table)
     return {
         "n_pairs": int(len(table)),
         "thresholds": {"cm_memorized": cm_threshold, "learned": learned},
+        "category_order": list(CATEGORIES),
+        "category_rules": {
+            c: RULES[c].format(learned=learned, cm=cm_threshold) for c in CATEGORIES
+        },
         "counts": {c: int(counts.get(c, 0)) for c in CATEGORIES},
+        "cm_significant": {
+            "count": int(significant.sum()),
+            "memorized": int((significant & (table.category == "memorized")).sum()),
+            "rule": "the lower bound of CM's 95% bootstrap interval is above 0",
+        },
         "mean": {k: float(table[k].mean()) for k in ("tm", "tg", "cm")},
         "most_memorized": ranked[cols].to_dict(orient="records"),
     }

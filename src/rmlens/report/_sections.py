@@ -120,11 +120,21 @@ def summary_section(
     return Section("summary", "Dataset summary", body)
 
 
+# summary.json entries shown elsewhere (the quality section) or as the counts table
+_SHOWN_APART = (
+    "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
+    "category_rules", "category_order", "cm_significant",
+)  # fmt: skip
+
+
 def _summary_block(summary: dict[str, Any]) -> str:
     """Category counts as a table (with the thresholds), the other scalar entries below."""
     html = ""
-    rest = {k: v for k, v in summary.items() if k not in ("counts", "most_memorized")}
+    rest = {k: v for k, v in summary.items() if k not in _SHOWN_APART}
     counts = summary.get("counts")
+    order = summary.get("category_order")
+    if isinstance(counts, dict) and isinstance(order, list):
+        counts = {c: counts.get(c, 0) for c in order}  # in the order the rules apply
     if isinstance(counts, dict) and counts:
         total = sum(v for v in counts.values() if isinstance(v, (int, float))) or 1
         frame = pd.DataFrame(
@@ -137,10 +147,102 @@ def _summary_block(summary: dict[str, Any]) -> str:
                 ],
             }
         )
+        rules = summary.get("category_rules")
+        if isinstance(rules, dict):
+            frame["rule (first that holds)"] = [rules.get(str(k), "") for k in counts]
         html += table(frame)
+    significant = summary.get("cm_significant")
+    if isinstance(significant, dict) and "count" in significant:
+        html += (
+            f'<p class="note">CM significantly above 0 (95% interval above 0): '
+            f"{esc(fmt(significant['count']))} pairs.</p>"
+        )
     if rest:
         html += key_value_table(rest)
     return html
+
+
+_SPLIT_NAMES = {
+    "in_train": "trained on (in)",
+    "validation": "validation (neither in nor out)",
+    "held_out": "held out (out)",
+}
+
+
+def quality_line(summary: dict[str, Any] | None) -> str:
+    """One sentence on the RMs' accuracy, for beside the map ('' without rm_quality)."""
+    quality = (summary or {}).get("rm_quality")
+    if not isinstance(quality, dict):
+        return ""
+    try:
+        fit = quality["in_train"]["accuracy"]["mean"]
+        held = quality["held_out"]["accuracy"]["mean"]
+    except (KeyError, TypeError):
+        return ""
+    return (
+        f" The reward models reach accuracy {fmt(fit)} on the pairs they trained on and "
+        f"{fmt(held)} on the pairs they held out (chance 0.5)."
+    )
+
+
+def quality_section(summary: dict[str, Any] | None) -> Section | None:
+    """The RMs' quality (summary.json ``rm_quality``), training regime and warnings."""
+    if not isinstance(summary, dict):
+        return None
+    quality = summary.get("rm_quality")
+    warnings = summary.get("warnings") or []
+    if not isinstance(quality, dict) and not warnings:
+        return None
+    body = "".join(
+        warning_box(str(w.get("message", w)) if isinstance(w, dict) else str(w))
+        for w in warnings
+    )
+    body += (
+        '<p class="note">How well the audited reward models fit the pairs they trained on '
+        "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
+        "log-loss, mean ± std over runs. TM averages the first kind of run, TG the "
+        "second; with held-out accuracy near chance (0.5), CM mostly measures fitting.</p>"
+    )
+    if isinstance(quality, dict):
+        rows = []
+        for split, name in _SPLIT_NAMES.items():
+            part = quality.get(split)
+            if not isinstance(part, dict):
+                continue
+            cells = {}
+            for metric, label in (("accuracy", "accuracy"), ("log_loss", "log-loss")):
+                value = part.get(metric) or {}
+                cells[label] = f"{fmt(value.get('mean'))} ± {fmt(value.get('std'))}"
+            rows.append({"pairs": name, **cells})
+        if rows:
+            body += table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
+    validation = summary.get("validation")
+    if isinstance(validation, dict):
+        if validation.get("used"):
+            best = validation.get("best_epoch") or {}
+            epochs = (
+                f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
+                f"(median {fmt(best.get('median'), 0)})."
+                if best
+                else ""
+            )
+            body += (
+                f'<p class="note">Training regime: early stopping with patience '
+                f"{esc(fmt(validation.get('patience')))} on validation pairs, "
+                f"{esc(fmt(validation.get('fraction')))} of each run's training groups; the "
+                f"best epoch's weights are kept.{esc(epochs)}</p>"
+            )
+        if validation.get("membership"):
+            body += f'<p class="note">{esc(validation["membership"])}</p>'
+    intervals = summary.get("intervals")
+    if isinstance(intervals, dict) and isinstance(intervals.get("nan"), dict):
+        nan = intervals["nan"]
+        body += (
+            f'<p class="note">Intervals: {esc(str(intervals.get("method", "bootstrap")))}; '
+            f"NaN for {esc(fmt(nan.get('cm')))} pairs' CM ({esc(fmt(nan.get('tm')))} TM, "
+            f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
+        )
+    return Section("quality", "Reward models", body)
 
 
 def _breakdown(mem: pd.DataFrame, column: str) -> str:

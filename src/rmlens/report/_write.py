@@ -252,6 +252,7 @@ def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_c
         "colors": color_options(mem, rows),
     }
     sections = [
+        sec.quality_section(exp.summary),
         sec.summary_section(mem, exp.config, exp.plan, exp.summary),
         _map_section(exp, rows, map_data),
         sec.pair_table_section(
@@ -335,7 +336,7 @@ def _map_section(exp: _Experiment, rows: np.ndarray, map_data: dict[str, Any]) -
         "reward models trained on the pair prefer its chosen response; y: TG, the same for "
         "models that never saw it. CM = TM - TG is the distance below the dashed diagonal. "
         "Hover for a summary, click for the whole pair; drag to zoom, double-click to reset."
-        f"{esc(sampled)}{esc(cut)}</p>"
+        f"{esc(sec.quality_line(exp.summary))}{esc(sampled)}{esc(cut)}</p>"
         '<div class="controls"><label>Colour by <select id="map-color"></select></label>'
         '<span class="downloads">Full table: <a href="memorization.csv">memorization.csv</a>'
         ' \u00b7 <a href="memorization.parquet">memorization.parquet</a></span></div>'

@@ -133,15 +133,32 @@ class TrainConfig(Config):
 
 @dataclass
 class HeadConfig(Config):
-    """How a reward head is built and trained on cached features."""
+    """How a reward head is built and trained on cached features.
+
+    Training regime: AdamW with weight decay, at most ``epochs`` passes; with validation
+    pairs (an audit carves them from each run's own training groups) training stops after
+    ``patience`` epochs without a lower validation loss and the best epoch's weights are
+    kept, so heads stop where held-out pairs say rather than interpolate their training
+    pairs. Without validation pairs every epoch is trained.
+    """
 
     head: str = field(default="linear", metadata={"help": "Reward head: linear or mlp."})
     hidden_dim: int = field(default=256, metadata={"help": "Hidden units of the MLP head."})
     dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
-    lr: float = field(default=3e-3, metadata={"help": "Adam learning rate."})
-    epochs: int = field(default=40, metadata={"help": "Passes over the training pairs."})
+    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
+    epochs: int = field(
+        default=100,
+        metadata={"help": "Most passes over the training pairs (early stopping ends sooner)."},
+    )
     batch_size: int = field(default=128, metadata={"help": "Pairs per optimizer step."})
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    patience: int = field(
+        default=5,
+        metadata={
+            "help": "Early stopping: epochs without a lower validation loss before training "
+            "stops; the best epoch's weights are kept (0: train every epoch)."
+        },
+    )
     use_margin: bool = field(
         default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
     )
@@ -158,6 +175,7 @@ class HeadConfig(Config):
         "epochs": (positive_int, "an int > 0"),
         "batch_size": (positive_int, "an int > 0"),
         "weight_decay": (non_negative, "a float >= 0"),
+        "patience": (non_negative_int, "an int >= 0"),
         "use_margin": (True, False),
         "center_coef": (non_negative, "a float >= 0"),
         "seed": (non_negative_int, "an int >= 0"),

@@ -227,19 +227,29 @@ class _TunedTrainer:
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
         return self.kept_
 
-    def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
-        """Train from the base weights on the pairs at ``train_index``; score every pair."""
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
+        """Train from the base weights on the pairs at ``train_index``; score every pair.
+
+        ``val_index``: validation pairs (never trained on) evaluated each epoch, for
+        ``patience``; without them ``eval_fraction`` of the training pairs is held out.
+        """
         cfg = self.config_
         train_index = np.asarray(train_index, dtype=int)
         train = [self.examples_[i] for i in train_index if self.kept_[i]]
-        train, evals = self._split_eval(train, seed)
+        if val_index is not None and len(val_index):
+            evals = [self.examples_[i] for i in np.asarray(val_index, dtype=int) if self.kept_[i]]
+        else:
+            train, evals = self._split_eval(train, seed)
         self._reset(seed)
         history = train_loop(
             self.net_, train, cfg.replace(seed=seed), self.runtime_, eval_examples=evals, quiet=True
         )
         r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
         r_c, r_r = r[:, 0], r[:, 1]
-        held = np.setdiff1d(np.arange(len(r_c)), train_index)
+        seen = train_index if val_index is None else np.concatenate([train_index, val_index])
+        held = np.setdiff1d(np.arange(len(r_c)), seen.astype(int))
         metrics = {
             f"train_{k}": v for k, v in reward_stats(r_c[train_index], r_r[train_index]).items()
         }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,33 @@ from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._losses import bradley_terry_loss, centering_loss
-from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
+
+
+def _features(x_chosen, x_rejected, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+    xc = torch.as_tensor(np.asarray(x_chosen), dtype=torch.float32)
+    xr = torch.as_tensor(np.asarray(x_rejected), dtype=torch.float32)
+    if xc.shape != xr.shape or xc.ndim != 2:
+        raise ValueError(
+            f"{name}: chosen {tuple(xc.shape)} and rejected {tuple(xr.shape)} features must be "
+            "(n_pairs, d) arrays of one shape"
+        )
+    return xc, xr
+
+
+def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
+    if not cfg.use_margin or margin is None:
+        return None
+    return torch.as_tensor(np.nan_to_num(np.asarray(margin, dtype=float)), dtype=torch.float32)
+
+
+@torch.inference_mode()
+def _validate(head: RewardHead, xc, xr, m) -> dict[str, float]:
+    """Validation loss (the training objective's Bradley-Terry term) and accuracy."""
+    head.eval()
+    rc, rr = head(xc), head(xr)
+    loss = float(bradley_terry_loss(rc, rr, m))
+    return {"val_loss": loss, "val_accuracy": pairwise_accuracy(rc.numpy(), rr.numpy())}
 
 
 class RewardHead(nn.Module):
@@ -47,9 +74,15 @@ class HeadRM:
     Attributes
     ----------
     head_ : RewardHead
-        The trained head.
+        The trained head (the best epoch's weights when validation pairs were given).
     history_ : list of dict
-        Training metrics per epoch (``loss``, ``accuracy``, ``margin``, ``reward_*``).
+        Metrics per epoch: ``loss`` (training) and, with validation pairs, ``val_loss``
+        and ``val_accuracy``; the last entry also has ``reward_*`` of the training pairs.
+    best_epoch_ : int
+        The epoch (1-based) whose weights were kept: the lowest validation loss, or the
+        last epoch without validation pairs.
+    n_epochs_ : int
+        Epochs trained (fewer than ``epochs`` when training stopped early).
 
     Examples
     --------
@@ -59,6 +92,10 @@ class HeadRM:
     >>> rm = HeadRM(HeadConfig(epochs=5)).fit(xc, xr)
     >>> rm.score(xc).shape
     (50,)
+    >>> rm = HeadRM(HeadConfig(epochs=50, patience=3)).fit(xc[:40], xr[:40],
+    ...                                                    validation=(xc[40:], xr[40:]))
+    >>> rm.best_epoch_ <= rm.n_epochs_ <= 50
+    True
     """
 
     def __init__(self, config: HeadConfig | None = None):
@@ -67,29 +104,39 @@ class HeadRM:
     def get_params(self) -> dict:
         return {"config": self.config}
 
-    def fit(self, x_chosen, x_rejected, margin=None) -> HeadRM:
-        """Train on (n_pairs, d) chosen and rejected features; ``margin`` is (n_pairs,)."""
+    def fit(self, x_chosen, x_rejected, margin=None, *, validation=None) -> HeadRM:
+        """Train on (n_pairs, d) chosen and rejected features; ``margin`` is (n_pairs,).
+
+        ``validation`` is ``(x_chosen, x_rejected)`` or ``(x_chosen, x_rejected, margin)``
+        of pairs that are never trained on: their loss after each epoch decides early
+        stopping (``patience``) and which epoch's weights are kept. Only the training
+        features set the head's standardization.
+        """
         cfg = self.config.check()
-        xc = torch.as_tensor(np.asarray(x_chosen), dtype=torch.float32)
-        xr = torch.as_tensor(np.asarray(x_rejected), dtype=torch.float32)
-        if xc.shape != xr.shape or xc.ndim != 2:
-            raise ValueError(f"x_chosen {tuple(xc.shape)} and x_rejected {tuple(xr.shape)} differ")
-        m = None
-        if cfg.use_margin and margin is not None:
-            m = torch.as_tensor(np.nan_to_num(np.asarray(margin, dtype=float)), dtype=torch.float32)
+        xc, xr = _features(x_chosen, x_rejected, "x")
+        m = _margin(margin, cfg)
+        val = None
+        if validation is not None and len(validation[0]):
+            vc, vr = _features(validation[0], validation[1], "validation")
+            if vc.shape[1] != xc.shape[1]:
+                raise ValueError(
+                    f"validation features have {vc.shape[1]} columns, training features "
+                    f"{xc.shape[1]}"
+                )
+            val = (vc, vr, _margin(validation[2] if len(validation) > 2 else None, cfg))
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small matrices: threads cost more than they save
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(cfg.seed)
-                head = self._train(xc, xr, m)
+                head = self._train(xc, xr, m, val)
         finally:
             torch.set_num_threads(threads)
         self.head_ = head.eval()
         self.history_[-1].update(reward_stats(self.score(xc), self.score(xr)))
         return self
 
-    def _train(self, xc: torch.Tensor, xr: torch.Tensor, m: torch.Tensor | None) -> RewardHead:
+    def _train(self, xc, xr, m, val) -> RewardHead:
         cfg = self.config
         head = RewardHead(xc.shape[1], cfg)
         both = torch.cat([xc, xr])
@@ -97,8 +144,10 @@ class HeadRM:
         head.scale.copy_(both.std(0).clamp(min=1e-6))
         opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.history_ = []
+        best_loss, best_state, bad = math.inf, None, 0
+        self.best_epoch_ = cfg.epochs
         n = len(xc)
-        for _ in range(cfg.epochs):
+        for epoch in range(1, cfg.epochs + 1):
             head.train()
             order = torch.randperm(n)
             total = 0.0
@@ -112,7 +161,23 @@ class HeadRM:
                 loss.backward()
                 opt.step()
                 total += float(loss.detach()) * len(b)
-            self.history_.append({"loss": total / n})
+            record = {"epoch": epoch, "loss": total / n}
+            self.history_.append(record)
+            if val is None:
+                continue
+            record.update(_validate(head, *val))
+            if record["val_loss"] < best_loss:
+                best_loss, bad, self.best_epoch_ = record["val_loss"], 0, epoch
+                best_state = {k: v.clone() for k, v in head.state_dict().items()}
+            else:
+                bad += 1
+                if cfg.patience and bad >= cfg.patience:
+                    break  # early stopping: `patience` epochs without a lower validation loss
+        self.n_epochs_ = len(self.history_)
+        if best_state is not None and cfg.patience:
+            head.load_state_dict(best_state)  # the best epoch's weights
+        elif val is not None:
+            self.best_epoch_ = self.n_epochs_  # patience 0: the last epoch is kept
         return head
 
     def score(self, x) -> np.ndarray:

@@ -33,8 +33,15 @@ class PairTrainer(Protocol):
     def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
         """Get ready to train on ``pairs``; return the (n_pairs,) mask of usable pairs."""
 
-    def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
-        """Train an RM on the pairs at ``train_index`` and score every prepared pair."""
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
+        """Train an RM on the pairs at ``train_index`` and score every prepared pair.
+
+        ``val_index``: validation pairs, never trained on, that the trainer may use for
+        choices such as early stopping. An audit carves them from the run's own training
+        groups (never from its held-out groups, which would leak into TG).
+        """
 
 
 class FrozenHeadTrainer:
@@ -78,16 +85,38 @@ class FrozenHeadTrainer:
         self.identity_ = backbone.identity
         return self.features_.kept
 
-    def fit_score(self, train_index: np.ndarray, *, seed: int) -> RunScores:
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
         f = self.features_
         cfg = self.head.replace(seed=seed)  # each run its own seed (the audit's, per run)
-        margin = None if self.margin_ is None else self.margin_[train_index]
-        rm = HeadRM(cfg).fit(f.chosen[train_index], f.rejected[train_index], margin)
+        train_index = np.asarray(train_index, dtype=int)
+        val_index = np.asarray([] if val_index is None else val_index, dtype=int)
+        margin = None if self.margin_ is None else self.margin_
+        validation = None
+        if len(val_index):
+            validation = (
+                f.chosen[val_index],
+                f.rejected[val_index],
+                None if margin is None else margin[val_index],
+            )
+        rm = HeadRM(cfg).fit(
+            f.chosen[train_index],
+            f.rejected[train_index],
+            None if margin is None else margin[train_index],
+            validation=validation,
+        )
         r_c, r_r = rm.score(f.chosen), rm.score(f.rejected)
-        train = reward_stats(r_c[train_index], r_r[train_index])
-        held = np.setdiff1d(np.arange(len(r_c)), train_index)
-        test = reward_stats(r_c[held], r_r[held])
-        metrics = {f"train_{k}": v for k, v in train.items()}
-        metrics.update({f"test_{k}": v for k, v in test.items()})
-        metrics["loss"] = rm.history_[-1]["loss"]
+        held = np.setdiff1d(np.arange(len(r_c)), np.concatenate([train_index, val_index]))
+        metrics = {}
+        for split, index in (("train", train_index), ("val", val_index), ("test", held)):
+            if len(index) or split != "val":
+                stats = reward_stats(r_c[index], r_r[index])
+                metrics.update({f"{split}_{k}": v for k, v in stats.items()})
+        last = rm.history_[-1]
+        metrics["loss"] = last["loss"]
+        metrics["epochs"] = rm.n_epochs_
+        metrics["best_epoch"] = rm.best_epoch_
+        if "val_loss" in last:
+            metrics["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
         return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm))

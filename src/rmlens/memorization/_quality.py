@@ -1,0 +1,226 @@
+"""How good each run's RM is, and the audit's warnings in plain words (DESIGN.md section 3).
+
+An audit only says what reward models memorize if its RMs behave like reward models: they
+should fit their training pairs without interpolating them, and do better than chance on
+pairs they never saw. Each run is measured on three disjoint sets of pairs:
+
+    in_train    pairs the run's RM took gradients on (its manifest's ``train_ids``)
+    validation  pairs of its validation groups (``val_ids``): read by early stopping only
+    held_out    pairs of the groups the run holds out: what TG averages over
+
+with accuracy (share of pairs with r+ > r-, a tie counting 1/2) and log-loss
+-mean log sigmoid(r+ - r-) (the Bradley-Terry loss without margin).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._plan import runs_needed
+
+CHANCE = 0.5  # accuracy of a reward model that guesses
+NEAR_CHANCE = 0.05  # held-out accuracy within this of chance: the RMs barely generalize
+INTERPOLATED_TM = 0.99  # TM above this for most pairs: the RMs interpolate
+MIN_RUNS = 3  # fewer in- or out-runs than this: an estimate from too few runs
+SPLITS = ("in_train", "validation", "held_out")
+
+
+def split_quality(p: np.ndarray) -> dict[str, float]:
+    """Pairs, accuracy and log-loss of the probabilities p = sigmoid(r+ - r-), shape (n,)."""
+    p = np.asarray(p, dtype=float)
+    p = p[np.isfinite(p)]
+    if not p.size:
+        return {"n": 0, "accuracy": float("nan"), "log_loss": float("nan")}
+    accuracy = np.mean((p > 0.5) + 0.5 * (p == 0.5))  # ties (r+ == r-) count 1/2
+    log_loss = -np.mean(np.log(np.maximum(p, np.finfo(float).tiny)))  # -log sigmoid(r+ - r-)
+    return {"n": int(p.size), "accuracy": float(accuracy), "log_loss": float(log_loss)}
+
+
+def run_quality(p: np.ndarray, member: np.ndarray, val: np.ndarray) -> dict[str, dict]:
+    """One run's quality on its in-train, validation and held-out pairs; arrays (n_pairs,)."""
+    p = np.asarray(p, dtype=float)
+    scored = np.isfinite(p)
+    return {
+        "in_train": split_quality(p[member & scored]),
+        "validation": split_quality(p[val & scored]),
+        "held_out": split_quality(p[~member & ~val & scored]),
+    }
+
+
+def _mean_std(values: list[float]) -> dict[str, float]:
+    x = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    if not x.size:
+        return {"mean": float("nan"), "std": float("nan")}
+    return {"mean": float(x.mean()), "std": float(x.std(ddof=1)) if x.size > 1 else 0.0}
+
+
+def rm_quality(
+    p: np.ndarray, member: np.ndarray, val: np.ndarray, runs: list[int], extra: list[dict]
+) -> dict:
+    """``summary.json``'s ``rm_quality``: every run, then mean and std over runs.
+
+    Parameters
+    ----------
+    p, member, val : ndarray of shape (n_pairs, n_runs)
+        sigmoid(r+ - r-) (NaN: not scored), training membership and validation membership.
+    runs : list of int
+        The run number of each column.
+    extra : list of dict
+        Per run, more to record (epochs trained, best epoch), from the run's manifest.
+    """
+    per_run = []
+    for j, run in enumerate(runs):
+        record = {"run": int(run), **run_quality(p[:, j], member[:, j], val[:, j])}
+        record.update(extra[j])
+        per_run.append(record)
+    summary: dict = {"chance_accuracy": CHANCE}
+    for split in SPLITS:
+        if split == "validation" and not any(r["validation"]["n"] for r in per_run):
+            continue
+        summary[split] = {
+            metric: _mean_std([r[split][metric] for r in per_run])
+            for metric in ("accuracy", "log_loss")
+        }
+    summary["runs"] = per_run
+    return summary
+
+
+def runs_warning(
+    table: pd.DataFrame, planned: pd.DataFrame, runs: int, fix: int | None
+) -> dict | None:
+    """Pairs the plan leaves with fewer than ``MIN_RUNS`` in- or out-runs, and the fix.
+
+    ``planned`` holds each pair's planned ``n_in`` and ``n_out`` (validation runs count as
+    neither); ``fix`` is the smallest ``--runs`` that gives every pair enough of both.
+    """
+    few_in = planned.n_in.to_numpy() < MIN_RUNS
+    few_out = planned.n_out.to_numpy() < MIN_RUNS
+    n = int((few_in | few_out).sum())
+    if not n:
+        return None
+    how = (
+        f"--runs {fix} gives every pair at least {MIN_RUNS} of each"
+        if fix
+        else "more runs (or more folds) would give them more"
+    )
+    return {
+        "code": "few_runs",
+        "message": (
+            f"the plan of {runs} runs leaves {n} of {len(table)} pairs with fewer than "
+            f"{MIN_RUNS} in-runs or out-runs ({int(few_in.sum())} with fewer than {MIN_RUNS} "
+            f"in, {int(few_out.sum())} with fewer than {MIN_RUNS} out): their TM, TG and CM "
+            f"rest on few runs; {how}"
+        ),
+        "pairs": n,
+        "runs_that_fix_it": fix,
+    }
+
+
+def audit_warnings(table: pd.DataFrame, quality: dict) -> list[dict]:
+    """The plain-word warnings about the RMs themselves (``code``, ``message``)."""
+    warnings = []
+    held = quality.get("held_out", {}).get("accuracy", {}).get("mean", float("nan"))
+    if np.isfinite(held) and abs(held - CHANCE) <= NEAR_CHANCE:
+        warnings.append(
+            {
+                "code": "barely_generalize",
+                "message": (
+                    f"the RMs barely generalize: held-out accuracy {held:.3f} is within "
+                    f"{NEAR_CHANCE} of chance ({CHANCE}); TG is near 0.5 for most pairs, "
+                    "and CM mostly reflects fitting"
+                ),
+            }
+        )
+    tm = table.tm.to_numpy(float)
+    tm = tm[np.isfinite(tm)]
+    high = float(np.mean(tm > INTERPOLATED_TM)) if tm.size else 0.0
+    if high > 0.5:
+        warnings.append(
+            {
+                "code": "interpolate",
+                "message": (
+                    f"the RMs interpolate their training pairs: {high:.0%} of pairs have "
+                    f"TM > {INTERPOLATED_TM}; TM carries no information"
+                ),
+            }
+        )
+    return warnings
+
+
+def interval_note(table: pd.DataFrame) -> dict:
+    """How many intervals are NaN, and why (``summary.json``'s ``intervals``)."""
+    n_in, n_out = table.n_in.to_numpy(), table.n_out.to_numpy()
+    few = (n_in < 2) | (n_out < 2)
+    return {
+        "level": 0.95,
+        "method": "percentile bootstrap over runs",
+        "nan": {
+            "tm": int((n_in < 2).sum()),
+            "tg": int((n_out < 2).sum()),
+            "cm": int(few.sum()),
+        },
+        "why_nan": "fewer than 2 in-runs (TM, CM) or out-runs (TG, CM): a bootstrap over "
+        "one run has no spread",
+    }
+
+
+def interval_warning(note: dict, n_pairs: int) -> dict | None:
+    n = note["nan"]["cm"]
+    if not n:
+        return None
+    return {
+        "code": "nan_intervals",
+        "message": (
+            f"{n} of {n_pairs} pairs have no CM interval (NaN): fewer than 2 in-runs or "
+            "out-runs, and a bootstrap over one run has no spread"
+        ),
+        "pairs": n,
+    }
+
+
+def validation_note(config: AuditConfig, quality: dict) -> dict:
+    """How the runs chose when to stop, and how their validation pairs are counted."""
+    runs = quality["runs"]
+    note = {
+        "used": config.validates,
+        "fraction": config.val_fraction if config.validates else 0.0,
+        "patience": config.patience,
+        "membership": "a pair is in a run only if the run's RM took gradients on it. "
+        "Validation pairs come from the run's own training groups (never its held-out "
+        "groups, which would leak into TG); early stopping reads them, so the estimators "
+        "count them neither in n_in nor in n_out for that run (manifest: val_ids).",
+    }
+    if config.validates:
+        note["runs_without_validation"] = sum(1 for r in runs if not r["n_val"])
+        epochs = [r["best_epoch"] for r in runs if "best_epoch" in r]
+        if epochs:
+            note["best_epoch"] = {"min": min(epochs), "median": float(np.median(epochs)),
+                                  "max": max(epochs)}  # fmt: skip
+    return note
+
+
+def coverage_warning(
+    table: pd.DataFrame, plan: pd.DataFrame, config: AuditConfig, folds: int
+) -> dict | None:
+    """Pairs the plan gives fewer than 3 in- or out-runs, and the ``--runs`` that fixes it."""
+    val = plan["validation"] if "validation" in plan else pd.Series(False, index=plan.index)
+    counts = plan.assign(out=~plan.in_train & ~val).groupby("group")[["in_train", "out"]].sum()
+    planned = pd.DataFrame(
+        {
+            "n_in": table.group.astype(str).map(counts.in_train).fillna(0).to_numpy(int),
+            "n_out": table.group.astype(str).map(counts.out).fillna(0).to_numpy(int),
+        }
+    )
+    if (planned.min() >= 3).all():
+        return None
+    fix = runs_needed(
+        counts.index,
+        n_runs=config.runs,
+        n_folds=folds,
+        kind=config.plan,
+        seed=config.seed,
+        val_fraction=config.val_fraction if config.validates else 0.0,
+    )
+    return runs_warning(table, planned, config.runs, fix)

@@ -85,8 +85,9 @@ def test_manifest_membership_excludes_validation_pairs(trainer, tmp_path):
     assert summary["validation"]["used"] and "neither in n_in nor in n_out" in (
         summary["validation"]["membership"]
     )
-    record = json.loads((out / "config.json").read_text())["audit"]
-    assert record["val_fraction"] == 0.34 and record["head"]["patience"] == 3
+    record = json.loads((out / "config.json").read_text())
+    assert record["audit"]["val_fraction"] == 0.34 and record["audit"]["head"]["patience"] == 3
+    assert "early stopping with patience 3" in record["regime"]
 
 
 def test_early_stopping_never_reads_the_out_groups(trainer, tmp_path):

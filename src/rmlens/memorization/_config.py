@@ -151,6 +151,30 @@ class AuditConfig(Config):
         """Whether each run sets validation groups aside (early stopping needs them)."""
         return self.val_fraction > 0 and self.patience > 0
 
+    def regime(self) -> str:
+        """The training regime of every run, in words (``config.json``'s ``regime``)."""
+        if self.mode == "frozen":
+            h = self.head
+            what = (
+                f"frozen {self.model} features, one {h.head} head per run: AdamW lr {h.lr:g}, "
+                f"weight decay {h.weight_decay:g}, batch {h.batch_size}, at most {h.epochs} epochs"
+            )
+        else:
+            t = self.train
+            what = (
+                f"{self.model} fine-tuned ({t.finetune}, {t.rm} RM) per run: lr {t.lr:g}, "
+                f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
+                "epochs"
+            )
+        if not self.validates:
+            return what + "; every epoch trained (no early stopping, no validation pairs)"
+        return what + (
+            f"; early stopping with patience {self.patience} on the validation loss of "
+            f"validation pairs, {self.val_fraction:g} of each run's training groups (never its "
+            "held-out groups), keeping the best epoch's weights; a run takes gradients only "
+            "on its other training pairs, and its validation pairs count neither in nor out"
+        )
+
     def _check_validation(self) -> None:
         # Membership rule (DESIGN.md section 3): a pair is in a run only if the run's RM took
         # gradients on it, and a run's choices may look only at validation pairs carved from

@@ -250,6 +250,7 @@ def audit(
     record = {
         "version": rmlens.__version__,
         "audit": config.resolved().to_dict(),
+        "regime": config.regime(),
         "data_sha1": data_fingerprint(pairs, group_col),
         "n_pairs": len(pairs),
         "group_by": group_col,

@@ -166,7 +166,7 @@ def test_help_texts(capsys):
     for flag in ("--no-attribute", "--n-boot", "--cm-threshold", "--abort-after", "--lora-r",
                  "--bf16", "--map NEW=OLD"):  # fmt: skip
         assert flag in text
-    assert "--mode frozen: 100; --mode finetune: 1" in text  # --epochs, one flag for both
+    assert "--mode frozen: 200; --mode finetune: 1" in text  # --epochs, one flag for both
     gen = " ".join(run(["generalize", "--help"], capsys)[1].split())
     assert "the model's" not in gen.split("--max-length", 1)[1].split("--", 1)[0]
     evaluate = " ".join(run(["evaluate", "--help"], capsys)[1].split())

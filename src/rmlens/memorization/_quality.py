@@ -198,7 +198,26 @@ def validation_note(config: AuditConfig, quality: dict) -> dict:
         if epochs:
             note["best_epoch"] = {"min": min(epochs), "median": float(np.median(epochs)),
                                   "max": max(epochs)}  # fmt: skip
+        budget = config.head.epochs if config.mode == "frozen" else config.train.epochs
+        note["epoch_budget"] = budget
+        note["runs_at_epoch_budget"] = sum(1 for r in runs if r.get("epochs") == budget)
     return note
+
+
+def budget_warning(note: dict, n_runs: int) -> dict | None:
+    """Runs that trained every epoch of the budget: early stopping never ended them."""
+    n = note.get("runs_at_epoch_budget", 0)
+    if not n:
+        return None
+    return {
+        "code": "epoch_budget",
+        "message": (
+            f"{n} of {n_runs} runs trained all {note['epoch_budget']} epochs without early "
+            "stopping (their validation loss was still falling): they may be under-trained; "
+            "raise --epochs"
+        ),
+        "runs": n,
+    }
 
 
 def coverage_warning(

@@ -40,6 +40,7 @@ from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._plan import carve_validation, make_plan
 from rmlens.memorization._quality import (
     audit_warnings,
+    budget_warning,
     coverage_warning,
     interval_note,
     interval_warning,
@@ -421,6 +422,7 @@ def finish(
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
     warnings = audit_warnings(table, quality)
+    warnings.append(budget_warning(summary["validation"], len(finished)))
     record = json.loads((out / "config.json").read_text())
     folds = record.get("folds_used", config.folds)
     plan = pd.read_parquet(out / "plan.parquet")

@@ -147,7 +147,7 @@ class HeadConfig(Config):
     dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
     lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
     epochs: int = field(
-        default=100,
+        default=200,
         metadata={"help": "Most passes over the training pairs (early stopping ends sooner)."},
     )
     batch_size: int = field(default=128, metadata={"help": "Pairs per optimizer step."})

@@ -254,3 +254,24 @@ def test_evaluate_samples_pairs_for_probes():
     assert [row["n"] for row in metrics["probes"]] == [10, 10]
     with pytest.raises(ValueError, match="unknown probe"):
         evaluate(LengthRM(), pairs, probes="nope", quiet=True)
+
+
+def test_validation_pairs_are_neither_in_train_nor_held_out():
+    """An audit run's validation pairs (its early stopping looked at them) count in neither."""
+    from rmlens.evaluation import membership_metrics
+    from rmlens.rewards import EnsembleRM
+
+    class Constant:
+        def score(self, prompts, responses):
+            return np.zeros(len(responses))
+
+    ids = ["a", "b", "c"]
+    rm = EnsembleRM([Constant()] * 3, train_ids=[{"a"}, {"a", "b"}, {"b"}],
+                    val_ids=[{"b"}, {"c"}, {"a"}])  # fmt: skip
+    margins = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [-1.0, 2.0, -3.0]])
+    split = membership_metrics(rm, ids, margins, n_bins=2)
+    # held out: a by none (member 2 validated on it), b by none, c by members 0 and 2
+    assert split["held_out"]["members_per_pair"] == 2.0
+    assert split["in_train"]["members_per_pair"] == 2.0  # a by 0 and 1, b by 1 and 2
+    assert rm.validation(ids).tolist() == [[False, True, False], [False, False, True],
+                                           [True, False, False]]  # fmt: skip

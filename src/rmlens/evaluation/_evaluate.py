@@ -46,14 +46,16 @@ def membership_metrics(
     """In-training and held-out metrics of an ensemble whose members know their training ids.
 
     For each pair, ``in_train`` averages the margins of the members trained on it and
-    ``held_out`` those of the members that were not; pairs with no such member are left out.
-    None when no member was trained on any of these pairs.
+    ``held_out`` those of the members that neither trained on it nor used it for validation
+    (an audit run's early stopping looked at its validation pairs); pairs with no such member
+    are left out. None when no member was trained on any of these pairs.
     """
     member = rm.membership(ids)  # (n_members, n_pairs)
     if member is None or not member.any():
         return None
+    held = ~member & ~rm.validation(ids)
     out = {}
-    for name, mask in (("in_train", member), ("held_out", ~member)):
+    for name, mask in (("in_train", member), ("held_out", held)):
         counts = mask.sum(axis=0)
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = np.where(mask, member_margins, 0.0).sum(axis=0) / counts

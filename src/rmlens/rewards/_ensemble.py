@@ -36,12 +36,16 @@ class EnsembleRM:
     train_ids : sequence of sets of str, optional
         Ids of the pairs each member was trained on (from an audit run's manifest), for
         in-training vs held-out metrics. None when unknown.
+    val_ids : sequence of sets of str, optional
+        Ids of each member's validation pairs (an audit run's early stopping looked at them):
+        neither trained on nor held out.
 
     Attributes
     ----------
     members : list
     names : list of str
     train_ids : list of set of str, or None
+    val_ids : list of set of str, or None
 
     Examples
     --------
@@ -58,6 +62,7 @@ class EnsembleRM:
         *,
         names: Sequence[str] | None = None,
         train_ids: Sequence[Iterable[str]] | None = None,
+        val_ids: Sequence[Iterable[str]] | None = None,
     ):
         members = list(members)
         if not members:
@@ -68,12 +73,11 @@ class EnsembleRM:
         if len(names) != len(members):
             raise ValueError(f"The 'names' parameter of EnsembleRM must have one name per "
                              f"member ({len(members)}). Got {len(names)}.")
-        if train_ids is not None:
-            train_ids = [set(map(str, ids)) for ids in train_ids]
-            if len(train_ids) != len(members):
-                raise ValueError(f"The 'train_ids' parameter of EnsembleRM must have one set "
-                                 f"per member ({len(members)}). Got {len(train_ids)}.")
-        self.members, self.names, self.train_ids = members, names, train_ids
+        train_ids, val_ids = (
+            _per_member(name, ids, len(members))
+            for name, ids in (("train_ids", train_ids), ("val_ids", val_ids))
+        )
+        self.members, self.names, self.train_ids, self.val_ids = members, names, train_ids, val_ids
 
     def __len__(self) -> int:
         return len(self.members)
@@ -112,6 +116,13 @@ class EnsembleRM:
             return None
         ids = [str(i) for i in ids]
         return np.array([[i in train for i in ids] for train in self.train_ids], dtype=bool)
+
+    def validation(self, ids: Sequence[Any]) -> np.ndarray:
+        """(n_members, n_pairs) bool: pair i was one of member m's validation pairs."""
+        ids = [str(i) for i in ids]
+        if self.val_ids is None:
+            return np.zeros((len(self.members), len(ids)), dtype=bool)
+        return np.array([[i in val for i in ids] for val in self.val_ids], dtype=bool)
 
     def disagreement(self, pairs: pd.DataFrame) -> pd.DataFrame:
         """Per pair: mean rewards, margin mean and std over members, mean P(chosen), and the
@@ -227,3 +238,13 @@ def member_pair_scores(
         rcs.append(np.asarray(c, dtype=float))
         rrs.append(np.asarray(r, dtype=float))
     return np.stack(rcs), np.stack(rrs), np.ones(len(pairs), dtype=bool)
+
+
+def _per_member(name: str, ids, n_members: int) -> list[set[str]] | None:
+    if ids is None:
+        return None
+    sets = [set(map(str, group)) for group in ids]
+    if len(sets) != n_members:
+        raise ValueError(f"The '{name}' parameter of EnsembleRM must have one set per member "
+                         f"({n_members}). Got {len(sets)}.")
+    return sets

@@ -234,13 +234,14 @@ def _load_experiment(path: Path, options: dict) -> EnsembleRM:
             f"{path}: an experiment directory without saved RMs (expected "
             f"runs/<run>/rm/{RM_CONFIG} beside runs/<run>/manifest.json)"
         )
-    members, names, train_ids = [], [], []
+    members, names, train_ids, val_ids = [], [], [], []
     for run_dir in run_dirs:
         manifest = json.loads((run_dir / "manifest.json").read_text())
         members.append(_load(run_dir / "rm", options))
         names.append(run_dir.name)
         train_ids.append(manifest.get("train_ids", []))
-    return EnsembleRM(members, names=names, train_ids=train_ids)
+        val_ids.append(manifest.get("val_ids", []))
+    return EnsembleRM(members, names=names, train_ids=train_ids, val_ids=val_ids)
 
 
 def _load_sequence_classifier(

@@ -14,7 +14,7 @@ import rmlens.cli.memorize as memorize_cli
 from rmlens.cli import main
 from rmlens.cli._options import read_toml
 from rmlens.memorization import AuditConfig
-from rmlens.rewards import TrainConfig
+from rmlens.memorization._config import audit_train
 
 COMMANDS = [
     ["memorize"], ["demo"], ["attribute"], ["report"], ["sweep"], ["evaluate"], ["train"],
@@ -74,7 +74,7 @@ def test_shared_option_goes_to_the_chosen_mode(pairs_file, tmp_path, captured, c
     assert run(args, capsys)[0] == 0
     config = captured[0]
     assert (config.head.epochs, config.head.lr, config.head.weight_decay) == (5, 0.01, 0.1)
-    assert config.train == TrainConfig()
+    assert config.train == audit_train()
     assert (config.n_boot, config.cm_threshold, config.abort_after) == (50, 0.2, 4)
 
 
@@ -166,7 +166,7 @@ def test_help_texts(capsys):
     for flag in ("--no-attribute", "--n-boot", "--cm-threshold", "--abort-after", "--lora-r",
                  "--bf16", "--map NEW=OLD"):  # fmt: skip
         assert flag in text
-    assert "--mode frozen: 200; --mode finetune: 1" in text  # --epochs, one flag for both
+    assert "--mode frozen: 200; --mode finetune: 4" in text  # --epochs, one flag for both
     gen = " ".join(run(["generalize", "--help"], capsys)[1].split())
     assert "the model's" not in gen.split("--max-length", 1)[1].split("--", 1)[0]
     evaluate = " ".join(run(["evaluate", "--help"], capsys)[1].split())

@@ -9,7 +9,7 @@ import typer
 from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
-from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._config import AuditConfig, audit_train
 from rmlens.rewards._config import HeadConfig, TrainConfig
 
 # The audit owns these: one backbone, one length and one seed for every run.
@@ -21,7 +21,8 @@ DEMO_SYNTH = SynthConfig(n_pairs=1500, n_users=30)
 AUDIT = [
     Section(AuditConfig),
     Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen")),
-    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune")),
+    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
+            defaults=audit_train()),
 ]
 
 
@@ -162,7 +163,8 @@ DEMO = [
     Section(AuditConfig),
     Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
             defaults=DEMO_HEAD),
-    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune")),
+    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
+            defaults=audit_train()),
 ]
 DEMO_DATA = [
     Section(SynthConfig, skip=("seed",), defaults=DEMO_SYNTH,

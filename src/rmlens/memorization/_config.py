@@ -30,6 +30,16 @@ EXECUTION_FIELDS = (
 SHARED_FIELDS = {"head": ("seed",), "train": ("model", "max_length", "seed")}
 
 
+def audit_train() -> TrainConfig:
+    """Fine-tuned runs of an audit: LoRA that fits its training pairs, as a practitioner's RM.
+
+    The epoch count is chosen per run by the validation rule (early stopping on validation
+    groups carved from the run's own training groups, best epoch kept) within a budget of 4
+    epochs; the learning rate is a LoRA value (3e-4, head 2e-3), not searched.
+    """
+    return TrainConfig(epochs=4, patience=1, lr=3e-4, head_lr=2e-3)
+
+
 @dataclass
 class AuditConfig(Config):
     """A counterfactual memorization audit (DESIGN.md section 3).
@@ -79,7 +89,7 @@ class AuditConfig(Config):
             "fine-tunes the backbone from its base weights (LoRA or full, for a GPU)."
         },
     )
-    train: TrainConfig = field(default_factory=TrainConfig)
+    train: TrainConfig = field(default_factory=lambda: audit_train())
     backend: str = field(
         default="local",
         metadata={"help": "Where runs train: local (this process) or ray (one Ray task per run)."},

@@ -213,3 +213,12 @@ def test_encode_batch_size_is_its_own_flag(pairs_file, tmp_path, captured, capsy
             "8", "--batch-size", "16"]  # fmt: skip
     assert run(args, capsys)[0] == 0
     assert (captured[0].encode_batch_size, captured[0].head.batch_size) == (8, 16)
+
+
+def test_numeric_list_option(pairs_file, tmp_path, captured, capsys):
+    args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--mode", "finetune",
+            "--lr-grid", "1e-4,3e-4", "--lr-grid", "1e-3"]  # fmt: skip
+    assert run(args, capsys)[0] == 0
+    assert captured[0].train.lr_grid == (1e-4, 3e-4, 1e-3)
+    code, _, err = run([*args[:-2], "--lr-grid", "fast"], capsys)
+    assert code == 2 and "--lr-grid must be floats, got 1e-4,3e-4,fast" in err

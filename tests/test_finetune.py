@@ -344,3 +344,25 @@ def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):
     assert summary["n_pairs"] == len(PAIRS)
     assert main(args + ["--lora-r", "0"]) == 2
     assert "error: --lora-r must be an int > 0, got 0" in capsys.readouterr().err
+
+
+def test_lr_grid_keeps_the_rate_with_the_lowest_validation_loss(tiny_causal_dir):
+    """Each rate trains from the base weights; the kept one has the lowest validation loss,
+    and a single-rate run with it gives the same scores."""
+    train, val = np.arange(0, 8), np.arange(8, 12)
+    grid = (1e-4, 5e-2)
+    trainer = make_trainer(config(tiny_causal_dir, lr_grid=grid, patience=1, epochs=2))
+    trainer.prepare(PAIRS)
+    result = trainer.fit_score(train, seed=0, val_index=val)
+    losses = {}
+    for lr in grid:
+        single = make_trainer(config(tiny_causal_dir, lr=lr, patience=1, epochs=2))
+        single.prepare(PAIRS)
+        history = single._train_best_lr(
+            [single.examples_[i] for i in train], [single.examples_[i] for i in val],
+            single.config_, 0,
+        )  # fmt: skip
+        losses[lr] = min(h["eval_loss"] for h in history)
+    assert result.metrics["lr"] == min(losses, key=losses.get)
+    with pytest.raises(ValueError, match="lr_grid"):
+        config(tiny_causal_dir, lr_grid=grid).check()

@@ -101,7 +101,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
             help_ += " Repeat the option or separate values with commas."
         defaults = {s.when[1] if s.when else "": s.default_of(name) for s in where}
         if listed:
-            defaults = {k: ",".join(v) for k, v in defaults.items()}
+            defaults = {k: ",".join(map(str, v)) for k, v in defaults.items()}
         if len(set(map(repr, defaults.values()))) == 1:
             default, shown = first.default_of(name), True
             if hint is not bool and default is None:
@@ -111,7 +111,10 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
             default = None
             shown = "; ".join(f"{flag(key)} {k}: {_shown(v)}" for k, v in defaults.items())
         if listed:
-            default, shown = None, shown if isinstance(shown, str) else defaults[""] or False
+            first_default = next(iter(defaults.values()))
+            text = shown if isinstance(shown, str) else first_default
+            help_ += f"  [default: {text or 'none'}]"
+            default, shown = None, False
         applies = [s.when for s in where if s.when]
         if len(applies) == len(where):
             help_ += " (" + ", ".join(f"{flag(k)} {v}" for k, v in applies) + ")"
@@ -197,8 +200,9 @@ def resolve(
     from_file = from_file.get(table, {}) if table else {
         k: v for k, v in from_file.items() if k not in ignore
     }
-    names = {n for s in sections for n in s.names()}
-    given = typed_flags(ctx, {k: _listed(v) for k, v in options.items() if k in names})
+    owner = {n: s for s in reversed(sections) for n in s.names()}
+    given = typed_flags(ctx, {k: v for k, v in options.items() if k in owner})
+    given = {k: _listed(v, owner[k], k) for k, v in given.items()}
 
     values = _defaults(top)
     origin: dict[tuple[str | None, str], str] = {}
@@ -238,11 +242,20 @@ def resolve(
         raise InputError(err.for_option(where)) from None
 
 
-def _listed(value: Any) -> Any:
-    """``--targets tm,tg --targets cm`` -> ``["tm", "tg", "cm"]``."""
-    if isinstance(value, (list, tuple)):
-        return [v.strip() for item in value for v in str(item).split(",") if v.strip()]
-    return value
+def _listed(value: Any, section: Section, name: str) -> Any:
+    """``--targets tm,tg --targets cm`` -> ``["tm", "tg", "cm"]``; numbers for a numeric list."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    items = [v.strip() for item in value for v in str(item).split(",") if v.strip()]
+    kind = (typing.get_args(typing.get_type_hints(section.cls)[name]) or (str,))[0]
+    if kind in (int, float):
+        try:
+            return [kind(v) for v in items]
+        except ValueError:
+            raise InputError(
+                f"{section.flag(name)} must be {kind.__name__}s, got {','.join(items)}"
+            ) from None
+    return items
 
 
 def _defaults(section: Section) -> dict[str, Any]:

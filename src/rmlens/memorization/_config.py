@@ -33,11 +33,13 @@ SHARED_FIELDS = {"head": ("seed",), "train": ("model", "max_length", "seed")}
 def audit_train() -> TrainConfig:
     """Fine-tuned runs of an audit: LoRA that fits its training pairs, as a practitioner's RM.
 
-    The epoch count is chosen per run by the validation rule (early stopping on validation
-    groups carved from the run's own training groups, best epoch kept) within a budget of 4
-    epochs; the learning rate is a LoRA value (3e-4, head 2e-3), not searched.
+    Epochs and learning rate are chosen per run by the validation rule (validation groups
+    carved from the run's own training groups, never its held-out groups): each rate of
+    ``lr_grid`` trains from the base weights with early stopping (patience 1, best epoch
+    kept), and the rate with the lowest validation loss is kept. Budget: 2 rates x at most 4
+    epochs per run.
     """
-    return TrainConfig(epochs=4, patience=1, lr=3e-4, head_lr=2e-3)
+    return TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(1e-4, 3e-4), head_lr=2e-3)
 
 
 @dataclass

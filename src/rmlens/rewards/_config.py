@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rmlens._params import (
     Config,
+    ParamError,
     non_negative,
     non_negative_int,
     positive,
@@ -66,6 +67,13 @@ class TrainConfig(Config):
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
     lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the backbone."})
     head_lr: float = field(default=1e-3, metadata={"help": "Learning rate of the reward head."})
+    lr_grid: tuple[float, ...] = field(
+        default=(),
+        metadata={
+            "help": "Learning rates tried per run (each from the base weights), the one with "
+            "the lowest validation loss kept; empty: --lr only. Needs validation pairs."
+        },
+    )
     schedule: str = field(
         default="linear", metadata={"help": "Decay after warmup: constant, linear or cosine."}
     )
@@ -113,6 +121,10 @@ class TrainConfig(Config):
         "grad_accum": (positive_int, "an int > 0"),
         "lr": (positive, "a float > 0"),
         "head_lr": (positive, "a float > 0"),
+        "lr_grid": (
+            lambda g: isinstance(g, tuple) and all(positive(x) for x in g),
+            "a tuple of floats > 0",
+        ),
         "schedule": ("constant", "linear", "cosine"),
         "warmup_ratio": (unit_interval, "a float in [0, 1)"),
         "weight_decay": (non_negative, "a float >= 0"),
@@ -129,6 +141,14 @@ class TrainConfig(Config):
         "ensemble": (positive_int, "an int > 0"),
         "seed": (non_negative_int, "an int >= 0"),
     }
+
+    def _check_more(self) -> None:
+        if len(self.lr_grid) > 1 and not (self.patience or self.eval_fraction):
+            raise ParamError(
+                "lr_grid", type(self).__name__,
+                "a single rate unless there are validation pairs (patience > 0 in an audit, "
+                "or eval_fraction > 0)", self.lr_grid,
+            )  # fmt: skip
 
 
 @dataclass

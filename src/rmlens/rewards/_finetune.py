@@ -27,6 +27,7 @@ from rmlens.rewards._nets import (
     ExplicitNet,
     disable_dropout,
     load_base,
+    load_trainable,
     reset_lora,
     trainable_state,
     wrap_lora,
@@ -227,6 +228,31 @@ class _TunedTrainer:
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
         return self.kept_
 
+    def _train_best_lr(self, train, evals, cfg: TrainConfig, seed: int) -> list[dict]:
+        """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
+        keep the weights with the lowest validation loss (a choice made on validation pairs
+        only, never on the run's held-out pairs)."""
+        grid = cfg.lr_grid or (cfg.lr,)
+        if len(grid) > 1 and not evals:
+            raise InputError("lr_grid needs validation pairs: set patience > 0 (an audit "
+                             "carves validation groups) or eval_fraction > 0")  # fmt: skip
+        best = None
+        for lr in grid:
+            self._reset(seed)
+            run_cfg = cfg.replace(seed=seed, lr=lr)
+            history = train_loop(
+                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True
+            )
+            loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
+            if best is None or loss < best[0]:
+                state = trainable_state(self.net_) if len(grid) > 1 else None
+                best = (loss, lr, state, history)
+        if len(grid) > 1:
+            load_trainable(self.net_, best[2])
+        for record in best[3]:
+            record["lr_chosen"] = best[1]
+        return best[3]
+
     def fit_score(
         self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
     ) -> RunScores:
@@ -242,10 +268,7 @@ class _TunedTrainer:
             evals = [self.examples_[i] for i in np.asarray(val_index, dtype=int) if self.kept_[i]]
         else:
             train, evals = self._split_eval(train, seed)
-        self._reset(seed)
-        history = train_loop(
-            self.net_, train, cfg.replace(seed=seed), self.runtime_, eval_examples=evals, quiet=True
-        )
+        history = self._train_best_lr(train, evals, cfg, seed)
         r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
         r_c, r_r = r[:, 0], r[:, 1]
         seen = train_index if val_index is None else np.concatenate([train_index, val_index])
@@ -255,6 +278,8 @@ class _TunedTrainer:
         }
         metrics.update({f"test_{k}": v for k, v in reward_stats(r_c[held], r_r[held]).items()})
         metrics["loss"] = history[-1]["train_loss"] if history else float("nan")
+        metrics["lr"] = history[-1].get("lr_chosen", cfg.lr) if history else cfg.lr
+        metrics["epochs_trained"] = len(history)
         return RunScores(r_c, r_r, metrics, self._make_rm())
 
 

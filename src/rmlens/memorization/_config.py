@@ -13,7 +13,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.rewards._config import HeadConfig, TrainConfig
+from rmlens.rewards._config import MODEL_HELP, HeadConfig, TrainConfig
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with
@@ -53,7 +53,8 @@ class AuditConfig(Config):
     """
 
     model: str = field(
-        default="minilm", metadata={"help": "Backbone: preset (minilm), local path or hub id."}
+        default="minilm",
+        metadata={"help": MODEL_HELP},
     )
     runs: int = field(
         default=25, metadata={"help": "Training runs R (repeats x folds); at least 2."}

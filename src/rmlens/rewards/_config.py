@@ -14,6 +14,8 @@ from rmlens._params import (
     unit_interval,
 )
 
+MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
+
 
 @dataclass
 class TrainConfig(Config):
@@ -27,7 +29,7 @@ class TrainConfig(Config):
 
     model: str = field(
         default="minilm",
-        metadata={"help": "Backbone: preset (minilm, smollm2-135m), local path or hub id."},
+        metadata={"help": MODEL_HELP},
     )
     rm: str = field(
         default="explicit",

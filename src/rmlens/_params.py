@@ -114,8 +114,13 @@ def unit_interval(x: Any) -> bool:
 
 
 def config_dict(obj: Any) -> dict[str, Any]:
-    """The fields of a dataclass, nested configs as dicts."""
-    return dataclasses.asdict(obj)
+    """The fields of a dataclass, nested configs as dicts and tuples as lists: the same value
+    that JSON gives back, so a saved config compares equal to the live one."""
+    return dataclasses.asdict(obj, dict_factory=lambda items: {k: _listed(v) for k, v in items})
+
+
+def _listed(value: Any) -> Any:
+    return [_listed(v) for v in value] if isinstance(value, tuple) else value
 
 
 def _accepts(hint: Any, value: Any) -> bool:

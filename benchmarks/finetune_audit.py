@@ -96,7 +96,9 @@ def main() -> None:
     print("Spearman between modes, pair by pair:")
     for i, a in enumerate(results):
         for b in results[i + 1 :]:
-            joined = a["table"].join(b["table"], lsuffix="_a", rsuffix="_b").dropna()
+            joined = a["table"].merge(
+                b["table"], left_index=True, right_index=True, suffixes=("_a", "_b")
+            ).dropna()
             rho = {
                 s: spearmanr(joined[f"{s}_a"], joined[f"{s}_b"]).statistic
                 for s in ("tm", "tg", "cm")

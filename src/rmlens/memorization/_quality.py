@@ -187,7 +187,7 @@ def validation_note(config: AuditConfig, quality: dict) -> dict:
         "used": config.validates,
         "fraction": config.val_fraction if config.validates else 0.0,
         "patience": config.patience,
-        "membership": "a pair is in a run only if the run's RM took gradients on it. "
+        "membership": "A pair is in a run only if the run's RM took gradients on it. "
         "Validation pairs come from the run's own training groups (never its held-out "
         "groups, which would leak into TG); early stopping reads them, so the estimators "
         "count them neither in n_in nor in n_out for that run (manifest: val_ids).",

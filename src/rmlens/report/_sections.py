@@ -226,10 +226,12 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
                 if best
                 else ""
             )
+            share = validation.get("fraction")
             body += (
                 f'<p class="note">Training regime: early stopping with patience '
                 f"{esc(fmt(validation.get('patience')))} on validation pairs, "
-                f"{esc(fmt(validation.get('fraction')))} of each run's training groups; the "
+                f"{esc(f'{share:g}' if share is not None else '?')} of each run's training "
+                "groups; the "
                 f"best epoch's weights are kept.{esc(epochs)}</p>"
             )
         if validation.get("membership"):

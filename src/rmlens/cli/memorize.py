@@ -88,6 +88,9 @@ def print_summary(out: Path) -> None:
     quality = summary.get("rm_quality")
     if quality:
         console.print(quality_table(quality, summary.get("validation") or {}))
+    reliability = summary.get("reliability")
+    if reliability:
+        console.print(reliability_table(reliability))
     warnings = summary.get("warnings", [])
     if warnings:
         codes = ", ".join(w["code"] for w in warnings)
@@ -125,6 +128,34 @@ def print_summary(out: Path) -> None:
     files = ["memorization.parquet", "memorization_map.png", "summary.json"]
     files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
     console.print(f"results in {out}/ ({', '.join(files)})")
+
+
+def reliability_table(reliability: dict):
+    """Split-half reliability of TM, TG, CM: the halves' Spearman, Spearman-Brown to the
+    runs used, and the runs that 0.8 would need (prophecy formula)."""
+    from rich.table import Table
+
+    n = reliability.get("n_splits", 0)
+    table = Table(
+        title=f"Reliability of the pairs' ranking: {reliability.get('n_runs', 0)} runs in "
+        f"{reliability.get('n_repeats', 0)} whole repeats, mean +- std over {n} splits"
+    )
+    for col in ("score", "split-half", "Spearman-Brown", "runs for 0.8"):
+        table.add_column(col, justify="left" if col == "score" else "right")
+    for score in ("tm", "tg", "cm"):
+        part = reliability.get(score) or {}
+        need = part.get("runs_for_0_8")
+        table.add_row(
+            score.upper(),
+            f"{part.get('split_half', float('nan')):.2f} +- "
+            f"{part.get('split_half_std', float('nan')):.2f}",
+            f"{part.get('spearman_brown', float('nan')):.2f}",
+            str(need) if need else "-",
+        )
+    notes = [reliability[k] for k in ("reason", "note") if reliability.get(k)]
+    if notes:
+        table.caption = "; ".join(notes)
+    return table
 
 
 def quality_table(quality: dict, validation: dict):

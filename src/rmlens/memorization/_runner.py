@@ -48,6 +48,7 @@ from rmlens.memorization._quality import (
     run_quality,
     validation_note,
 )
+from rmlens.memorization._reliability import reliability_warnings, same_partition, split_half
 from rmlens.memorization._runs import (
     RunFailure,
     clean_stale,
@@ -392,7 +393,17 @@ def finish(
     )
     table.insert(0, "id", ids.to_numpy())
     quality = rm_quality(p, member, val, finished, [_run_record(out, r) for r in finished])
+    record = json.loads((out / "config.json").read_text())
+    folds = record.get("folds_used", config.folds)
+    k = folds if config.plan == "kfold" else 2  # runs per repeat
+    reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
     del p, member, val
+    plan = pd.read_parquet(out / "plan.parquet")
+    if same_partition(plan, k):
+        reliability["note"] = (
+            "every repeat of the plan draws the same partition of groups, so the halves "
+            "differ only in seeds: the figure measures seed noise, not the plan's"
+        )
     meta = pairs.assign(group=groups.to_numpy())
     for col in ("prompt", "chosen", "rejected"):
         meta[col] = meta[col].map(to_text)
@@ -401,7 +412,7 @@ def finish(
     table["cm_significant"] = cm_significant(table)
     write_parquet(table, out / "memorization.parquet")
     plot_memorization_map(table, out / "memorization_map.png")
-    summary = {"rm_quality": quality}
+    summary = {"rm_quality": quality, "reliability": reliability}
     summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     summary["n_runs_finished"] = len(finished)
     summary["n_runs_planned"] = config.runs
@@ -422,10 +433,8 @@ def finish(
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
     warnings = audit_warnings(table, quality)
+    warnings += reliability_warnings(reliability)
     warnings.append(budget_warning(summary["validation"], len(finished)))
-    record = json.loads((out / "config.json").read_text())
-    folds = record.get("folds_used", config.folds)
-    plan = pd.read_parquet(out / "plan.parquet")
     warnings.append(coverage_warning(table, plan, config, folds))
     warnings.append(interval_warning(summary["intervals"], len(table)))
     summary["warnings"] = [w for w in warnings if w is not None]

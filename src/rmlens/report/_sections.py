@@ -123,7 +123,7 @@ def summary_section(
 # summary.json entries shown elsewhere (the quality section) or as the counts table
 _SHOWN_APART = (
     "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
-    "category_rules", "category_order", "cm_significant",
+    "category_rules", "category_order", "cm_significant", "reliability",
 )  # fmt: skip
 
 
@@ -216,6 +216,7 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             rows.append({"pairs": name, **cells})
         if rows:
             body += table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
+    body += _reliability_block(summary.get("reliability"))
     validation = summary.get("validation")
     if isinstance(validation, dict):
         if validation.get("used"):
@@ -245,6 +246,40 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
         )
     return Section("quality", "Reward models", body)
+
+
+def _reliability_block(reliability: Any) -> str:
+    """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table."""
+    if not isinstance(reliability, dict):
+        return ""
+    html = (
+        '<p class="note">Reliability of the ranking of pairs: the whole repeats of the plan '
+        "split into two halves, each score estimated from each half, Spearman correlation "
+        "across pairs (mean ± std over splits), Spearman-Brown corrected to the "
+        f"{esc(fmt(reliability.get('n_runs')))} runs used; the runs that 0.8 would need "
+        "come from the Spearman-Brown prophecy formula.</p>"
+    )
+    rows = []
+    for score in ("tm", "tg", "cm"):
+        part = reliability.get(score)
+        if not isinstance(part, dict):
+            continue
+        rows.append(
+            {
+                "score": score.upper(),
+                "split-half": (
+                    f"{fmt(part.get('split_half'), 2)} ± {fmt(part.get('split_half_std'), 2)}"
+                ),
+                "Spearman-Brown": fmt(part.get("spearman_brown"), 2),
+                "runs for 0.8": fmt(part.get("runs_for_0_8")),
+            }
+        )
+    if rows:
+        html += table(pd.DataFrame(rows), caption="below 0.7: the ranking is not yet reliable")
+    for key in ("reason", "note"):
+        if reliability.get(key):
+            html += f'<p class="note">{esc(str(reliability[key]))}</p>'
+    return html
 
 
 def _breakdown(mem: pd.DataFrame, column: str) -> str:

@@ -1,0 +1,182 @@
+"""Split-half reliability of the per-pair scores TM, TG, CM (DESIGN.md section 3).
+
+How much of the ranking of pairs by a score is run-to-run noise. The finished whole repeats
+of the plan are split into two halves (each half: complete grouped K-folds), each half
+estimates TM, TG, CM per pair with the audit's estimator, and the two estimates are
+correlated across pairs (Spearman). Spearman-Brown then corrects the half-length
+correlation to the full run count:
+
+    rel(factor * n) = factor * r / (1 + (factor - 1) * r)        (Spearman 1910; Brown 1910)
+
+and the prophecy formula inverts it: the run count that would reach a target reliability is
+
+    n_target = n * target * (1 - rel) / (rel * (1 - target))
+
+The alternating split (repeats 0, 2, 4, ... against 1, 3, ...) comes first; further seeded
+random splits of the repeats give the mean and the spread (std) over splits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from rmlens.memorization._estimate import _means
+
+SCORES = ("tm", "tg", "cm")
+TARGET = 0.8  # reliability that runs_for_0_8 aims at
+WARN_BELOW = 0.7  # Spearman-Brown below this: a warning
+
+
+def spearman_brown(r: float, factor: float) -> float:
+    """Reliability of a test ``factor`` times as long: factor*r / (1 + (factor-1)*r)."""
+    return factor * r / (1 + (factor - 1) * r)
+
+
+def prophecy_factor(rel: float, target: float = TARGET) -> float:
+    """How many times the runs reliability ``rel`` needs to reach ``target`` (Spearman-Brown
+    solved for the factor): target(1 - rel) / (rel(1 - target)); NaN where rel <= 0."""
+    if not np.isfinite(rel) or rel <= 0:
+        return float("nan")
+    return target * (1 - rel) / (rel * (1 - target))
+
+
+def runs_needed(rel: float, n_runs: int, target: float = TARGET, *, folds: int = 1) -> int | None:
+    """Runs that would reach ``target``, from reliability ``rel`` at ``n_runs`` runs, rounded
+    up to whole repeats of ``folds`` runs (at least one repeat); None where rel is not > 0."""
+    factor = prophecy_factor(rel, target)
+    if not np.isfinite(factor):
+        return None
+    if rel >= 1:
+        return folds
+    repeats = max(1, math.ceil(n_runs * factor / folds - 1e-9))
+    return repeats * folds
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman correlation over the pairs where both are finite (NaN below 3 or constant)."""
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return float("nan")
+    ra, rb = rankdata(a[ok]), rankdata(b[ok])  # ties get average ranks
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def split_half(
+    p: np.ndarray,
+    member: np.ndarray,
+    val: np.ndarray,
+    repeat: np.ndarray,
+    *,
+    folds: int,
+    n_splits: int = 20,
+    seed: int = 0,
+) -> dict:
+    """Split-half reliability of TM, TG and CM.
+
+    Parameters
+    ----------
+    p : ndarray of shape (n_pairs, n_runs)
+        sigmoid(r+ - r-) per finished run; NaN where the run did not score the pair.
+    member, val : ndarray of shape (n_pairs, n_runs), bool
+        In-training and validation pairs per run (validation pairs count neither in nor out).
+    repeat : ndarray of shape (n_runs,), int
+        Each run's repeat of the plan (run // K); only repeats with all ``folds`` runs
+        finished are used.
+    folds : int
+        Runs per repeat (K).
+    n_splits : int, default=20
+        Splits of the repeats into two halves: the alternating one, then seeded random ones.
+
+    Returns
+    -------
+    dict with ``n_runs`` (runs of whole repeats used), ``n_repeats``, ``n_splits``, and per
+    score (``tm``, ``tg``, ``cm``): ``split_half``, ``spearman_brown`` (means over splits),
+    their ``_std``, ``alternating`` (the first split's split-half) and ``runs_for_0_8``.
+    With fewer than 2 whole repeats: NaN scores and a ``reason``.
+    """
+    repeat = np.asarray(repeat)
+    reps, counts = np.unique(repeat, return_counts=True)
+    whole = reps[counts == folds]
+    out: dict = {"n_runs": int(len(whole) * folds), "n_repeats": int(len(whole))}
+    keys = ("split_half", "spearman_brown", "split_half_std", "spearman_brown_std", "alternating")
+    nan = {**dict.fromkeys(keys, math.nan), "runs_for_0_8": None}
+    if len(whole) < 2:
+        out["n_splits"] = 0
+        out["reason"] = f"{len(whole)} finished whole repeat(s) of the plan; split-half needs 2"
+        return out | {s: dict(nan) for s in SCORES}
+    rng = np.random.default_rng([seed, 7])
+    orders = [np.arange(len(whole))] + [rng.permutation(len(whole)) for _ in range(n_splits - 1)]
+    # run weights, one column per half of each split: (n_runs, 2 * n_splits)
+    weights = np.zeros((len(repeat), 2 * len(orders)))
+    for j, order in enumerate(orders):
+        first, second = whole[order[0::2]], whole[order[1::2]]  # alternating: 0,2,4 / 1,3
+        weights[:, 2 * j] = np.isin(repeat, first)
+        weights[:, 2 * j + 1] = np.isin(repeat, second)
+    tm, tg = _means(np.where(val, np.nan, p), member, weights)  # (n_pairs, 2 * n_splits)
+    halves = {"tm": tm, "tg": tg, "cm": tm - tg}  # the estimator's NaN: no in- or out-runs
+    out["n_splits"] = len(orders)
+    for score, est in halves.items():
+        r = np.array([_spearman(est[:, 2 * j], est[:, 2 * j + 1]) for j in range(len(orders))])
+        sb = spearman_brown(r, 2.0)  # each half has about half of the runs
+        ok = np.isfinite(r)
+        if not ok.any():
+            out[score] = dict(nan)
+            continue
+        mean_sb = float(sb[ok].mean())
+        out[score] = {
+            "split_half": float(r[ok].mean()),
+            "spearman_brown": mean_sb,
+            "split_half_std": float(r[ok].std(ddof=1)) if ok.sum() > 1 else 0.0,
+            "spearman_brown_std": float(sb[ok].std(ddof=1)) if ok.sum() > 1 else 0.0,
+            "alternating": float(r[0]),
+            "runs_for_0_8": runs_needed(mean_sb, out["n_runs"], TARGET, folds=folds),
+        }
+    return out
+
+
+def same_partition(plan: pd.DataFrame, folds: int) -> bool:
+    """Whether every whole repeat of the plan holds out the same sets of groups (e.g. K equal
+    to the number of groups: leave one group out); then halves differ only in seeds."""
+    out = ~plan.in_train.to_numpy(bool)
+    if "validation" in plan:
+        out &= ~plan.validation.to_numpy(bool)
+    held = plan[out]
+    partitions = {}
+    for run, groups in held.groupby("run").group:
+        partitions.setdefault(int(run) // folds, set()).add(frozenset(groups.astype(str)))
+    whole = [frozenset(s) for s in partitions.values() if len(s) == folds]
+    return len(whole) >= 2 and len(set(whole)) == 1
+
+
+def reliability_warnings(reliability: dict) -> list[dict]:
+    """A plain warning per score whose Spearman-Brown reliability is below ``WARN_BELOW``."""
+    warnings = []
+    for score in SCORES:
+        part = reliability.get(score) or {}
+        sb = part.get("spearman_brown", math.nan)
+        if not np.isfinite(sb) or sb >= WARN_BELOW:
+            continue
+        need = part.get("runs_for_0_8")
+        how = (
+            f"about {need} runs would reach {TARGET}"
+            if need
+            else f"no run count reaches {TARGET} by the Spearman-Brown formula"
+        )
+        warnings.append(
+            {
+                "code": "unreliable",
+                "score": score,
+                "message": (
+                    f"the ranking of pairs by {score.upper()} is not yet reliable (split-half "
+                    f"{part['split_half']:.2f}, Spearman-Brown {sb:.2f}); {how}"
+                ),
+                "runs_for_0_8": need,
+            }
+        )
+    return warnings

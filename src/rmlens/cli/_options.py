@@ -277,13 +277,14 @@ def save_config(config: Any, path: Path, **tables: Any) -> Path:
 
     from rmlens._io import write_atomic
 
-    def clean(d: dict) -> dict:
-        return {
-            k: clean(v) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else v
-            for k, v in d.items()
-            if v is not None
-        }
+    def clean(d: dict) -> dict:  # to_dict gives lists already; TOML has no None
+        return {k: clean(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
 
     data = config.to_dict() | {k: v.to_dict() for k, v in tables.items()}
     text = tomli_w.dumps(clean(data))
     return write_atomic(path, lambda tmp: tmp.write_text(text))
+
+
+def config_beside(out: Path) -> Path:
+    """Where a command whose output is one file saves its settings: ``pairs.config.toml``."""
+    return out.with_name(out.name.split(".")[0] + ".config.toml")

@@ -16,6 +16,7 @@ from rmlens.cli._common import handle_errors
 from rmlens.cli._options import (
     CONFIG_FILE,
     Section,
+    config_beside,
     config_parameters,
     flag,
     read_toml,
@@ -172,7 +173,7 @@ def register(data_app: typer.Typer) -> None:
             converter.name, source, split=split, quiet=quiet, **config.to_dict()
         )
         path = write_conversion(pairs, report, out)
-        save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
+        save_config(config, config_beside(out))
         if as_json:
             typer.echo(json.dumps({**report, "output": str(out)}, indent=2, default=str))
         else:

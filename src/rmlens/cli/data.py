@@ -11,7 +11,14 @@ import typer
 
 from rmlens.cli import convert
 from rmlens.cli._common import DATA_HELP, fail, handle_errors
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import (
+    Section,
+    config_beside,
+    config_parameters,
+    resolve,
+    save_config,
+    with_parameters,
+)
 from rmlens.data._synth_config import SynthConfig
 
 MAX_SHOWN = 50
@@ -92,7 +99,7 @@ def synth(
     config = resolve(ctx, SYNTH, options)
     frame = synthesize(config)
     path = save_pairs(frame, out)
-    save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
+    save_config(config, config_beside(out))
     if not quiet:
         counts = frame["mechanism"].value_counts()
         mix = ", ".join(f"{k} {counts[k]}" for k in counts.index)

@@ -13,7 +13,14 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import (
+    Section,
+    config_beside,
+    config_parameters,
+    resolve,
+    save_config,
+    with_parameters,
+)
 from rmlens.rewards._config import ScoreConfig, TrainConfig
 
 TRAIN = [Section(TrainConfig)]
@@ -86,7 +93,7 @@ def score(
     r_c, r_r = model.score_pairs(pairs)
     table = pairs.assign(r_chosen=np.asarray(r_c, float), r_rejected=np.asarray(r_r, float))
     save_pairs(table, out)
-    save_config(config, out.with_name(out.name.split(".")[0] + ".config.toml"))
+    save_config(config, config_beside(out))
     summary = {
         "out": str(out),
         "n_pairs": len(table),

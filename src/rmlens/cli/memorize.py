@@ -149,7 +149,8 @@ def reliability_table(reliability: dict):
             score.upper(),
             f"{part.get('split_half', float('nan')):.2f} +- "
             f"{part.get('split_half_std', float('nan')):.2f}",
-            f"{part.get('spearman_brown', float('nan')):.2f}",
+            f"{part.get('spearman_brown', float('nan')):.2f} +- "
+            f"{part.get('spearman_brown_std', float('nan')):.2f}",
             str(need) if need else "-",
         )
     notes = [reliability[k] for k in ("reason", "note") if reliability.get(k)]

@@ -270,7 +270,10 @@ def _reliability_block(reliability: Any) -> str:
                 "split-half": (
                     f"{fmt(part.get('split_half'), 2)} ± {fmt(part.get('split_half_std'), 2)}"
                 ),
-                "Spearman-Brown": fmt(part.get("spearman_brown"), 2),
+                "Spearman-Brown": (
+                    f"{fmt(part.get('spearman_brown'), 2)} ± "
+                    f"{fmt(part.get('spearman_brown_std'), 2)}"
+                ),
                 "runs for 0.8": fmt(part.get("runs_for_0_8")),
             }
         )

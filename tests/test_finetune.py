@@ -358,10 +358,7 @@ def test_lr_grid_keeps_the_rate_with_the_lowest_validation_loss(tiny_causal_dir)
     for lr in grid:
         single = make_trainer(config(tiny_causal_dir, lr=lr, patience=1, epochs=2))
         single.prepare(PAIRS)
-        history = single._train_best_lr(
-            [single.examples_[i] for i in train], [single.examples_[i] for i in val],
-            single.config_, 0,
-        )  # fmt: skip
+        history = single._train_best_lr(train, val, single.config_, 0)
         losses[lr] = min(h["eval_loss"] for h in history)
     assert result.metrics["lr"] == min(losses, key=losses.get)
     with pytest.raises(ValueError, match="lr_grid"):

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import (
+    DATA_HELP,
+    handle_errors,
+    load_table,
+    map_option,
+    objective_bias,
+)
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig, audit_train
@@ -61,7 +67,8 @@ def run_audit(
 ) -> None:
     from rmlens.memorization import audit
 
-    audit(pairs, config, out, quiet=quiet)
+    trainer_config = config.head if config.mode == "frozen" else config.train
+    audit(pairs, config, out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
     if attribute:
         from rmlens.attribution import attribute as run_attribution
 

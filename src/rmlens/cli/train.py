@@ -12,7 +12,14 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import (
+    DATA_HELP,
+    RM_HELP,
+    handle_errors,
+    load_table,
+    map_option,
+    objective_bias,
+)
 from rmlens.cli._options import (
     Section,
     config_beside,
@@ -49,7 +56,8 @@ def train(
     rankings = config.loss == "plackett-luce"
     pairs = load_table(data, column_map, rankings=rankings)
     evals = None if eval_data is None else load_table(eval_data, column_map, rankings=rankings)
-    train_rm(pairs, config, out, eval_data=evals, quiet=quiet)
+    bias = objective_bias(pairs, config)
+    train_rm(pairs, config, out, eval_data=evals, bias=bias, quiet=quiet)
     save_config(config, out / "config.toml")
     history = json.loads((out / "history.json").read_text())
     last = history[-1] if config.ensemble == 1 else [h[-1] for h in history]

@@ -189,16 +189,19 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1)[0] % 2**31)
 
 
-def default_trainer(config: AuditConfig) -> PairTrainer:
-    """Frozen features with one head per run, or a fine-tuned RM per run (``mode``)."""
+def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
+    """Frozen features with one head per run, or a fine-tuned RM per run (``mode``);
+    ``bias``: the pairs' shortcut feature differences for the ``poe`` and ``reweight``
+    objectives."""
     config = config.resolved()  # the audit's model, max_length and seed, said once
     if config.mode == "finetune":
-        return make_trainer(config.train)
+        return make_trainer(config.train, bias=bias)
     return FrozenHeadTrainer(
         model=config.model,
         head=config.head,
         max_length=config.max_length,
         batch_size=config.encode_batch_size,
+        bias=bias,
     )
 
 
@@ -208,6 +211,7 @@ def audit(
     out: str | Path = "rmlens-audit",
     *,
     trainer: PairTrainer | None = None,
+    bias=None,
     quiet: bool = False,
 ) -> pd.DataFrame:
     """Run a counterfactual memorization audit and write the experiment directory.
@@ -222,6 +226,10 @@ def audit(
     trainer : PairTrainer, optional
         Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``). With the
         Ray backend it is prepared here and shipped to the tasks, so it must pickle.
+    bias : DataFrame of shape (n_pairs, k), optional
+        Shortcut feature differences phi(chosen) - phi(rejected) that the ``poe`` and
+        ``reweight`` objectives need: ``rmlens.attribution.bias_features(pairs,
+        config.head.bias_features)`` (``config.train`` in finetune mode).
 
     Returns
     -------
@@ -279,7 +287,7 @@ def audit(
             clean_stale(folder)  # a killed writer's temporary files (one audit per folder)
     pending = [r for r in range(config.runs) if not run_done(run_dir(out, r))]
     if pending:
-        trainer = trainer or default_trainer(config)
+        trainer = trainer or default_trainer(config, bias)
         with make_backend(config).session(quiet=quiet) as execute:
             kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
             _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet)

@@ -12,6 +12,7 @@ __all__, __getattr__, __dir__ = attach(
         "_implicit": ["implicit_reward", "response_logps"],
         "_losses": ["bradley_terry_loss", "centering_loss", "plackett_luce_loss"],
         "_metrics": ["pairwise_accuracy", "reward_stats"],
+        "_objectives": ["OBJECTIVES", "Objective", "PairExtras"],
         "_load": ["LOADERS", "RM_PRESETS", "load_experiment", "load_rm"],
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_train": ["train_rm"],

@@ -16,6 +16,48 @@ from rmlens._params import (
 
 MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
 
+OBJECTIVE_NAMES = ("bt", "label_smoothing", "poe", "reweight", "group_dro")
+
+
+# The objective's fields, shared by HeadConfig and TrainConfig: name -> (default, metadata)
+_OBJECTIVE_FIELDS = {
+    "objective": ("bt", {
+        "help": "Training objective: bt (Bradley-Terry); label_smoothing ((1-eps) BT(d) + eps "
+        "BT(-d)); poe (product of experts with a bias-only model on --bias-features, only the "
+        "main RM kept); reweight (loss weights (1 - sigmoid(d_bias))^gamma from a bias-only "
+        "model fitted on the run's training pairs); group_dro (worst-group loss over "
+        "--dro-groups)."
+    }),
+    "smoothing": (0.1, {"help": "label_smoothing: eps, the assumed label-flip rate."}),
+    "bias_features": (("len_words", "compliance", "model", "refusal"), {
+        "help": "poe and reweight: shortcut features of the bias-only model, phi(chosen) - "
+        "phi(rejected): registered response features (rmlens attribute --list-features) or "
+        "'model' (model identity, from chosen_model and rejected_model)."
+    }),
+    "gamma": (1.0, {"help": "reweight: exponent of (1 - sigmoid(d_bias))."}),
+    "dro_groups": (None, {"help": "group_dro: column of the groups.", "unset": "user_id"}),
+    "dro_step": (0.01, {"help": "group_dro: step size of the group weights."}),
+}  # fmt: skip
+
+
+def objective_field(name: str):
+    default, metadata = _OBJECTIVE_FIELDS[name]
+    return field(default=default, metadata=metadata)
+
+
+OBJECTIVE_CONSTRAINTS = {
+    "objective": OBJECTIVE_NAMES,
+    "smoothing": (lambda x: non_negative(x) and x < 0.5, "a float in [0, 0.5)"),
+    "bias_features": (
+        lambda g: isinstance(g, tuple) and len(g) > 0
+        and all(isinstance(x, str) and x.strip() for x in g),
+        "a non-empty tuple of feature names",
+    ),
+    "gamma": (non_negative, "a float >= 0"),
+    "dro_groups": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
+    "dro_step": (positive, "a float > 0"),
+}
+
 
 @dataclass
 class TrainConfig(Config):
@@ -64,6 +106,12 @@ class TrainConfig(Config):
     center_coef: float = field(
         default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
     )
+    objective: str = objective_field("objective")
+    smoothing: float = objective_field("smoothing")
+    bias_features: tuple[str, ...] = objective_field("bias_features")
+    gamma: float = objective_field("gamma")
+    dro_groups: str | None = objective_field("dro_groups")
+    dro_step: float = objective_field("dro_step")
     epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
     batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
@@ -142,9 +190,14 @@ class TrainConfig(Config):
         "bf16": (True, False),
         "ensemble": (positive_int, "an int > 0"),
         "seed": (non_negative_int, "an int >= 0"),
+        **OBJECTIVE_CONSTRAINTS,
     }
 
     def _check_more(self) -> None:
+        if self.loss == "plackett-luce" and self.objective != "bt":
+            raise ParamError(
+                "objective", type(self).__name__, "bt with loss='plackett-luce'", self.objective
+            )
         if len(self.lr_grid) > 1 and not (self.patience or self.eval_fraction):
             raise ParamError(
                 "lr_grid", type(self).__name__,
@@ -187,6 +240,12 @@ class HeadConfig(Config):
     center_coef: float = field(
         default=0.0, metadata={"help": "Reward centering coefficient: coef * mean((r+ + r-)^2)."}
     )
+    objective: str = objective_field("objective")
+    smoothing: float = objective_field("smoothing")
+    bias_features: tuple[str, ...] = objective_field("bias_features")
+    gamma: float = objective_field("gamma")
+    dro_groups: str | None = objective_field("dro_groups")
+    dro_step: float = objective_field("dro_step")
     seed: int = field(default=0, metadata={"help": "Seed of initialisation and shuffling."})
 
     _constraints = {
@@ -201,6 +260,7 @@ class HeadConfig(Config):
         "use_margin": (True, False),
         "center_coef": (non_negative, "a float >= 0"),
         "seed": (non_negative_int, "an int >= 0"),
+        **OBJECTIVE_CONSTRAINTS,
     }
 
 

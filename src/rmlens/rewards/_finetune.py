@@ -32,8 +32,9 @@ from rmlens.rewards._nets import (
     trainable_state,
     wrap_lora,
 )
+from rmlens.rewards._objectives import PairExtras
 from rmlens.rewards._packing import Example, make_example
-from rmlens.rewards._trainer import RunScores
+from rmlens.rewards._trainer import RunScores, objective_inputs
 from rmlens.rewards._tuned import TunedRM, runtime_for
 
 _STRUCTURE = (
@@ -55,12 +56,15 @@ _STRUCTURE = (
 class _TunedTrainer:
     rm = ""
 
-    def __init__(self, config: TrainConfig | None = None, *, backbone: Backbone | None = None):
+    def __init__(
+        self, config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
+    ):
         self.config = config
         self.backbone = backbone
+        self.bias = bias
 
     def get_params(self) -> dict:
-        return {"config": self.config, "backbone": self.backbone}
+        return {"config": self.config, "backbone": self.backbone, "bias": self.bias}
 
     # -- setup -------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -139,13 +143,26 @@ class _TunedTrainer:
         kept = np.array([len(ex.seqs) >= 2 and ex.distinct for ex in examples], dtype=bool)
         return examples, kept
 
-    def _split_eval(self, train: list[Example], seed: int):
+    def _split_eval(self, index: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``eval_fraction`` of the pairs at ``index`` held out to evaluate each epoch."""
         frac = self.config_.eval_fraction
-        if not frac or len(train) < 2:
-            return train, None
-        order = np.random.default_rng([seed, 1]).permutation(len(train))
-        n_eval = min(len(train) - 1, max(1, int(round(frac * len(train)))))
-        return [train[i] for i in order[n_eval:]], [train[i] for i in order[:n_eval]]
+        if not frac or len(index) < 2:
+            return index, index[:0]
+        order = np.random.default_rng([seed, 1]).permutation(len(index))
+        n_eval = min(len(index) - 1, max(1, int(round(frac * len(index)))))
+        return index[order[n_eval:]], index[order[:n_eval]]
+
+    def _extras(self, index: np.ndarray) -> PairExtras | None:
+        """Bias features and groups of the pairs at ``index`` (None for ``bt``)."""
+        if self.config_.objective == "bt":
+            return None
+        dphi, groups = self.bias_, self.groups_
+        return PairExtras(
+            dphi=None if dphi is None else torch.as_tensor(dphi[index], dtype=torch.float32),
+            group=None if groups is None else torch.as_tensor(
+                np.unique(groups[index], return_inverse=True)[1].ravel()
+            ),
+        )  # fmt: skip
 
     def _prepare_refs(self, examples: list[Example]) -> None:
         """Implicit RMs: reference log-probs, computed once per example."""
@@ -194,14 +211,20 @@ class _TunedTrainer:
         self.n_dropped_ = int((~kept).sum())
         if self.n_dropped_ and not quiet:
             stderr.print(f"{self.n_dropped_} pairs dropped: identical after truncation")
-        train = [ex for ex, k in zip(examples, kept) if k]
-        if not train:
+        if not kept.any():
             raise InputError("no usable training pairs (all identical after truncation)")
+        self.bias_, self.groups_ = objective_inputs(cfg, data, self.bias)
+        train_index, eval_index = self._split_eval(np.flatnonzero(kept), cfg.seed)
+        train = [examples[i] for i in train_index]
+        evals, eval_extras = [examples[i] for i in eval_index] or None, self._extras(eval_index)
         if eval_data is not None:
+            if cfg.objective != "bt":
+                raise InputError(
+                    f"objective {cfg.objective!r}: evaluation data from a second file is not "
+                    "supported; use eval_fraction (--eval-fraction) instead"
+                )
             ev, ev_kept = self._examples(eval_data)
-            train, evals = train, [ex for ex, k in zip(ev, ev_kept) if k] or None
-        else:
-            train, evals = self._split_eval(train, cfg.seed)
+            evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
         self._reset(cfg.seed)
         self._prepare_refs(train + (evals or []))
         self.history_ = train_loop(
@@ -210,6 +233,8 @@ class _TunedTrainer:
             cfg,
             self.runtime_,
             eval_examples=evals,
+            extras=self._extras(train_index),
+            eval_extras=eval_extras,
             checkpoint_dir=checkpoint_dir,
             fingerprint=self._fingerprint(data, eval_data),
             quiet=quiet,
@@ -225,14 +250,18 @@ class _TunedTrainer:
         """Load the base model and tokenize every pair once; return the usable-pair mask."""
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
+        self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
         return self.kept_
 
-    def _train_best_lr(self, train, evals, cfg: TrainConfig, seed: int) -> list[dict]:
+    def _train_best_lr(self, train_index, eval_index, cfg: TrainConfig, seed: int) -> list[dict]:
         """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
         grid = cfg.lr_grid or (cfg.lr,)
+        train = [self.examples_[i] for i in train_index]
+        evals = [self.examples_[i] for i in eval_index] or None
+        extras = {"extras": self._extras(train_index), "eval_extras": self._extras(eval_index)}
         if len(grid) > 1 and not evals:
             raise InputError("lr_grid needs validation pairs: set patience > 0 (an audit "
                              "carves validation groups) or eval_fraction > 0")  # fmt: skip
@@ -241,8 +270,9 @@ class _TunedTrainer:
             self._reset(seed)
             run_cfg = cfg.replace(seed=seed, lr=lr)
             history = train_loop(
-                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True
-            )
+                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True,
+                **extras,
+            )  # fmt: skip
             loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
             if best is None or loss < best[0]:
                 state = trainable_state(self.net_) if len(grid) > 1 else None
@@ -263,12 +293,13 @@ class _TunedTrainer:
         """
         cfg = self.config_
         train_index = np.asarray(train_index, dtype=int)
-        train = [self.examples_[i] for i in train_index if self.kept_[i]]
+        fit_index = train_index[self.kept_[train_index]]
         if val_index is not None and len(val_index):
-            evals = [self.examples_[i] for i in np.asarray(val_index, dtype=int) if self.kept_[i]]
+            eval_index = np.asarray(val_index, dtype=int)
+            eval_index = eval_index[self.kept_[eval_index]]
         else:
-            train, evals = self._split_eval(train, seed)
-        history = self._train_best_lr(train, evals, cfg, seed)
+            fit_index, eval_index = self._split_eval(fit_index, seed)
+        history = self._train_best_lr(fit_index, eval_index, cfg, seed)
         r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
         r_c, r_r = r[:, 0], r[:, 1]
         seen = train_index if val_index is None else np.concatenate([train_index, val_index])
@@ -347,12 +378,15 @@ class ImplicitRMTrainer(_TunedTrainer):
                 todo[i].ref = ref[b, : len(todo[i].seqs)].tolist()
 
 
-def make_trainer(config: TrainConfig | None = None, *, backbone: Backbone | None = None):
+def make_trainer(
+    config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
+):
     """The trainer a config asks for: :class:`ExplicitRMTrainer` or :class:`ImplicitRMTrainer`.
 
     Both implement the ``PairTrainer`` protocol (``prepare``, ``fit_score``) of the
-    memorization runner; each run trains from the base weights.
+    memorization runner; each run trains from the base weights. ``bias``: the pairs' shortcut
+    feature differences, for the ``poe`` and ``reweight`` objectives.
     """
     config = config or TrainConfig()
     cls = ImplicitRMTrainer if config.rm == "implicit" else ExplicitRMTrainer
-    return cls(config, backbone=backbone)
+    return cls(config, backbone=backbone, bias=bias)

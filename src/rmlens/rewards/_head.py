@@ -14,8 +14,9 @@ from torch import nn
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
 from rmlens.rewards._config import HeadConfig
-from rmlens.rewards._losses import bradley_terry_loss, centering_loss
+from rmlens.rewards._losses import centering_loss
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
+from rmlens.rewards._objectives import BIAS_OBJECTIVES, Objective, PairExtras
 
 
 def _features(x_chosen, x_rejected, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,13 +36,34 @@ def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
     return torch.as_tensor(np.nan_to_num(np.asarray(margin, dtype=float)), dtype=torch.float32)
 
 
+def _extras(margin, bias, groups, cfg: HeadConfig, name: str) -> PairExtras:
+    """Margin, bias feature differences and group codes of one set of pairs."""
+    dphi = None
+    if cfg.objective in BIAS_OBJECTIVES:
+        if bias is None:
+            raise ValueError(
+                f"{name}: objective {cfg.objective!r} needs bias features: pass bias= "
+                "(n_pairs, k) differences phi(chosen) - phi(rejected), e.g. from "
+                "rmlens.attribution.bias_features"
+            )
+        dphi = torch.as_tensor(np.asarray(bias, dtype=float), dtype=torch.float32)
+    group = None
+    if cfg.objective == "group_dro":
+        if groups is None:
+            raise ValueError(f"{name}: objective 'group_dro' needs the group of every pair")
+        group = torch.as_tensor(np.unique(np.asarray(groups), return_inverse=True)[1].ravel())
+    return PairExtras(_margin(margin, cfg), dphi, group)
+
+
 @torch.inference_mode()
-def _validate(head: RewardHead, xc, xr, m) -> dict[str, float]:
-    """Validation loss (the training objective's Bradley-Terry term) and accuracy."""
+def _validate(head: RewardHead, objective: Objective, xc, xr, extras) -> dict[str, float]:
+    """Validation loss (the objective's, see ``Objective.validation_loss``) and accuracy."""
     head.eval()
     rc, rr = head(xc), head(xr)
-    loss = float(bradley_terry_loss(rc, rr, m))
-    return {"val_loss": loss, "val_accuracy": pairwise_accuracy(rc.numpy(), rr.numpy())}
+    return {
+        "val_loss": objective.validation_loss(rc - rr, extras),
+        "val_accuracy": pairwise_accuracy(rc.numpy(), rr.numpy()),
+    }
 
 
 class RewardHead(nn.Module):
@@ -58,6 +80,9 @@ class RewardHead(nn.Module):
             self.net = nn.Sequential(
                 nn.Linear(dim, config.hidden_dim), nn.GELU(), nn.Linear(config.hidden_dim, 1)
             )
+        last = self.net if config.head == "linear" else self.net[-1]
+        nn.init.zeros_(last.weight)  # every pair starts at r+ - r- = 0: no random reward offsets
+        nn.init.zeros_(last.bias)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         z = (h - self.mean) / self.scale  # (B, d)
@@ -65,7 +90,8 @@ class RewardHead(nn.Module):
 
 
 class HeadRM:
-    """Explicit reward model: a head trained with Bradley-Terry on frozen pair features.
+    """Explicit reward model: a head trained on frozen pair features with its objective (bt
+    by default, see ``rmlens.rewards._objectives``).
 
     Parameters
     ----------
@@ -104,17 +130,21 @@ class HeadRM:
     def get_params(self) -> dict:
         return {"config": self.config}
 
-    def fit(self, x_chosen, x_rejected, margin=None, *, validation=None) -> HeadRM:
+    def fit(
+        self, x_chosen, x_rejected, margin=None, *, validation=None, bias=None, groups=None
+    ) -> HeadRM:
         """Train on (n_pairs, d) chosen and rejected features; ``margin`` is (n_pairs,).
 
-        ``validation`` is ``(x_chosen, x_rejected)`` or ``(x_chosen, x_rejected, margin)``
-        of pairs that are never trained on: their loss after each epoch decides early
-        stopping (``patience``) and which epoch's weights are kept. Only the training
+        ``bias`` (n_pairs, k): the shortcut feature differences phi(chosen) - phi(rejected)
+        that ``poe`` and ``reweight`` read; ``groups`` (n_pairs,): the group labels that
+        ``group_dro`` balances. ``validation`` is ``(x_chosen, x_rejected[, margin[, bias[,
+        groups]]])`` of pairs that are never trained on: their loss after each epoch decides
+        early stopping (``patience``) and which epoch's weights are kept. Only the training
         features set the head's standardization.
         """
         cfg = self.config.check()
         xc, xr = _features(x_chosen, x_rejected, "x")
-        m = _margin(margin, cfg)
+        extras = _extras(margin, bias, groups, cfg, "training pairs")
         val = None
         if validation is not None and len(validation[0]):
             vc, vr = _features(validation[0], validation[1], "validation")
@@ -123,38 +153,49 @@ class HeadRM:
                     f"validation features have {vc.shape[1]} columns, training features "
                     f"{xc.shape[1]}"
                 )
-            val = (vc, vr, _margin(validation[2] if len(validation) > 2 else None, cfg))
+            more = [*validation[2:], None, None, None][:3]
+            val = (vc, vr, _extras(*more, cfg, "validation pairs"))
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small matrices: threads cost more than they save
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(cfg.seed)
-                head = self._train(xc, xr, m, val)
+                head = self._train(xc, xr, extras, val)
         finally:
             torch.set_num_threads(threads)
         self.head_ = head.eval()
         self.history_[-1].update(reward_stats(self.score(xc), self.score(xr)))
         return self
 
-    def _train(self, xc, xr, m, val) -> RewardHead:
+    def _train(self, xc, xr, extras: PairExtras, val) -> RewardHead:
         cfg = self.config
         head = RewardHead(xc.shape[1], cfg)
         both = torch.cat([xc, xr])
         head.mean.copy_(both.mean(0))
         head.scale.copy_(both.std(0).clamp(min=1e-6))
-        opt = torch.optim.AdamW(head.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        objective = Objective(
+            cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
+            train=extras, seed=cfg.seed,
+        )  # fmt: skip
+        self.objective_ = objective
+        weight = None
+        if objective.weights_ is not None:
+            weight = torch.as_tensor(objective.weights_, dtype=torch.float32)
+        params = [*head.parameters(), *objective.parameters()]  # poe: the bias expert's w
+        opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.history_ = []
         best_loss, best_state, bad = math.inf, None, 0
         self.best_epoch_ = cfg.epochs
         n = len(xc)
         for epoch in range(1, cfg.epochs + 1):
             head.train()
+            objective.train()
             order = torch.randperm(n)
             total = 0.0
             for start in range(0, n, cfg.batch_size):
                 b = order[start : start + cfg.batch_size]
                 rc, rr = head(xc[b]), head(xr[b])
-                loss = bradley_terry_loss(rc, rr, None if m is None else m[b])
+                loss = objective(rc - rr, extras.take(b), None if weight is None else weight[b])
                 if cfg.center_coef:
                     loss = loss + cfg.center_coef * centering_loss(rc, rr)
                 opt.zero_grad()
@@ -165,7 +206,8 @@ class HeadRM:
             self.history_.append(record)
             if val is None:
                 continue
-            record.update(_validate(head, *val))
+            objective.eval()
+            record.update(_validate(head, objective, *val))
             if record["val_loss"] < best_loss:
                 best_loss, bad, self.best_epoch_ = record["val_loss"], 0, epoch
                 best_state = {k: v.clone() for k, v in head.state_dict().items()}

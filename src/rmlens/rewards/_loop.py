@@ -23,8 +23,9 @@ from rmlens._errors import InputError
 from rmlens._io import write_atomic, write_json
 from rmlens.progress import progress_bar
 from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._losses import bradley_terry_loss, centering_loss, plackett_luce_loss
+from rmlens.rewards._losses import centering_loss, plackett_luce_loss
 from rmlens.rewards._nets import load_trainable, trainable_state
+from rmlens.rewards._objectives import Objective, PairExtras, bt
 from rmlens.rewards._packing import Example, collate, length_batches
 
 
@@ -66,16 +67,27 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
 
 
 def ranking_loss(
-    rewards: torch.Tensor, valid: torch.Tensor, margin: torch.Tensor, config: TrainConfig
+    rewards: torch.Tensor,
+    valid: torch.Tensor,
+    margin: torch.Tensor,
+    config: TrainConfig,
+    objective: Objective | None = None,
+    extras: PairExtras | None = None,
+    weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Bradley-Terry (K = 2, optional margin) or Plackett-Luce on (B, K) rewards, best first,
-    plus reward centering coef * mean((sum_k r_k)^2) (== mean((r+ + r-)^2) for pairs)."""
+    """Bradley-Terry (K = 2, optional margin), the pair ``objective`` (``extras``: the batch's
+    bias features and groups, ``weight``: its ``reweight`` weights) or Plackett-Luce on
+    (B, K) rewards, best first, plus reward centering coef * mean((sum_k r_k)^2)
+    (== mean((r+ + r-)^2) for pairs)."""
+    m = margin if config.use_margin else None
+    d = rewards[:, 0] - rewards[:, 1]
     if config.loss == "plackett-luce":
         loss = plackett_luce_loss(rewards, valid)
+    elif objective is None:
+        loss = bt(d, m).mean()
     else:
-        loss = bradley_terry_loss(
-            rewards[:, 0], rewards[:, 1], margin if config.use_margin else None
-        )
+        extras = extras or PairExtras()
+        loss = objective(d.float(), PairExtras(m, extras.dphi, extras.group), weight)
     if config.center_coef:
         if rewards.shape[1] == 2:
             loss = loss + config.center_coef * centering_loss(rewards[:, 0], rewards[:, 1])
@@ -158,23 +170,39 @@ def score_examples(
     return out
 
 
-def evaluate(net, examples: list[Example], rt: Runtime, config: TrainConfig) -> dict:
-    """Loss and pairwise metrics of ``examples`` (names as in ``reward_stats``)."""
+def evaluate(
+    net,
+    examples: list[Example],
+    rt: Runtime,
+    config: TrainConfig,
+    objective: Objective | None = None,
+    extras: PairExtras | None = None,
+) -> dict:
+    """Loss and pairwise metrics of ``examples`` (names as in ``reward_stats``); with an
+    ``objective``, its validation loss (``Objective.validation_loss``)."""
     r = score_examples(net, examples, rt, batch_size=config.batch_size)
     valid = torch.as_tensor(~np.isnan(r))
     rewards = torch.as_tensor(np.nan_to_num(r), dtype=torch.float32)
     margin = torch.tensor([ex.margin for ex in examples], dtype=torch.float32)
-    loss = float(ranking_loss(rewards, valid, margin, config))
+    if objective is None:
+        loss = float(ranking_loss(rewards, valid, margin, config))
+    else:
+        e = extras or PairExtras()
+        m = margin if config.use_margin else None
+        d = rewards[:, 0] - rewards[:, 1]
+        loss = objective.validation_loss(d, PairExtras(m, e.dphi, e.group))
     stats = _Stats()
     stats.add(rewards, valid, loss)
     return stats.metrics()
 
 
-def _optimizer(net, config: TrainConfig) -> torch.optim.Optimizer:
+def _optimizer(net, config: TrainConfig, objective=None) -> torch.optim.Optimizer:
     head, body = [], []
     for name, p in net.named_parameters():
         if p.requires_grad:
             (head if name.startswith("head.") else body).append(p)
+    if objective is not None:
+        head += list(objective.parameters())  # poe: the bias expert, at the head's rate
     groups = [
         g
         for g in (
@@ -193,11 +221,16 @@ def train_loop(
     rt: Runtime,
     *,
     eval_examples: list[Example] | None = None,
+    extras: PairExtras | None = None,
+    eval_extras: PairExtras | None = None,
     checkpoint_dir=None,
     fingerprint: str = "",
     quiet: bool = False,
 ) -> list[dict]:
     """Train ``net`` (its ``rewards(batch)`` gives (B, K)) on ``train``; return the history.
+
+    ``extras`` and ``eval_extras``: the bias features and groups of the training and
+    evaluation examples, in their order, for objectives other than ``bt``.
 
     One entry per epoch: ``epoch``, ``step``, ``lr``, ``train_*`` and, with evaluation
     examples, ``eval_*`` metrics (``loss``, ``accuracy``, ``margin``, ``reward_mean/min/max``).
@@ -214,11 +247,25 @@ def train_loop(
     devices = [torch.device(rt.device)] if rt.device.startswith("cuda") else []
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         torch.manual_seed(config.seed)  # dropout; a resumed run restores the saved state
-        return _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, quiet)
+        objective = None
+        if config.objective != "bt":
+            objective = Objective(
+                config.objective, smoothing=config.smoothing, gamma=config.gamma,
+                dro_step=config.dro_step, train=extras, seed=config.seed,
+            ).to(rt.device)  # fmt: skip
+        evals = (eval_examples, eval_extras)
+        return _train(net, train, config, rt, evals, objective, extras, checkpoint_dir,
+                      fingerprint, quiet)  # fmt: skip
 
 
-def _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, quiet):
-    opt = _optimizer(net, config)
+def _train(net, train, config, rt, evals, objective, extras, checkpoint_dir, fingerprint, quiet):
+    eval_examples, eval_extras = evals
+    extras = None if extras is None else extras.to(rt.device)
+    eval_extras = None if eval_extras is None else eval_extras.to(rt.device)
+    opt = _optimizer(net, config, objective)
+    weight = None
+    if objective is not None and objective.weights_ is not None:
+        weight = torch.as_tensor(objective.weights_, dtype=torch.float32, device=rt.device)
     params = [p for g in opt.param_groups for p in g["params"]]
     lengths = [ex.packed_length for ex in train]
     n_batches = math.ceil(len(train) / config.batch_size)
@@ -238,8 +285,10 @@ def _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, q
     best = None
     ckpt = Path(checkpoint_dir) if checkpoint_dir else None
     if ckpt is not None and (ckpt / "latest.json").exists():
-        state, best = _restore(ckpt, net, opt, fingerprint)
+        state, best = _restore(ckpt, net, opt, fingerprint, objective)
     net.train()
+    if objective is not None:
+        objective.train()
     done = state["epoch"] * n_batches + state["batch"]
     with progress_bar("training", total=config.epochs * n_batches, quiet=quiet) as advance:
         advance(done)
@@ -256,9 +305,14 @@ def _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, q
                 n_group = sum(len(b) for b in group)
                 for index in group:
                     batch = rt.batch(train, index)
+                    pick = torch.as_tensor(index, device=rt.device)
                     with rt.autocast():
                         rewards = net.rewards(batch)
-                        loss = ranking_loss(rewards, batch.valid, batch.margin, config)
+                        loss = ranking_loss(
+                            rewards, batch.valid, batch.margin, config, objective,
+                            None if extras is None else extras.take(pick),
+                            None if weight is None else weight[pick],
+                        )  # fmt: skip
                     (loss * (len(index) / n_group)).backward()
                     stats.add(rewards, batch.valid, float(loss.detach()))
                 factor = lr_factor(state["step"], total, warmup, config.schedule)
@@ -274,13 +328,12 @@ def _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, q
                 advance(len(group))
                 every = config.save_steps
                 if ckpt is not None and every and state["step"] % every == 0:
-                    _save(ckpt, net, opt, state, fingerprint, best)
+                    _save(ckpt, net, opt, state, fingerprint, best, objective)
             record = {"epoch": epoch + 1, "step": state["step"], "lr": opt.param_groups[0]["lr"]}
             record.update({f"train_{k}": v for k, v in stats.metrics().items()})
             if eval_examples:
-                record.update(
-                    {f"eval_{k}": v for k, v in evaluate(net, eval_examples, rt, config).items()}
-                )
+                metrics = evaluate(net, eval_examples, rt, config, objective, eval_extras)
+                record.update({f"eval_{k}": v for k, v in metrics.items()})
                 if config.patience:
                     if state["best"] is None or record["eval_loss"] < state["best"]:
                         state["best"], state["bad"] = record["eval_loss"], 0
@@ -291,14 +344,14 @@ def _train(net, train, config, rt, eval_examples, checkpoint_dir, fingerprint, q
             state["history"].append(record)
             state.update(epoch=epoch + 1, batch=0, stats=None)
             if ckpt is not None:
-                _save(ckpt, net, opt, state, fingerprint, best)
+                _save(ckpt, net, opt, state, fingerprint, best, objective)
     if best is not None:
         load_trainable(net, best)
     net.eval()
     return state["history"]
 
 
-def _save(root: Path, net, opt, state: dict, fingerprint: str, best) -> None:
+def _save(root: Path, net, opt, state: dict, fingerprint: str, best, objective=None) -> None:
     name = f"step-{state['step']:08d}-epoch-{state['epoch']:04d}-batch-{state['batch']:06d}"
     folder = root / name
     save = lambda tensors, file: write_atomic(  # noqa: E731
@@ -316,6 +369,9 @@ def _save(root: Path, net, opt, state: dict, fingerprint: str, best) -> None:
     save(rng, "rng.safetensors")
     if best is not None:
         save({k: v.contiguous() for k, v in best.items()}, "best.safetensors")
+    if objective is not None and objective.state_dict():
+        save({k: v.contiguous() for k, v in objective.state_dict().items()},
+             "objective.safetensors")  # fmt: skip
     write_json({**state, "fingerprint": fingerprint}, folder / "state.json")
     write_json({"checkpoint": name}, root / "latest.json")
     for old in root.glob("step-*"):
@@ -323,7 +379,7 @@ def _save(root: Path, net, opt, state: dict, fingerprint: str, best) -> None:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _restore(root: Path, net, opt, fingerprint: str) -> tuple[dict, dict | None]:
+def _restore(root: Path, net, opt, fingerprint: str, objective=None) -> tuple[dict, dict | None]:
     folder = root / json.loads((root / "latest.json").read_text())["checkpoint"]
     state = json.loads((folder / "state.json").read_text())
     if state.pop("fingerprint", None) != fingerprint:
@@ -345,6 +401,8 @@ def _restore(root: Path, net, opt, fingerprint: str) -> tuple[dict, dict | None]
         cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]
         if cuda:
             torch.cuda.set_rng_state_all(cuda)
+    if objective is not None and (folder / "objective.safetensors").exists():
+        objective.load_state_dict(load_file(str(folder / "objective.safetensors")))
     best_file = folder / "best.safetensors"
     best = load_file(str(best_file)) if best_file.exists() else None
     return state, best

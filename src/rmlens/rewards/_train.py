@@ -30,6 +30,7 @@ def train_rm(
     out: str | Path,
     *,
     eval_data: pd.DataFrame | None = None,
+    bias=None,
     quiet: bool = False,
 ):
     """Fine-tune a reward model and save it to ``out``.
@@ -45,6 +46,9 @@ def train_rm(
         a finished folder is loaded, not retrained.
     eval_data : DataFrame, optional
         Evaluated each epoch (default: ``eval_fraction`` of ``data``).
+    bias : DataFrame of shape (n_pairs, k), optional
+        Shortcut feature differences of the pairs for the ``poe`` and ``reweight``
+        objectives (``rmlens.attribution.bias_features``).
 
     Returns
     -------
@@ -79,7 +83,7 @@ def train_rm(
                 stderr.print(f"{out}: already trained; loading it")
             return load_rm(out, device=config.device)
     write_json(record, out / "train.json")
-    trainer = make_trainer(config)
+    trainer = make_trainer(config, bias=bias)
     histories, members = [], []
     for i in range(config.ensemble):
         folder = out if config.ensemble == 1 else out / "members" / f"{i:03d}"

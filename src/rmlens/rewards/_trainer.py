@@ -16,6 +16,7 @@ import pandas as pd
 from rmlens.backbones import featurize, load_backbone
 from rmlens.rewards._head import HeadConfig, HeadRM
 from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._objectives import BIAS_OBJECTIVES
 from rmlens.rewards._saved import ExplicitHeadRM
 
 
@@ -44,6 +45,44 @@ class PairTrainer(Protocol):
         """
 
 
+def objective_inputs(config, pairs: pd.DataFrame, bias) -> tuple[np.ndarray | None, ...]:
+    """The bias feature differences (n_pairs, k) and group labels (n_pairs,) that the
+    objective of ``config`` (a ``HeadConfig`` or ``TrainConfig``) reads, else None."""
+    from rmlens._errors import InputError
+
+    dphi = groups = None
+    if config.objective in BIAS_OBJECTIVES:
+        if bias is None:
+            raise InputError(
+                f"objective {config.objective!r} needs bias features: pass bias="
+                "rmlens.attribution.bias_features(pairs, config.bias_features)"
+            )
+        dphi = np.asarray(bias, dtype=float)
+        if dphi.ndim != 2 or len(dphi) != len(pairs):
+            raise InputError(
+                f"bias features: expected ({len(pairs)}, k) values, one row per pair; got "
+                f"shape {dphi.shape}"
+            )
+    if config.objective == "group_dro":
+        column = config.dro_groups or "user_id"
+        if column not in pairs:
+            raise InputError(
+                f"--dro-groups: objective group_dro needs a group column; no column "
+                f"'{column}' in the data (columns: {', '.join(map(str, pairs))})"
+            )
+        groups = pairs[column].astype(str).to_numpy()
+    return dphi, groups
+
+
+def describe_objective(objective, bias) -> dict:
+    """A run's record of its objective; bias weights are named after the bias columns."""
+    out = objective.describe()
+    names = list(bias.columns) if isinstance(bias, pd.DataFrame) else None
+    if "bias_weights" in out and names:
+        out["bias_weights"] = dict(zip(names, out["bias_weights"], strict=True))
+    return out
+
+
 class FrozenHeadTrainer:
     """Frozen backbone: features computed once (cached on disk), one head trained per run.
 
@@ -56,6 +95,9 @@ class FrozenHeadTrainer:
         Tokens per sequence and texts per encoding batch.
     cache_dir : path or False, optional
         Embedding cache root; ``False`` disables it.
+    bias : DataFrame or array of shape (n_pairs, k), optional
+        Shortcut feature differences phi(chosen) - phi(rejected) of every pair, for the
+        ``poe`` and ``reweight`` objectives (``rmlens.attribution.bias_features``).
     """
 
     def __init__(
@@ -67,6 +109,7 @@ class FrozenHeadTrainer:
         batch_size: int = 32,
         cache_dir=None,
         backbone=None,
+        bias=None,
     ):
         self.model = model
         self.head = head or HeadConfig()
@@ -74,6 +117,7 @@ class FrozenHeadTrainer:
         self.batch_size = batch_size
         self.cache_dir = cache_dir
         self.backbone = backbone
+        self.bias = bias
 
     def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
@@ -82,6 +126,7 @@ class FrozenHeadTrainer:
             backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet
         )
         self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        self.bias_, self.groups_ = objective_inputs(self.head, pairs, self.bias)
         self.identity_ = backbone.identity
         return self.features_.kept
 
@@ -92,19 +137,21 @@ class FrozenHeadTrainer:
         cfg = self.head.replace(seed=seed)  # each run its own seed (the audit's, per run)
         train_index = np.asarray(train_index, dtype=int)
         val_index = np.asarray([] if val_index is None else val_index, dtype=int)
-        margin = None if self.margin_ is None else self.margin_
+        pick = lambda a, i: None if a is None else a[i]  # noqa: E731
         validation = None
         if len(val_index):
             validation = (
                 f.chosen[val_index],
                 f.rejected[val_index],
-                None if margin is None else margin[val_index],
+                *(pick(a, val_index) for a in (self.margin_, self.bias_, self.groups_)),
             )
         rm = HeadRM(cfg).fit(
             f.chosen[train_index],
             f.rejected[train_index],
-            None if margin is None else margin[train_index],
+            pick(self.margin_, train_index),
             validation=validation,
+            bias=pick(self.bias_, train_index),
+            groups=pick(self.groups_, train_index),
         )
         r_c, r_r = rm.score(f.chosen), rm.score(f.rejected)
         held = np.setdiff1d(np.arange(len(r_c)), np.concatenate([train_index, val_index]))
@@ -119,4 +166,5 @@ class FrozenHeadTrainer:
         metrics["best_epoch"] = rm.best_epoch_
         if "val_loss" in last:
             metrics["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
+        metrics.update(describe_objective(rm.objective_, self.bias))
         return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm))

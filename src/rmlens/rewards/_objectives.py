@@ -1,0 +1,236 @@
+"""Training objectives against shortcut memorization (DESIGN.md section 2, beyond the paper).
+
+Every objective is a loss on the reward difference d = r+ - r- of a batch of pairs. The
+bias-aware ones read, per pair, the difference of shortcut features
+dphi = phi(chosen) - phi(rejected) (length, compliance opener, model identity, refusal:
+``rmlens.attribution.bias_features`` computes them), or the pair's group (``group_dro``).
+
+- ``bt``: Bradley-Terry, -log sigmoid(d - m).
+- ``label_smoothing``: (1 - eps) BT(d) + eps BT(-d).
+- ``poe``: BT(d + w . dphi), w trained jointly; only d is the RM afterwards.
+- ``reweight``: (1 - sigmoid(d_bias))^gamma BT(d), d_bias from a bias-only model.
+- ``group_dro``: sum_g q_g BT_g(d), q moved toward the worst group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rmlens.rewards._config import OBJECTIVE_NAMES as OBJECTIVES
+
+BIAS_OBJECTIVES = ("poe", "reweight")
+
+
+def bt(d: torch.Tensor, margin: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-pair Bradley-Terry loss -log sigmoid(d - m) (Bradley & Terry 1952; margin as in
+    Llama 2, Touvron et al. 2023)."""
+    if margin is not None:
+        d = d - margin
+    return F.softplus(-d)
+
+
+def label_smoothing(d: torch.Tensor, eps: float, margin=None) -> torch.Tensor:
+    """(1 - eps) * BT(d) + eps * BT(-d): each label is wrong with probability eps
+    (conservative DPO, Mitchell 2023; label smoothing, Szegedy et al. 2016)."""
+    return (1 - eps) * bt(d, margin) + eps * bt(-d, None if margin is None else -margin)
+
+
+def poe(d_main: torch.Tensor, d_bias: torch.Tensor, margin=None) -> torch.Tensor:
+    """BT(d_main + d_bias): a product of experts, p ~ sigmoid(d_main) * sigmoid(d_bias) in
+    log-odds, so the main RM is pushed to explain what the bias-only expert cannot (Clark et
+    al. 2019, He et al. 2019; ODIN's length head, Chen et al. 2024, is the case dphi = length)."""
+    return bt(d_main + d_bias, margin)
+
+
+def reweight_weights(d_bias: np.ndarray, gamma: float) -> np.ndarray:
+    """w_i = (1 - sigmoid(d_bias_i))^gamma, normalized to mean 1: pairs the bias-only model
+    already gets right count less (example reweighting, Utama et al. 2020; the focal form of
+    Karimi Mahabadi et al. 2020)."""
+    w = (1.0 - 1.0 / (1.0 + np.exp(-np.asarray(d_bias, dtype=float)))) ** gamma
+    return w / w.mean() if len(w) and w.mean() > 0 else np.ones_like(w)
+
+
+def dro_weights(q: torch.Tensor, group_loss: torch.Tensor, present, step: float) -> torch.Tensor:
+    """One exponentiated-gradient step on the group weights: q_g <- q_g exp(step * L_g) for
+    the groups in the batch, then q / sum(q) (Sagawa et al. 2020, Algorithm 1)."""
+    q = q.clone()
+    q[present] = q[present] * torch.exp(step * group_loss[present])
+    return q / q.sum()
+
+
+def fit_bias_model(dphi: np.ndarray, scale: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Weights w of the bias-only model p(chosen wins) = sigmoid(w . dphi / scale).
+
+    Logistic regression without intercept on both orientations of every pair (dphi labelled
+    1, -dphi labelled 0), so it is symmetric in chosen and rejected; L2 penalty C = 1.
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    z = dphi / scale
+    if not len(z) or not np.any(z):
+        return np.zeros(dphi.shape[1])
+    x = np.concatenate([z, -z])
+    y = np.r_[np.ones(len(z)), np.zeros(len(z))]
+    model = LogisticRegression(fit_intercept=False, C=1.0, random_state=seed, max_iter=1000)
+    return model.fit(x, y).coef_[0]
+
+
+@dataclass
+class PairExtras:
+    """What an objective reads per training pair beyond d: margin, dphi, group."""
+
+    margin: torch.Tensor | None = None  # (n,)
+    dphi: torch.Tensor | None = None  # (n, k)
+    group: torch.Tensor | None = None  # (n,) int64 codes
+
+    def take(self, index) -> PairExtras:
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return PairExtras(pick(self.margin), pick(self.dphi), pick(self.group))
+
+    def to(self, device) -> PairExtras:
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return PairExtras(move(self.margin), move(self.dphi), move(self.group))
+
+
+def bias_scale(dphi: np.ndarray) -> np.ndarray:
+    """Root mean square of each bias feature difference (1 where it is always 0): dphi is
+    antisymmetric in chosen and rejected, so it is scaled, never centred."""
+    rms = np.sqrt(np.mean(np.asarray(dphi, dtype=float) ** 2, axis=0))
+    return np.where(rms > 0, rms, 1.0)
+
+
+class Objective(nn.Module):
+    """The training loss of an RM, with the state some objectives carry.
+
+    Parameters
+    ----------
+    name : str
+        One of ``OBJECTIVES``.
+    smoothing : float
+        eps of ``label_smoothing``.
+    gamma : float
+        Exponent of ``reweight``.
+    dro_step : float
+        Step size of the ``group_dro`` weights.
+    train : PairExtras
+        The training pairs' margin, dphi and group (``poe``, ``reweight``, ``group_dro``).
+    seed : int
+        Seed of the bias-only model (``reweight``).
+
+    Attributes
+    ----------
+    bias : nn.Linear or None
+        ``poe``: w of the bias expert on dphi / scale (starts at the bias-only model's
+        weights, trained with the RM, then dropped).
+    weights_ : ndarray or None
+        ``reweight``: the per-pair weights of the training pairs (mean 1).
+    bias_coef_ : ndarray or None
+        ``poe`` and ``reweight``: w of the bias-only model on dphi / scale, fitted on the
+        training pairs alone.
+    q : Tensor
+        ``group_dro``: the group weights (sum 1).
+    """
+
+    def __init__(
+        self,
+        name: str = "bt",
+        *,
+        smoothing: float = 0.1,
+        gamma: float = 1.0,
+        dro_step: float = 0.01,
+        train: PairExtras | None = None,
+        seed: int = 0,
+    ):
+        super().__init__()
+        if name not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")
+        self.name, self.smoothing, self.gamma, self.dro_step = name, smoothing, gamma, dro_step
+        train = train or PairExtras()
+        self.bias, self.weights_, self.bias_coef_ = None, None, None
+        if name in BIAS_OBJECTIVES:
+            if train.dphi is None:
+                raise ValueError(f"objective {name!r} needs bias features (dphi) of its pairs")
+            dphi = train.dphi.numpy()
+            self.register_buffer("scale", torch.as_tensor(bias_scale(dphi), dtype=torch.float32))
+            self.bias_coef_ = fit_bias_model(dphi, self.scale.numpy(), seed)
+            if name == "poe":
+                # warm start at the bias-only fit (Clark et al. 2019 train it first), then
+                # trained jointly with the RM, as ODIN trains its length head
+                self.bias = nn.Linear(dphi.shape[1], 1, bias=False)
+                with torch.no_grad():
+                    self.bias.weight.copy_(torch.as_tensor(self.bias_coef_)[None])
+            else:
+                self.weights_ = reweight_weights(self.d_bias_numpy(dphi), gamma)
+        if name == "group_dro":
+            if train.group is None:
+                raise ValueError("objective 'group_dro' needs the group of every pair")
+            n_groups = int(train.group.max()) + 1 if len(train.group) else 1
+            self.register_buffer("q", torch.full((n_groups,), 1.0 / n_groups))
+
+    def d_bias_numpy(self, dphi: np.ndarray) -> np.ndarray:
+        """The bias-only model's log-odds for ``reweight`` (numpy in, numpy out)."""
+        return (np.asarray(dphi, dtype=float) / self.scale.cpu().numpy()) @ self.bias_coef_
+
+    def per_pair(self, d: torch.Tensor, extras: PairExtras) -> torch.Tensor:
+        """Per-pair loss (n,) of the objective's likelihood term."""
+        m = extras.margin
+        if self.name == "label_smoothing":
+            return label_smoothing(d, self.smoothing, m)
+        if self.name == "poe":
+            return poe(d, self.bias(extras.dphi / self.scale).squeeze(-1), m)
+        return bt(d, m)
+
+    def forward(self, d: torch.Tensor, extras: PairExtras, weight=None) -> torch.Tensor:
+        """Training loss of a batch: ``weight`` are the ``reweight`` weights of its pairs."""
+        loss = self.per_pair(d, extras)
+        if self.name == "reweight":
+            return (weight * loss).mean()
+        if self.name == "group_dro":
+            group_loss, present = self._group_losses(loss, extras.group)
+            if self.training:
+                with torch.no_grad():
+                    self.q.copy_(dro_weights(self.q, group_loss.detach(), present, self.dro_step))
+            q = self.q * present
+            return (q * group_loss).sum() / q.sum()
+        return loss.mean()
+
+    def _group_losses(self, loss, group) -> tuple[torch.Tensor, torch.Tensor]:
+        n = len(self.q)
+        inside = group < n  # validation groups unseen in training carry no weight
+        total = loss.new_zeros(n).index_add(0, group[inside], loss[inside])
+        count = loss.new_zeros(n).index_add(0, group[inside], torch.ones_like(loss[inside]))
+        return total / count.clamp(min=1), count > 0
+
+    @torch.no_grad()
+    def validation_loss(self, d: torch.Tensor, extras: PairExtras) -> float:
+        """What early stopping watches: the objective's likelihood term on validation pairs,
+        weighted by the bias-only model for ``reweight``; the worst group's mean loss for
+        ``group_dro`` (Sagawa et al. 2020 select on worst-group validation performance)."""
+        loss = self.per_pair(d, extras)
+        if self.name == "reweight":
+            w = reweight_weights(self.d_bias_numpy(extras.dphi.cpu().numpy()), self.gamma)
+            return float((loss.new_tensor(w) * loss).mean())
+        if self.name == "group_dro":
+            codes = torch.unique(extras.group, return_inverse=True)[1]
+            total = loss.new_zeros(int(codes.max()) + 1).index_add(0, codes, loss)
+            count = torch.bincount(codes).to(loss.dtype)
+            return float((total / count).max())
+        return float(loss.mean())
+
+    def describe(self) -> dict:
+        """What the objective learned, for a run's metrics (JSON-ready)."""
+        out: dict = {"objective": self.name}
+        if self.bias is not None:
+            out["bias_weights"] = (self.bias.weight.detach()[0] / self.scale).cpu().tolist()
+        elif self.bias_coef_ is not None:
+            out["bias_weights"] = (self.bias_coef_ / self.scale.cpu().numpy()).tolist()
+            out["weight_min"] = float(self.weights_.min())
+            out["weight_max"] = float(self.weights_.max())
+        if self.name == "group_dro":
+            out["dro_q_max"] = float(self.q.max())
+        return out

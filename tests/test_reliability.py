@@ -137,3 +137,213 @@ def test_audit_writes_reliability(tiny_encoder_dir, tmp_path):
         assert "is not yet reliable" in w["message"]
     section = quality_section(summary)
     assert "Spearman-Brown" in section.html()
+
+
+# --- run until reliable (issue 13, item 2) ---------------------------------------------------
+
+
+class PlantedTrainer:
+    """A fake RM with a known CM per pair: the margin of pair i in a run is
+    base_i + (1 + 0.5 * signal_i) when the run trains on it, plus the run's own noise (seeded
+    by the run's seed), so CM ranks pairs by signal_i and its reliability grows with runs."""
+
+    def __init__(self, n: int, *, noise: float = 0.5, crash_at: int | None = None):
+        rng = np.random.default_rng(21)
+        self.n, self.noise, self.crash_at, self.calls = n, noise, crash_at, 0
+        self.signal, self.base = rng.standard_normal(n), rng.standard_normal(n)
+
+    def prepare(self, pairs, *, quiet=False):
+        return np.ones(len(pairs), dtype=bool)
+
+    def fit_score(self, train_index, *, seed, val_index=None):
+        from rmlens.rewards._trainer import RunScores
+
+        if self.calls == self.crash_at:
+            raise KeyboardInterrupt  # killed mid-audit: not a run failure, the audit stops
+        self.calls += 1
+        inside = np.zeros(self.n, dtype=bool)
+        inside[train_index] = True
+        noise = self.noise * np.random.default_rng(seed).standard_normal(self.n)
+        margin = self.base + inside * (1 + 0.5 * self.signal) + noise
+        return RunScores(margin, np.zeros(self.n), {})
+
+
+def planted_pairs(n: int = 120, users: int = 40) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "id": [f"q{i:03d}" for i in range(n)],
+            "prompt": [f"prompt {i}" for i in range(n)],
+            "chosen": ["yes"] * n,
+            "rejected": ["no"] * n,
+            "user_id": [f"u{i % users}" for i in range(n)],
+        }
+    )
+
+
+def growing(**kw) -> AuditConfig:
+    base = {"runs": 4, "folds": 2, "n_boot": 0, "head": HeadConfig(patience=0)}
+    return AuditConfig(**{**base, "target_reliability": 0.8, "max_runs": 40, **kw})
+
+
+def cm_reliability_at(out, runs: int) -> float:
+    """CM's Spearman-Brown reliability from the first ``runs`` runs on disk (K = 2)."""
+    from rmlens.memorization._runs import load_matrices
+
+    _, finished, p, member, val = load_matrices(out, runs)
+    rel = split_half(p, member, val, np.asarray(finished) // K, folds=K, seed=0)
+    return rel["cm"]["spearman_brown"]
+
+
+def test_target_stops_at_the_first_repeat_that_reaches_it(tmp_path, capsys):
+    pairs, out = planted_pairs(), tmp_path / "grow"
+    trainer = PlantedTrainer(len(pairs))
+    audit(pairs, growing(), out, trainer=trainer, quiet=False)
+    summary = json.loads((out / "summary.json").read_text())
+    status = summary["target_reliability"]
+    n = status["runs"]
+    assert status["reached"] and status["stopped_because"] == "target_reached"
+    assert 4 < n < 40 and n % K == 0  # it grew, by whole repeats, and stopped before the cap
+    assert trainer.calls == n and len(list((out / "runs").iterdir())) == n
+    # the score is the one summary.json reports, and one repeat earlier it was below target
+    assert status["reliability"] == summary["reliability"]["cm"]["spearman_brown"] >= 0.8
+    assert status["reliability"] == pytest.approx(cm_reliability_at(out, n))
+    assert cm_reliability_at(out, n - K) < 0.8
+    # the real run count is recorded, and the tables use every run
+    assert json.loads((out / "config.json").read_text())["audit"]["runs"] == n
+    assert summary["n_runs_finished"] == summary["n_runs_planned"] == n
+    assert summary["reliability"]["n_runs"] == n
+    table = pd.read_parquet(out / "memorization.parquet")
+    assert (table.n_in + table.n_out == n).all()
+    assert pd.read_parquet(out / "plan.parquet").run.max() == n - 1
+    err = capsys.readouterr().err
+    assert err.count("adding repeat") == (n - 4) // K
+    assert "target reliability 0.8 reached: CM reliability (Spearman-Brown) " in err
+    assert f"at {n} runs; no more runs added" in err
+
+
+def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path, capsys):
+    pairs, out = planted_pairs(), tmp_path / "cap"
+    trainer = PlantedTrainer(len(pairs), noise=1.0)
+    audit(pairs, growing(target_reliability=0.95, max_runs=9), out, trainer=trainer, quiet=True)
+    summary = json.loads((out / "summary.json").read_text())
+    status = summary["target_reliability"]
+    assert trainer.calls == 8  # --max-runs 9 with 2 runs per repeat: 4 whole repeats
+    assert status["runs"] == 8 and not status["reached"]
+    assert status["stopped_because"] == "max_runs" and status["reliability"] < 0.95
+    predicted = runs_needed(status["reliability"], 8, 0.95, folds=K)
+    assert status["runs_predicted"] == predicted and predicted > 9
+    message = status["message"]
+    assert message.startswith("target reliability 0.95 cannot be reached within --max-runs 9 ")
+    assert f"the Spearman-Brown prophecy formula predicts about {predicted} runs" in message
+    assert [w["code"] for w in summary["warnings"]].count("target_not_reached") == 1
+    assert f"warning: {message}" in capsys.readouterr().err
+
+
+def test_runs_round_up_to_whole_repeats_and_the_cap_is_checked(tmp_path, capsys):
+    from rmlens._errors import InputError
+    from rmlens._params import ParamError
+
+    pairs = planted_pairs()
+    trainer = PlantedTrainer(len(pairs), noise=1.0)
+    audit(pairs, growing(runs=5, max_runs=6, target_reliability=0.95), tmp_path / "r",
+          trainer=trainer, quiet=True)  # fmt: skip
+    assert trainer.calls == 6
+    assert "--runs 5 is not a whole number of repeats of 2 runs: starting from 6 runs" in (
+        capsys.readouterr().err
+    )
+    with pytest.raises(InputError, match=r"--max-runs 5 holds 2 whole repeat\(s\) of 2 runs"):
+        audit(pairs, growing(runs=5, max_runs=5), tmp_path / "s", trainer=trainer, quiet=True)
+    assert not (tmp_path / "s").exists()
+    with pytest.raises(ParamError, match="--max-runs 10 is below --runs 25"):
+        AuditConfig(target_reliability=0.8, max_runs=10).check()
+    with pytest.raises(ParamError, match="applies with target_reliability only"):
+        AuditConfig(max_runs=50).check()
+    for bad in (0.0, 1.0, 1.5):
+        with pytest.raises(ParamError, match="target_reliability"):
+            AuditConfig(target_reliability=bad).check()
+
+
+def test_cli_target_reliability(tmp_path, monkeypatch, capsys):
+    from rmlens.cli import main
+
+    pairs = planted_pairs()
+    data = tmp_path / "pairs.jsonl"
+    pairs.to_json(data, orient="records", lines=True)
+    monkeypatch.setattr(
+        "rmlens.memorization._runner.default_trainer", lambda *a, **k: PlantedTrainer(len(pairs))
+    )
+    out = tmp_path / "cli"
+    args = ["memorize", "--data", str(data), "--out", str(out), "--folds", "2", "--runs", "4",
+            "--patience", "0", "--n-boot", "0", "--quiet", "--no-report"]  # fmt: skip
+    assert main([*args, "--target-reliability", "0.8", "--max-runs", "40"]) == 0
+    status = json.loads((out / "summary.json").read_text())["target_reliability"]
+    printed = capsys.readouterr().out
+    assert "Run until reliable: target reliability 0.8 reached" in printed
+    assert f"Memorization audit: 120 pairs, {status['runs']} runs" in printed
+    # a cap below --runs: one line naming both flags, exit 2, nothing written
+    no = tmp_path / "no"
+    args[4] = str(no)
+    assert main([*args, "--runs", "30", "--target-reliability", "0.8", "--max-runs", "10"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-runs" in err and "--runs (30)" in err
+    assert main([*args, "--runs", "300", "--target-reliability", "0.8"]) == 2  # cap by default
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-runs 200 is below --runs 300" in err
+    assert not no.exists()
+
+
+def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_path):
+    from rmlens.memorization import run_done
+
+    pairs = planted_pairs()
+    whole = audit(pairs, growing(), tmp_path / "whole", trainer=PlantedTrainer(120), quiet=True)
+    n = json.loads((tmp_path / "whole" / "summary.json").read_text())["target_reliability"]["runs"]
+    out = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):  # killed during the fourth repeat (runs 6 and 7)
+        audit(pairs, growing(), out, trainer=PlantedTrainer(120, crash_at=7), quiet=True)
+    assert [run_done(out / "runs" / f"{r:03d}") for r in range(8)] == [True] * 7 + [False]
+    assert json.loads((out / "config.json").read_text())["audit"]["runs"] == 8  # grown
+    half = out / "runs" / "007"  # a half-written run: scores without a manifest
+    half.mkdir(parents=True, exist_ok=True)
+    (half / "scores.parquet").write_bytes(b"PAR1 truncated")
+    before = (out / "runs" / "003" / "scores.parquet").stat().st_mtime_ns
+    counting = PlantedTrainer(120)
+    resumed = audit(pairs, growing(), out, trainer=counting, quiet=True)
+    assert counting.calls == n - 7  # run 7 redone, runs 0..6 never
+    assert (out / "runs" / "003" / "scores.parquet").stat().st_mtime_ns == before
+    pd.testing.assert_frame_equal(resumed, whole)
+    again = PlantedTrainer(120)  # finished: started again, nothing is trained
+    pd.testing.assert_frame_equal(audit(pairs, growing(), out, trainer=again, quiet=True), whole)
+    assert again.calls == 0
+
+
+def test_a_higher_target_or_cap_continues_the_same_audit(tmp_path):
+    from rmlens._errors import InputError
+
+    pairs, out = planted_pairs(), tmp_path / "x"
+    trainer = PlantedTrainer(120)
+    audit(pairs, growing(target_reliability=0.6), out, trainer=trainer, quiet=True)
+    low = json.loads((out / "summary.json").read_text())["target_reliability"]
+    assert low["reached"] and trainer.calls == low["runs"]
+    # capped below what 0.8 needs: stops at the cap, then a higher cap goes on
+    capped = growing(max_runs=low["runs"] + 2)
+    audit(pairs, capped, out, trainer=trainer, quiet=True)
+    mid = json.loads((out / "summary.json").read_text())["target_reliability"]
+    assert (mid["runs"], mid["stopped_because"]) == (low["runs"] + 2, "max_runs")
+    audit(pairs, growing(), out, trainer=trainer, quiet=True)
+    high = json.loads((out / "summary.json").read_text())["target_reliability"]
+    assert high["reached"] and high["runs"] > mid["runs"] and trainer.calls == high["runs"]
+    fresh = PlantedTrainer(120)  # the same tables as an audit run at 0.8 from the start
+    audit(pairs, growing(), tmp_path / "fresh", trainer=fresh, quiet=True)
+    assert fresh.calls == high["runs"]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(out / "memorization.parquet"),
+        pd.read_parquet(tmp_path / "fresh" / "memorization.parquet"),
+    )
+    # without a target, --runs must be the grown count; the refusal says how to resume
+    with pytest.raises(InputError, match=rf"it grew to {high['runs']} runs towards"):
+        audit(pairs, growing(target_reliability=None, max_runs=200), out, trainer=trainer)
+    plain = growing(target_reliability=None, max_runs=200, runs=high["runs"])
+    audit(pairs, plain, out, trainer=trainer, quiet=True)
+    assert trainer.calls == high["runs"]  # nothing redone
+    assert "target_reliability" not in json.loads((out / "summary.json").read_text())

@@ -120,3 +120,46 @@ def test_a_pair_no_in_run_scored_is_listed_as_lacking_runs(trainer, tmp_path):
     assert (others.n_in == 2).all() and others.cm.notna().all()
     lacking = json.loads((out / "summary.json").read_text())["pairs_lacking_runs"]
     assert lacking["count"] == 1 and lacking["no_in_run"] == 1 and lacking["ids"] == ["r000"]
+
+
+@pytest.mark.parametrize("kind", ["kfold", "halves"])
+def test_a_longer_plan_starts_with_the_shorter_one(kind):
+    # an audit grown by a target reliability keeps its finished runs: the plan of R runs must
+    # be the first R runs of any longer plan, validation groups included
+    from rmlens.memorization._plan import carve_validation, make_plan
+
+    groups = [f"g{i}" for i in range(23)]
+    plans = {
+        runs: carve_validation(
+            make_plan(groups, n_runs=runs, n_folds=5, kind=kind, seed=4), 0.2, seed=4
+        )
+        for runs in (10, 35)
+    }
+    head = plans[35][plans[35].run < 10].reset_index(drop=True)
+    pd.testing.assert_frame_equal(head, plans[10])
+    assert not plans[35][plans[35].run >= 10].empty
+
+
+def test_growth_settings_may_differ_on_resume():
+    from rmlens.memorization._runner import _difference
+
+    def record(**kw):
+        audit_ = AuditConfig(**kw).to_dict()
+        return {"audit": audit_, "group_by": "user_id", "data_sha1": "x", "n_pairs": 4}
+
+    grown = record(runs=40, target_reliability=0.8)
+    # with a target: another start, target or cap continues the audit
+    assert _difference(grown, record(runs=10, target_reliability=0.9, max_runs=300)) is None
+    # a plain audit may be grown by adding a target; an old config.json without the fields
+    old = record(runs=25)
+    del old["audit"]["target_reliability"], old["audit"]["max_runs"]
+    assert _difference(old, record(runs=10, target_reliability=0.8)) is None
+    assert _difference(old, record(runs=25)) is None
+    # without a target the run count is fixed: the grown count resumes, another is refused
+    assert _difference(grown, record(runs=40)) is None
+    message = _difference(grown, record(runs=25))
+    assert message.startswith("another configuration: runs 40 (saved) vs 25 (now) (it grew")
+    assert "give --target-reliability, or --runs 40, to resume it" in message
+    assert _difference(old, record(runs=30)).startswith("another configuration: runs 25")
+    assert "seed 0 (saved) vs 1 (now)" in _difference(grown, record(runs=4, seed=1,
+                                                                    target_reliability=0.8))

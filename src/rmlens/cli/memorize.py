@@ -47,6 +47,10 @@ def memorize(
 ) -> None:
     """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs.
 
+    With --target-reliability, whole repeats of the plan are added (from --runs, up to
+    --max-runs) until CM's split-half reliability reaches the target; a line after the
+    reliability table says whether it did, and why the audit stopped.
+
     A run that still fails after --retries is reported and the audit finishes without it
     (exit 0, with a warning and the failed runs in summary.json); when every run or
     --abort-after runs in a row fail, the error stops the audit (exit 1). Start the same
@@ -98,6 +102,9 @@ def print_summary(out: Path) -> None:
     reliability = summary.get("reliability")
     if reliability:
         console.print(reliability_table(reliability))
+    target = summary.get("target_reliability")
+    if target:
+        console.print(f"Run until reliable: {target['message']}", markup=False)
     warnings = summary.get("warnings", [])
     if warnings:
         codes = ", ".join(w["code"] for w in warnings)

@@ -22,6 +22,12 @@ EXECUTION_FIELDS = (
     "backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after",
     "encode_batch_size",
 )  # fmt: skip
+# When an audit with a target reliability stops adding repeats: they decide how many runs
+# there are, never what a run does (the plan's first R runs are the same whatever its
+# length), so an audit may be resumed with other values of them. ``runs`` is the saved
+# audit's real run count; with a target now, it is where the audit starts from.
+GROWTH_FIELDS = ("target_reliability", "max_runs")
+MAX_RUNS = 200  # default cap of an audit with a target reliability
 
 
 # Fields the audit sets for its trainer too: the audit's value is used for every run (each
@@ -57,7 +63,11 @@ class AuditConfig(Config):
         metadata={"help": MODEL_HELP},
     )
     runs: int = field(
-        default=25, metadata={"help": "Training runs R (repeats x folds); at least 2."}
+        default=25,
+        metadata={
+            "help": "Training runs R (repeats x folds); at least 2. With "
+            "--target-reliability: the runs to start from, rounded up to whole repeats."
+        },
     )
     folds: int = field(default=5, metadata={"help": "K of the repeated grouped K-fold plan."})
     plan: str = field(default="kfold", metadata={"help": "Run plan: kfold or halves."})
@@ -67,6 +77,21 @@ class AuditConfig(Config):
     )
     seed: int = field(
         default=0, metadata={"help": "Seed of the plan, the heads and the bootstrap."}
+    )
+    target_reliability: float | None = field(
+        default=None,
+        metadata={
+            "help": "Add whole repeats of the plan until the split-half reliability of CM "
+            "(Spearman-Brown, mean over splits) reaches this value in (0, 1), or --max-runs.",
+            "unset": "none: --runs runs, no more",
+        },
+    )
+    max_runs: int = field(
+        default=MAX_RUNS,
+        metadata={
+            "help": "Most runs a --target-reliability audit grows to (whole repeats: rounded "
+            "down to a multiple of the runs per repeat)."
+        },
     )
     max_length: int | None = field(
         default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
@@ -123,6 +148,11 @@ class AuditConfig(Config):
         "plan": ("kfold", "halves"),
         "group_by": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
         "seed": (non_negative_int, "an int >= 0"),
+        "target_reliability": (
+            lambda x: x is None or (non_negative(x) and 0 < x < 1),
+            "None or a float in (0, 1)",
+        ),
+        "max_runs": (lambda r: positive_int(r) and r >= 2, "an int >= 2"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
         "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
@@ -153,6 +183,32 @@ class AuditConfig(Config):
         for nested, names in SHARED_FIELDS.items():
             self._check_shared(nested, names)
         self._check_validation()
+        self._check_growth()
+
+    def _check_growth(self) -> None:
+        if self.target_reliability is None and self.max_runs != MAX_RUNS:
+            raise ParamError(
+                "max_runs",
+                "AuditConfig",
+                f"left at {MAX_RUNS} unless --target-reliability is set",
+                self.max_runs,
+                message=(
+                    "The 'max_runs' parameter of AuditConfig applies with target_reliability "
+                    f"only. Got max_runs={self.max_runs} with target_reliability=None."
+                ),
+            )
+        if self.target_reliability is not None and self.max_runs < self.runs:
+            raise ParamError(
+                "max_runs",
+                "AuditConfig",
+                f"at least --runs ({self.runs}) when --target-reliability is set",
+                self.max_runs,
+                message=(
+                    f"--max-runs {self.max_runs} is below --runs {self.runs}: an audit with "
+                    "--target-reliability starts with --runs runs and adds whole repeats up to "
+                    "--max-runs; raise --max-runs or lower --runs"
+                ),
+            )
 
     @property
     def patience(self) -> int:

@@ -180,3 +180,75 @@ def reliability_warnings(reliability: dict) -> list[dict]:
             }
         )
     return warnings
+
+
+def whole_repeats(runs: int, folds: int, *, up: bool) -> int:
+    """``runs`` rounded up (``up``) or down to a whole number of repeats of ``folds`` runs."""
+    return (-(-runs // folds) if up else runs // folds) * folds
+
+
+def target_status(
+    reliability: dict, target: float, *, runs: int, max_runs: int, folds: int, missing: int = 0
+) -> dict:
+    """Whether an audit with a target reliability stops adding repeats, and why.
+
+    The score is CM's Spearman-Brown reliability (mean over splits, as ``summary.json``'s
+    ``reliability`` reports it) at the audit's ``runs``. It stops when the score reaches
+    ``target`` (``target_reached``), when runs of the plan are not finished (``failed_runs``:
+    growing on an incomplete repeat would not raise the score), or when one more repeat of
+    ``folds`` runs would pass ``max_runs`` (``max_runs``); else ``stopped_because`` is None
+    (the audit adds a repeat). ``runs_predicted``: the runs the prophecy formula predicts for
+    the target from the score now, in whole repeats (None where the score is not > 0).
+    """
+    part = reliability.get("cm") or {}
+    score = float(part.get("spearman_brown", math.nan))
+    used = int(reliability.get("n_runs", 0))
+    reached = bool(np.isfinite(score) and score >= target)
+    predicted = runs_needed(score, used, target, folds=folds) if used else None
+    cap = whole_repeats(max_runs, folds, up=False)
+    if reached:
+        why = "target_reached"
+    elif missing:
+        why = "failed_runs"
+    elif runs + folds > cap:
+        why = "max_runs"
+    else:
+        why = None
+    shown = f"{score:.3f}" if np.isfinite(score) else "not yet measurable"
+    at = f"CM reliability (Spearman-Brown) {shown} at {runs} runs"
+    if why == "target_reached":
+        message = f"target reliability {target:g} reached: {at}; no more runs added"
+    elif why == "failed_runs":
+        message = (
+            f"target reliability {target:g} not reached: {at}, and {missing} run(s) of the plan "
+            "failed; start the same command again to retry them and go on adding repeats"
+        )
+    elif why == "max_runs":
+        cap_text = f"--max-runs {max_runs}" + (
+            f" ({cap} runs in whole repeats of {folds})" if cap != max_runs else ""
+        )
+        if predicted is None:
+            need = (
+                f"{reliability.get('reason', 'CM shows no reliability yet')}: the prophecy "
+                "formula predicts no run count"
+            )
+        else:
+            need = f"the Spearman-Brown prophecy formula predicts about {predicted} runs"
+        message = (
+            f"target reliability {target:g} cannot be reached within {cap_text}: {at}; {need}"
+        )
+    else:
+        message = f"target reliability {target:g} not reached yet: {at}"
+    return {
+        "target": target,
+        "score": "cm",
+        "statistic": "spearman_brown (mean over splits)",
+        "reached": reached,
+        "reliability": score,
+        "runs": runs,
+        "runs_per_repeat": folds,
+        "max_runs": max_runs,
+        "runs_predicted": predicted,
+        "stopped_because": why,
+        "message": message,
+    }

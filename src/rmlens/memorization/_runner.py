@@ -6,6 +6,13 @@ written atomically by this process (the driver), whichever backend trains the ru
 finished when its manifest exists (written last), so starting the audit again on the same
 directory redoes only unfinished runs, and a killed audit resumed gives the same tables.
 
+Run until reliable: with ``target_reliability`` the audit starts from ``runs`` (whole repeats
+of the plan) and adds one whole repeat at a time until CM's split-half reliability
+(Spearman-Brown, mean over splits, as ``summary.json`` reports it) reaches the target or one
+more repeat would pass ``max_runs``. The plan grows by its own prefix (run r uses repeat
+r // K's seeded shuffle), so runs already finished stay valid; config.json's ``audit.runs``
+is the audit's real run count, and summary.json's ``target_reliability`` says why it stopped.
+
 Faults: a run that raises is tried ``retries`` more times, then reported (a warning and
 runs/<run>/error.json) while the other runs go on; the tables are then computed from the
 finished runs, pairs lacking in- or out-runs get NaN, and summary.json says the audit is
@@ -21,7 +28,7 @@ import hashlib
 import json
 import re
 import sys
-from contextlib import closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +41,7 @@ from rmlens._io import write_json, write_parquet
 from rmlens._params import dict_changes
 from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
 from rmlens.memorization._backends import RunJob, make_backend
-from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
+from rmlens.memorization._config import EXECUTION_FIELDS, GROWTH_FIELDS, AuditConfig
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._plan import carve_validation, make_plan
@@ -48,12 +55,19 @@ from rmlens.memorization._quality import (
     run_quality,
     validation_note,
 )
-from rmlens.memorization._reliability import reliability_warnings, same_partition, split_half
+from rmlens.memorization._reliability import (
+    reliability_warnings,
+    same_partition,
+    split_half,
+    target_status,
+    whole_repeats,
+)
 from rmlens.memorization._runs import (
     RunFailure,
     clean_stale,
     load_matrices,
     load_runs,
+    plan_runs,
     read_error,
     run_dir,
     run_done,
@@ -123,8 +137,11 @@ def output_errors(out: Path):
         raise InputError(f"--out {out}: cannot write{where}: {OUTPUT_ERRORS[code]}") from None
 
 
-def _results_part(audit_record: dict) -> dict:
-    return {k: v for k, v in audit_record.items() if k not in EXECUTION_FIELDS}
+def _results_part(audit_record: dict, *, runs: bool = True) -> dict:
+    """The settings that make the tables: all but execution and growth settings; ``runs``
+    left out too when the audit has a target (it is then where the audit starts from)."""
+    skip = {*EXECUTION_FIELDS, *GROWTH_FIELDS, *(() if runs else ("runs",))}
+    return {k: v for k, v in audit_record.items() if k not in skip}
 
 
 def _show(value) -> str:
@@ -136,10 +153,14 @@ def _difference(old: dict, record: dict) -> str | None:
     """What makes the saved audit ``old`` another one than ``record``, or None if the same.
 
     Execution-only settings (``EXECUTION_FIELDS``) may differ: they never change the tables.
+    So may the target and cap (``GROWTH_FIELDS``), and with a target now, ``runs``: the saved
+    audit's runs are the first runs of the grown plan, whatever its length.
     """
+    was, will = old.get("audit") or {}, record["audit"]
+    fixed = will.get("target_reliability") is None  # no target now: the run count is fixed
     changes = dict_changes(
-        _results_part(old.get("audit") or {}),
-        json.loads(json.dumps(_results_part(record["audit"]))),  # as saved: tuples as lists
+        _results_part(was, runs=fixed),
+        json.loads(json.dumps(_results_part(will, runs=fixed))),  # as saved: tuples as lists
     )
     if old.get("group_by") != record["group_by"]:
         changes.append(("grouping column", old.get("group_by"), record["group_by"]))
@@ -156,6 +177,12 @@ def _difference(old: dict, record: dict) -> str | None:
             f"other data ({size}, fingerprint {old.get('data_sha1')} vs {record['data_sha1']}: "
             "pairs, margins or groups changed)"
         )
+    grown = was.get("target_reliability")
+    if settings and fixed and grown is not None and was.get("runs") != will["runs"]:
+        settings += (
+            f" (it grew to {was.get('runs')} runs towards --target-reliability {grown}: "
+            f"give --target-reliability, or --runs {was.get('runs')}, to resume it)"
+        )
     if settings and data:
         return f"another configuration: {settings}; and {data}"
     if settings:
@@ -163,7 +190,8 @@ def _difference(old: dict, record: dict) -> str | None:
     return data
 
 
-def _prepare_dir(out: Path, record: dict) -> None:
+def _prepare_dir(out: Path, record: dict) -> dict | None:
+    """Create ``out`` or check that the audit saved there is this one; the saved record."""
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: is a file, not a directory; choose another --out")
     try:
@@ -182,7 +210,8 @@ def _prepare_dir(out: Path, record: dict) -> None:
                 f"--out {out} holds an audit with {differ}; use another --out, or the saved "
                 "settings and data (its config.json) to resume it"
             )
-    write_json(record, config_path)
+        return old
+    return None
 
 
 def run_seed(seed: int, run: int) -> int:
@@ -221,8 +250,12 @@ def audit(
     pairs : DataFrame
         The canonical pair table (``rmlens.data.load_pairs``).
     config : AuditConfig, optional
+        With ``target_reliability``, whole repeats of the plan are added to ``runs`` until
+        CM's split-half reliability reaches it or one more repeat would pass ``max_runs``
+        (``summary.json``'s ``target_reliability`` says which).
     out : path
-        Experiment directory; an unfinished audit there is resumed.
+        Experiment directory; an unfinished audit there is resumed (an audit with a target
+        goes on from its last finished repeat, and a higher target or cap continues it).
     trainer : PairTrainer, optional
         Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``). With the
         Ray backend it is prepared here and shipped to the tasks, so it must pickle.
@@ -257,6 +290,8 @@ def audit(
     if config.plan == "kfold" and 2 <= groups.nunique() < folds:
         folds = int(groups.nunique())
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
+    k = folds if config.plan == "kfold" else 2  # runs per repeat of the plan
+    first = _first_runs(config, k)
     record = {
         "version": rmlens.__version__,
         "audit": config.resolved().to_dict(),
@@ -269,28 +304,48 @@ def audit(
         "folds_used": folds,
     }
     with output_errors(out):
-        _prepare_dir(out, record)
+        saved = _prepare_dir(out, record)
+    n_runs = config.runs
+    if config.target_reliability is not None:
+        # never fewer runs than the saved audit has (finished runs are kept), whole repeats
+        had = (saved or {}).get("audit", {}).get("runs")
+        n_runs = whole_repeats(max(first, had if isinstance(had, int) else 0), k, up=True)
+        if first != config.runs:
+            print(
+                f"--runs {config.runs} is not a whole number of repeats of {k} runs: "
+                f"starting from {first} runs",
+                file=sys.stderr,
+            )
     if not quiet:
         stderr.print(f"{len(pairs)} pairs, {groups.nunique()} groups: {note}")
-    try:
-        plan = make_plan(
-            groups, n_runs=config.runs, n_folds=folds, kind=config.plan, seed=config.seed
-        )
-    except ValueError as err:
-        raise InputError(f"{err} ({note})") from err
-    # validation groups for early stopping: carved from each run's own training groups
-    share = config.val_fraction if config.validates else 0.0
-    plan = carve_validation(plan, share, seed=config.seed)
-    with output_errors(out):
-        write_parquet(plan, out / "plan.parquet")
-        for folder in (out, *(run_dir(out, r) for r in range(config.runs))):
-            clean_stale(folder)  # a killed writer's temporary files (one audit per folder)
-    pending = [r for r in range(config.runs) if not run_done(run_dir(out, r))]
-    if pending:
-        trainer = trainer or default_trainer(config, bias)
-        with make_backend(config).session(quiet=quiet) as execute:
-            kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
-            _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet)
+    with ExitStack() as session:
+        execute = kept = None
+        while True:
+            plan = _write_plan(out, record, groups, n_runs, folds, config, note)
+            pending = [r for r in range(n_runs) if not run_done(run_dir(out, r))]
+            if pending:
+                if execute is None:  # the backend and the trainer once, when a run needs them
+                    trainer = trainer or default_trainer(config, bias)
+                    execute = session.enter_context(make_backend(config).session(quiet=quiet))
+                    kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
+                _run_all(
+                    execute, trainer, pairs, groups, plan, kept, pending, config, n_runs, out,
+                    quiet,
+                )  # fmt: skip
+            if config.target_reliability is None:
+                break
+            status = _target_now(out, config, n_runs, k)
+            if status["stopped_because"] is not None:
+                break
+            if not quiet:
+                predicted = status["runs_predicted"]
+                print(
+                    f"{status['message']}"
+                    + (f" (about {predicted} runs predicted)" if predicted else "")
+                    + f": adding repeat {n_runs // k + 1} (runs {n_runs} to {n_runs + k - 1})",
+                    file=sys.stderr,
+                )
+            n_runs += k
     with output_errors(out):
         table = finish(pairs, groups, config, out, quiet=quiet)
     summary = json.loads((out / "summary.json").read_text())
@@ -299,7 +354,64 @@ def audit(
     message = incomplete_message(summary)
     if message:
         print(f"warning: {message}", file=sys.stderr)
+    status = summary.get("target_reliability") or {}
+    if status.get("reached"):
+        print(status["message"], file=sys.stderr)  # not reached: among the warnings above
     return table
+
+
+def _first_runs(config: AuditConfig, k: int) -> int:
+    """The runs an audit starts from: ``runs``, rounded up to whole repeats of ``k`` runs with
+    a target reliability (checked against ``max_runs``)."""
+    if config.target_reliability is None:
+        return config.runs
+    first = whole_repeats(config.runs, k, up=True)
+    cap = whole_repeats(config.max_runs, k, up=False)
+    if first > cap:
+        raise InputError(
+            f"--max-runs {config.max_runs} holds {cap // k} whole repeat(s) of {k} runs, fewer "
+            f"than --runs {config.runs} rounded up to whole repeats ({first} runs); raise "
+            "--max-runs or lower --runs"
+        )
+    return first
+
+
+def _write_plan(
+    out: Path, record: dict, groups: pd.Series, n_runs: int, folds: int, config, note: str
+) -> pd.DataFrame:
+    """The plan of ``n_runs`` runs in plan.parquet, and ``n_runs`` in config.json.
+
+    Both plan steps are seeded per repeat and per run, so the plan of more runs starts with
+    the plan of fewer: a grown audit's finished runs keep their training groups.
+    """
+    try:
+        plan = make_plan(groups, n_runs=n_runs, n_folds=folds, kind=config.plan, seed=config.seed)
+    except ValueError as err:
+        raise InputError(f"{err} ({note})") from err
+    # validation groups for early stopping: carved from each run's own training groups
+    share = config.val_fraction if config.validates else 0.0
+    plan = carve_validation(plan, share, seed=config.seed)
+    record["audit"]["runs"] = n_runs  # the real run count (a target grows it past --runs)
+    with output_errors(out):
+        write_json(record, out / "config.json")
+        write_parquet(plan, out / "plan.parquet")
+        for folder in (out, *(run_dir(out, r) for r in range(n_runs))):
+            clean_stale(folder)  # a killed writer's temporary files (one audit per folder)
+    return plan
+
+
+def _target_now(out: Path, config: AuditConfig, n_runs: int, k: int) -> dict:
+    """Whether the audit stops adding repeats (``target_status``), from the runs on disk."""
+    _, finished, p, member, val = load_matrices(out, n_runs)
+    reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
+    return target_status(
+        reliability,
+        config.target_reliability,
+        runs=n_runs,
+        max_runs=config.max_runs,
+        folds=k,
+        missing=n_runs - len(finished),
+    )
 
 
 def membership_matrix(
@@ -325,9 +437,11 @@ def membership_matrix(
     return by_group[:, codes] & (codes >= 0)
 
 
-def _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, quiet) -> None:
-    member = membership_matrix(plan, groups, config.runs)
-    val = membership_matrix(plan, groups, config.runs, "validation")
+def _run_all(
+    execute, trainer, pairs, groups, plan, kept, pending, config, n_runs, out, quiet
+) -> None:
+    member = membership_matrix(plan, groups, n_runs)
+    val = membership_matrix(plan, groups, n_runs, "validation")
     ids = pairs.id.to_numpy()
     jobs = [RunJob(run, run_seed(config.seed, run)) for run in pending]
 
@@ -351,7 +465,7 @@ def _run_all(execute, trainer, pairs, groups, plan, kept, pending, config, out, 
                     f"({outcome.error}); the audit goes on without it",
                     file=sys.stderr,
                 )
-                everything = len(failures) == config.runs
+                everything = len(failures) == n_runs
                 if in_a_row >= config.abort_after or everything:
                     why = "every run" if everything else f"{in_a_row} runs in a row"
                     print(
@@ -390,10 +504,16 @@ def finish(
     """Estimators, memorization table, map and summary from the finished runs on disk.
 
     Runs that are not finished (failed, or not run yet) are left out and listed in
-    ``summary.json`` (``complete``, ``failed_runs``, ``pairs_lacking_runs``).
+    ``summary.json`` (``complete``, ``failed_runs``, ``pairs_lacking_runs``). The run count is
+    the plan's (plan.parquet), which a target reliability grows past ``config.runs``; with a
+    target, ``summary.json``'s ``target_reliability`` says whether it was reached and why the
+    audit stopped.
     """
     out = Path(out)
-    ids, finished, p, member, val = load_matrices(out, config.runs)
+    plan = pd.read_parquet(out / "plan.parquet")
+    n_runs = plan_runs(out)
+    config = config.replace(runs=n_runs)  # the real run count (coverage_warning reads it)
+    ids, finished, p, member, val = load_matrices(out, n_runs)
     # A run's validation pairs count neither in nor out for it: it took no gradients on
     # them, and its early stopping read them (as out-pairs they would bias TG upwards).
     table = memorization_scores(
@@ -406,7 +526,6 @@ def finish(
     k = folds if config.plan == "kfold" else 2  # runs per repeat
     reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
     del p, member, val
-    plan = pd.read_parquet(out / "plan.parquet")
     if same_partition(plan, k):
         reliability["note"] = (
             "every repeat of the plan draws the same partition of groups, so the halves "
@@ -423,8 +542,8 @@ def finish(
     summary = {"rm_quality": quality, "reliability": reliability}
     summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     summary["n_runs_finished"] = len(finished)
-    summary["n_runs_planned"] = config.runs
-    missing = sorted(set(range(config.runs)) - set(finished))
+    summary["n_runs_planned"] = n_runs
+    missing = sorted(set(range(n_runs)) - set(finished))
     summary["complete"] = not missing
     summary["failed_runs"] = [
         {"run": r, "error": read_error(out, r) or "not finished"} for r in missing
@@ -445,6 +564,21 @@ def finish(
     warnings.append(budget_warning(summary["validation"], len(finished)))
     warnings.append(coverage_warning(table, plan, config, folds))
     warnings.append(interval_warning(summary["intervals"], len(table)))
+    if config.target_reliability is not None:
+        status = target_status(
+            reliability,
+            config.target_reliability,
+            runs=n_runs,
+            max_runs=config.max_runs,
+            folds=k,
+            missing=len(missing),
+        )
+        summary["target_reliability"] = status
+        if status["stopped_because"] in ("max_runs", "failed_runs"):
+            warnings.append(
+                {"code": "target_not_reached", "message": status["message"],
+                 "runs_predicted": status["runs_predicted"]}
+            )  # fmt: skip
     summary["warnings"] = [w for w in warnings if w is not None]
     write_json(summary, out / "summary.json")
     return table

@@ -112,12 +112,23 @@ def read_error(out: Path, run: int) -> str | None:
         return None
 
 
-def load_runs(out: Path, runs: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def plan_runs(out: Path) -> int:
+    """The audit's real run count: the runs of its plan (plan.parquet), which a target
+    reliability grows past ``--runs``."""
+    path = Path(out) / "plan.parquet"
+    if not path.is_file():
+        raise InputError(f"{out}: no plan.parquet (not an audit directory)")
+    column = pq.read_table(path, columns=["run"]).column("run").to_numpy()
+    return int(column.max()) + 1 if len(column) else 0
+
+
+def load_runs(out: Path, runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long score and membership tables from the finished runs' files.
 
     The membership table has ``run, id, in_train, validation``; ``estimate`` counts a
-    run's validation pairs neither in nor out.
+    run's validation pairs neither in nor out. ``runs``: the plan's run count when None.
     """
+    runs = plan_runs(out) if runs is None else runs
     scores, members = [], []
     for run in range(runs):
         folder = run_dir(out, run)
@@ -138,9 +149,12 @@ def load_runs(out: Path, runs: int) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def load_matrices(
-    out: Path, runs: int
+    out: Path, runs: int | None = None
 ) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray, np.ndarray]:
     """Probabilities and membership of the finished runs, without long tables.
+
+    ``runs``: the run count to read (runs 0 to runs - 1); the plan's (:func:`plan_runs`)
+    when None.
 
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
@@ -153,6 +167,7 @@ def load_matrices(
     member : ndarray of shape (n_pairs, n_finished), bool, from the run manifests
     val : ndarray of shape (n_pairs, n_finished), bool, the runs' validation pairs
     """
+    runs = plan_runs(out) if runs is None else runs
     finished = [r for r in range(runs) if run_done(run_dir(out, r))]
     if not finished:
         raise InputError(f"{out}: no finished runs")

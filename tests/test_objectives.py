@@ -67,7 +67,8 @@ def test_bias_model_recovers_a_planted_coefficient():
 
 
 def test_dro_step_by_hand_and_weights_move_toward_the_worst_group():
-    q = dro_weights(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 2.0]), torch.tensor([1, 1]) > 0, 1.0)
+    both = torch.tensor([True, True])
+    q = dro_weights(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 2.0]), both, 1.0)
     e = math.e
     assert q.tolist() == pytest.approx([1 / (1 + e), e / (1 + e)])
     absent = dro_weights(torch.tensor([0.5, 0.5]), torch.tensor([1.0, 9.0]),
@@ -176,7 +177,7 @@ def test_finetuned_rm_trains_with_each_objective(tiny_causal_dir):
 
 def make_pairs(n: int = 60, users: int = 6) -> pd.DataFrame:
     rng = np.random.default_rng(0)
-    words = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
     rows = []
     for i in range(n):
         long = " ".join(rng.choice(words, 12))

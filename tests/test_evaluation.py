@@ -1,6 +1,7 @@
 """Evaluation metrics against hand-computed values, and shortcut probes on a length RM."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -10,14 +11,17 @@ from scipy.special import expit, logit
 from rmlens.evaluation import (
     PROBES,
     EvaluateConfig,
+    LengthCalibrator,
     Probe,
     accuracy_by,
     auroc,
     brier_score,
+    calibrate_length,
     ensemble_disagreement,
     evaluate,
     expected_calibration_error,
     fit_temperature,
+    length_correlation,
     margin_spearman,
     pair_metrics,
     probe_effects,
@@ -30,6 +34,7 @@ from rmlens.evaluation import (
     temperature_scaling,
 )
 from rmlens.evaluation._probes import FILLER
+from rmlens.rewards import pairwise_accuracy
 
 
 class LengthRM:
@@ -275,3 +280,131 @@ def test_validation_pairs_are_neither_in_train_nor_held_out():
     assert split["in_train"]["members_per_pair"] == 2.0  # a by 0 and 1, b by 1 and 2
     assert rm.validation(ids).tolist() == [[False, True, False], [False, False, True],
                                            [True, False, False]]  # fmt: skip
+
+
+def test_lowess_matches_the_tricube_formula_and_statsmodels():
+    x, y = np.array([0.0, 1, 2, 3, 10]), np.array([1.0, 3, 2, 5, 4])
+    # by hand at x = 0, frac 0.8: the k = 4 nearest are 0..3, h = 3, so x = 3 weighs 0
+    w = (1 - (np.array([0.0, 1, 2]) / 3) ** 3) ** 3
+    line = np.polyfit(x[:3], y[:3], 1, w=np.sqrt(w))  # polyfit squares its w
+    plain = LengthCalibrator(frac=0.8, it=0).fit(y, x)
+    assert plain.bias([0.0])[0] == pytest.approx(np.polyval(line, 0.0), abs=1e-12)
+    # statsmodels 0.15.0: lowess(y, x, frac=0.8, it=0) and it=3
+    np.testing.assert_allclose(
+        plain.bias_, [1.359316816956, 2.141068447412, 3.145242070117, 4.520910910726,
+                      4.00960730316], atol=1e-11)  # fmt: skip
+    robust = LengthCalibrator(frac=0.8, it=3).fit(y, x)
+    np.testing.assert_allclose(
+        robust.bias_, [1.14182152265, 2.385213425408, 3.669261669702, 4.845111541176,
+                       4.002309846333], atol=1e-11)  # fmt: skip
+    # tied lengths: statsmodels' lowess(y, x, frac=0.5, it=3) at the distinct lengths
+    x = np.array([1.0, 1, 2, 3, 3, 3, 5, 8, 9, 12])
+    y = np.array([0.5, 1.5, 1.0, 2.0, 2.5, 1.5, 3.0, 6.0, 4.0, 7.0])
+    fit = LengthCalibrator(frac=0.5).fit(y, x)
+    assert fit.lengths_.tolist() == [1, 2, 3, 5, 8, 9, 12]
+    np.testing.assert_allclose(
+        fit.bias_, [1, 1, 2, 3, 4.694501313765, 5.271790488496, 6.82980740221], atol=1e-11
+    )
+
+
+def test_lowess_weighs_a_window_of_tied_lengths_equally():
+    # k = 2 and both nearest responses share the length: h = 0, f is their mean
+    # (statsmodels divides by zero here and returns one response's reward)
+    cal = LengthCalibrator(frac=0.5).fit([2.0, 4.0, 3.0, 5.0], [10.0, 20.0, 10.0, 20.0])
+    np.testing.assert_allclose(cal.bias_, [2.5, 4.5])
+
+
+def test_fitted_f_interpolates_and_extends_along_its_end_segments():
+    lengths = np.arange(10.0, 110.0, 10.0)
+    cal = LengthCalibrator(frac=0.5).fit(3.0 + 0.5 * lengths, lengths)  # a line is kept
+    np.testing.assert_allclose(cal.bias([15.0, 0.0, 200.0]), [10.5, 3.0, 103.0])
+    with pytest.raises(RuntimeError, match="not fitted yet"):
+        LengthCalibrator().bias([1.0])
+    with pytest.raises(ValueError, match="The 'frac' parameter of LengthCalibrator"):
+        LengthCalibrator(frac=0).fit([1.0], [1.0])
+    with pytest.raises(ValueError, match="equal 1-d shapes"):
+        calibrate_length([1.0, 2.0], [1.0])
+
+
+def planted_pairs(n=400, seed=0):
+    """Pairs decided by quality q (chosen = rejected + a gap); lengths drawn independently.
+
+    The response text carries its quality, read by ``QualityLengthRM``."""
+    rng = np.random.default_rng(seed)
+    q, gap = rng.normal(size=n), rng.uniform(0.5, 2.0, n)
+
+    def text(quality, length):
+        head = f"q={quality:.6f} "
+        return head + "x" * (length - len(head))
+
+    return pd.DataFrame({
+        "id": [f"p{i}" for i in range(n)], "prompt": "q",
+        "chosen": [text(a + g, L) for a, g, L in zip(q, gap, rng.integers(30, 400, n))],
+        "rejected": [text(a, L) for a, L in zip(q, rng.integers(30, 400, n))],
+    })  # fmt: skip
+
+
+class QualityLengthRM:
+    """reward = quality + 0.5 * characters: a planted length bias."""
+
+    def score(self, prompts, responses):
+        quality = [float(re.search(r"q=(\S+)", r).group(1)) for r in responses]
+        return np.array(quality) + 0.5 * np.array([len(r) for r in responses])
+
+
+def test_length_calibration_removes_a_planted_length_bias(tmp_path):
+    pairs = planted_pairs()
+    rm, lengths = QualityLengthRM(), np.r_[pairs.chosen.str.len(), pairs.rejected.str.len()]
+    rewards = np.r_[rm.score(None, pairs.chosen), rm.score(None, pairs.rejected)]
+    before, after = length_correlation(rewards, lengths)
+    assert before > 0.99 and abs(after) < 0.1
+    calibrated = calibrate_length(rewards, lengths)
+    n = len(pairs)
+    assert pairwise_accuracy(rewards[:n], rewards[n:]) < 0.6
+    assert pairwise_accuracy(calibrated[:n], calibrated[n:]) > 0.98  # quality decides again
+
+    probes = "pad_filler,refusal"
+    raw = evaluate(rm, pairs, probes=probes, quiet=True)
+    config = EvaluateConfig(calibrate="length")
+    metrics = evaluate(rm, pairs, probes=probes, out=tmp_path, config=config, quiet=True)
+    block = metrics["posthoc_calibration"]
+    assert block["method"] == "length" and block["unit"] == "characters"
+    assert block["frac"] == 0.5 and block["n_responses"] == 2 * n
+    assert block["corr_before"] == pytest.approx(before)
+    assert block["corr_after"] == pytest.approx(after)
+    assert block["accuracy_before"] == pytest.approx(raw["accuracy"])
+    assert metrics["accuracy"] == block["accuracy_after"] > 0.98
+    # probes score their padded texts with the same f: padding no longer flips preferences
+    flips = {(r["probe"], r["side"]): r["flip_rate"] for r in metrics["probes"]}
+    raw_flips = {(r["probe"], r["side"]): r["flip_rate"] for r in raw["probes"]}
+    assert raw_flips["pad_filler", "rejected"] > 0.2
+    assert flips["pad_filler", "rejected"] < 0.1 and flips["pad_filler", "chosen"] < 0.1
+    scores = pd.read_parquet(tmp_path / "scores.parquet")
+    np.testing.assert_allclose(scores.r_chosen, rewards[:n])  # raw beside calibrated
+    np.testing.assert_allclose(scores.r_chosen_calibrated, calibrated[:n])
+    assert scores.len_rejected.tolist() == pairs.rejected.str.len().tolist()
+    saved = json.loads((tmp_path / "metrics.json").read_text())
+    assert saved["posthoc_calibration"] == pytest.approx(block)
+    assert (tmp_path / "length.png").stat().st_size > 0
+
+
+def test_length_calibration_leaves_a_constant_length_set_unchanged():
+    rng = np.random.default_rng(3)
+    rewards = rng.normal(size=50)
+    shift = calibrate_length(rewards, np.full(50, 42.0)) - rewards
+    np.testing.assert_allclose(shift, shift[0])  # one constant for every response
+    pairs = pd.DataFrame({"prompt": "q", "chosen": [f"c{i:02d}" for i in range(30)],
+                          "rejected": [f"r{i:02d}" for i in range(30)]})  # fmt: skip
+
+    class Hashed:
+        def score(self, prompts, responses):
+            return np.array([sum(map(ord, r)) * 7919 % 1000 / 100 for r in responses])
+
+    config = EvaluateConfig(calibrate="length")
+    metrics = evaluate(Hashed(), pairs, probes="none", config=config, quiet=True)
+    block = metrics["posthoc_calibration"]
+    assert block["accuracy_after"] == block["accuracy_before"] and block["flipped"] == 0.0
+    assert np.isnan(block["corr_before"])  # one length: no correlation to speak of
+    bad = EvaluateConfig(calibrate="spline")
+    with pytest.raises(ValueError, match="'calibrate' parameter of EvaluateConfig must be 'length"):
+        evaluate(Hashed(), pairs, probes="none", config=bad)

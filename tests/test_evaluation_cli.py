@@ -10,7 +10,13 @@ import pytest
 from rmlens.cli import main
 from rmlens.evaluation import Probe, run_probes
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig, load_rm, member_pair_scores
+from rmlens.rewards import (
+    FrozenHeadTrainer,
+    HeadConfig,
+    load_rm,
+    member_pair_scores,
+    pairwise_accuracy,
+)
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]
@@ -127,6 +133,8 @@ def test_cli_single_rm_json(experiment, capsys):
         ({"--data": "missing.jsonl"}, "missing.jsonl"),
         ({"--calibrate-frac": "1.5"}, "--calibrate-frac must be a float in [0, 1), got 1.5"),
         ({"--by": "annotator"}, "no column 'annotator'"),
+        ({"--calibrate": "spline"}, "--calibrate must be 'length' or left unset, got spline"),
+        ({"--lowess-frac": "0"}, "--lowess-frac must be a float in (0, 1], got 0"),
     ],
 )
 def test_cli_bad_input_exits_2(experiment, capsys, change, message):
@@ -137,6 +145,34 @@ def test_cli_bad_input_exits_2(experiment, capsys, change, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error:") and message in err
+    assert len(err.strip().splitlines()) == 1  # one line, no traceback
+
+
+def test_cli_length_calibration(experiment, capsys):
+    root, data, pairs = experiment
+    out = root / "calibrated"
+    argv = ["evaluate", "--rm", str(root / "exp"), "--data", str(data), "--out", str(out),
+            "--calibrate", "length", "--lowess-frac", "0.6", "--probes", "pad_filler",
+            "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "length-calibrated" in printed and "Spearman(reward, length) after" in printed
+    metrics = json.loads((out / "metrics.json").read_text())
+    block = metrics["posthoc_calibration"]
+    assert {"method", "unit", "frac", "corr_before", "corr_after", "accuracy_before",
+            "accuracy_after"} <= set(block)  # fmt: skip
+    assert (block["method"], block["unit"], block["frac"]) == ("length", "characters", 0.6)
+    scores = pd.read_parquet(out / "scores.parquet")
+    assert block["accuracy_before"] == pytest.approx(
+        pairwise_accuracy(scores.r_chosen, scores.r_rejected)
+    )
+    assert metrics["accuracy"] == block["accuracy_after"] == pytest.approx(
+        pairwise_accuracy(scores.r_chosen_calibrated, scores.r_rejected_calibrated)
+    )
+    assert scores.len_chosen.tolist() == pairs.chosen.str.len().tolist()
+    assert abs(block["corr_after"]) < 0.2
+    assert 'calibrate = "length"' in (out / "config.toml").read_text()
+    assert (out / "length.png").stat().st_size > 0
 
 
 def test_cli_on_a_sequence_classification_model(experiment, tiny_encoder_dir, tmp_path):

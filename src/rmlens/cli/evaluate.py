@@ -29,7 +29,10 @@ def evaluate(
     """Accuracy, calibration, reward distribution and shortcut probes of an RM on pairs.
 
     Writes OUT/metrics.json, probes.parquet, scores.parquet, reliability.png, rewards.png
-    and probes.png, and prints a short table.
+    and probes.png, and prints a short table. With --calibrate length every metric and probe
+    is of the length-calibrated reward r - f(characters), f a LOWESS fit of reward on length
+    over all responses (Huang et al. 2024); metrics.json's posthoc_calibration block and the
+    table give accuracy and Spearman(reward, length) before and after, and length.png shows f.
     """
     from rmlens.evaluation import evaluate as run_evaluation
     from rmlens.evaluation import resolve_probes
@@ -65,11 +68,22 @@ def print_table(metrics: dict, out: Path) -> None:
     from rich.table import Table
 
     console = Console()
-    head = Table(title=f"RM evaluation: {metrics['n_pairs']} pairs")
+    posthoc = metrics.get("posthoc_calibration")
+    title = f"RM evaluation: {metrics['n_pairs']} pairs"
+    if posthoc:
+        title += f", {posthoc['method']}-calibrated (LOWESS frac {posthoc['frac']:g})"
+    head = Table(title=title)
     head.add_column("metric")
     head.add_column("value", justify="right")
     rows = [("accuracy", metrics["accuracy"]), ("ECE", metrics["ece"]),
             ("Brier", metrics["brier"]), ("log-loss", metrics["log_loss"])]  # fmt: skip
+    if posthoc:
+        rows += [
+            ("accuracy before calibration", posthoc["accuracy_before"]),
+            ("Spearman(reward, length) before", posthoc["corr_before"]),
+            ("Spearman(reward, length) after", posthoc["corr_after"]),
+            ("pairs flipped by calibration", posthoc["flipped"]),
+        ]
     if "margin_spearman" in metrics:
         rows.append(("Spearman(margin, human)", metrics["margin_spearman"]["rho"]))
     if "temperature" in metrics:

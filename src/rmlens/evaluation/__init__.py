@@ -1,5 +1,5 @@
 """Evaluation of reward models: accuracy, calibration, reward distribution, ensemble
-disagreement and shortcut probes (``rmlens evaluate``)."""
+disagreement, shortcut probes and post-hoc length calibration (``rmlens evaluate``)."""
 
 from rmlens._lazy import attach
 
@@ -29,6 +29,13 @@ __all__, __getattr__, __dir__ = attach(
             "pair_metrics",
             "reward_distribution",
             "rewardbench_scores",
+        ],
+        "_posthoc": [
+            "LengthCalibratedRM",
+            "LengthCalibrator",
+            "calibrate_length",
+            "length_correlation",
+            "response_lengths",
         ],
         "_probes": [
             "PROBES",

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._params import non_negative_int, unit_interval
+from rmlens._params import non_negative_int, positive, unit_interval
 from rmlens.rewards._config import ScoreConfig
+
+POSTHOC_METHODS = ("length",)
+LOWESS_FRAC = 0.5  # Huang et al. 2024's setting; statsmodels' own default is 2/3
 
 
 @dataclass
@@ -29,6 +32,16 @@ class EvaluateConfig(ScoreConfig):
         default=1000, metadata={"help": "Pairs per probe, a seeded sample (0: all pairs)."}
     )
     seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
+    calibrate: str | None = field(
+        default=None,
+        metadata={"help": "Post-hoc reward calibration, applied before every metric and probe: "
+                  "length (subtract a LOWESS fit of reward on response length in characters, "
+                  "Huang et al. 2024).", "unset": "none"},
+    )  # fmt: skip
+    lowess_frac: float = field(
+        default=LOWESS_FRAC,
+        metadata={"help": "--calibrate length: share of all responses in each LOWESS local fit."},
+    )
 
     _constraints = {
         **ScoreConfig._constraints,
@@ -38,4 +51,7 @@ class EvaluateConfig(ScoreConfig):
         "calibrate_frac": (unit_interval, "a float in [0, 1)"),
         "probe_pairs": (non_negative_int, "an int >= 0"),
         "seed": (non_negative_int, "an int >= 0"),
+        "calibrate": (lambda x: x is None or x in POSTHOC_METHODS,
+                      " or ".join(map(repr, POSTHOC_METHODS)) + " or left unset"),
+        "lowess_frac": (lambda x: positive(x) and x <= 1, "a float in (0, 1]"),
     }

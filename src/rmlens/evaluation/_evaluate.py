@@ -22,7 +22,14 @@ from rmlens.evaluation._calibration import (
 )
 from rmlens.evaluation._config import EvaluateConfig
 from rmlens.evaluation._metrics import ensemble_disagreement, pair_metrics
-from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
+from rmlens.evaluation._plots import plot_length, plot_probes, plot_reliability, plot_rewards
+from rmlens.evaluation._posthoc import (
+    UNIT,
+    LengthCalibratedRM,
+    LengthCalibrator,
+    length_correlation,
+    response_lengths,
+)
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.progress import stderr
 from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy
@@ -64,6 +71,35 @@ def membership_metrics(
     return out
 
 
+def _calibrate(r_chosen, r_rejected, pairs: pd.DataFrame, frac: float):
+    """Length-calibrated rewards of a pair set (``_posthoc``), f fitted on all its responses.
+
+    Returns calibrated chosen and rejected rewards (n_pairs,), the fitted calibrator, the
+    lengths (2, n_pairs) and the ``posthoc_calibration`` block of metrics.json.
+    """
+    if not len(pairs):
+        raise InputError("--calibrate length: no pairs left to fit the length bias on")
+    lengths = np.stack([response_lengths(pairs.chosen), response_lengths(pairs.rejected)])
+    raw = np.stack([r_chosen, r_rejected])  # (2, n_pairs)
+    calibrator = LengthCalibrator(frac=frac).fit(raw.ravel(), lengths.ravel())
+    cal = calibrator.transform(raw.ravel(), lengths.ravel()).reshape(raw.shape)
+    before, after = length_correlation(raw.ravel(), lengths.ravel(), calibrated=cal.ravel())
+    flipped = np.sign(raw[0] - raw[1]) != np.sign(cal[0] - cal[1])
+    block = {
+        "method": "length",
+        "unit": UNIT,
+        "frac": frac,
+        "it": calibrator.it,
+        "n_responses": int(lengths.size),
+        "corr_before": before,
+        "corr_after": after,
+        "accuracy_before": pairwise_accuracy(raw[0], raw[1]),
+        "accuracy_after": pairwise_accuracy(cal[0], cal[1]),
+        "flipped": float(flipped.mean()) if flipped.size else float("nan"),
+    }
+    return cal[0], cal[1], calibrator, lengths, block
+
+
 def _describe(rm: Any, source: Any) -> dict:
     info = {"class": type(rm).__name__, "source": str(source) if source is not None else None}
     if isinstance(rm, EnsembleRM):
@@ -95,8 +131,13 @@ def evaluate(
         Default ``config.probes``.
     out : path, optional
         Folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
-        ``reliability.png``, ``rewards.png`` and ``probes.png``.
+        ``reliability.png``, ``rewards.png`` and ``probes.png`` (and ``length.png`` with
+        ``config.calibrate``).
     config : EvaluateConfig, optional
+        ``calibrate="length"`` evaluates the length-calibrated RM r - f(len) instead
+        (``calibrate_length``): every metric, the ensemble's member margins and the probes'
+        edited texts (f stays as fitted) use it; scores.parquet keeps the raw rewards beside
+        ``r_chosen_calibrated``, ``r_rejected_calibrated``, ``len_chosen``, ``len_rejected``.
     quiet : bool, default=False
         No progress bars.
 
@@ -106,7 +147,10 @@ def evaluate(
         The content of metrics.json: ``n_pairs``, ``accuracy`` (ties 1/2), ``ece``, ``brier``,
         ``log_loss``, ``calibration``, ``reward_distribution``, ``warnings``, optional
         ``by``, ``rewardbench``, ``margin_spearman``, ``temperature``, ``ensemble``,
-        ``in_train``/``held_out``, and ``probes`` (the rows of probes.parquet).
+        ``in_train``/``held_out``, ``posthoc_calibration`` (method, unit, frac, it,
+        n_responses, corr_before/after: Spearman of reward with length over all responses,
+        accuracy_before/after, flipped: share of pairs whose preference the calibration
+        turned), and ``probes`` (the rows of probes.parquet).
 
     Examples
     --------
@@ -141,6 +185,9 @@ def evaluate(
     data = pairs[kept].reset_index(drop=True)
     rc, rr = rc[:, kept], rr[:, kept]
     r_c, r_r = rc.mean(axis=0), rr.mean(axis=0)  # (n_pairs,) ensemble = mean reward
+    raw, calibrator, posthoc = (r_c, r_r), None, None
+    if config.calibrate == "length":
+        r_c, r_r, calibrator, lengths, posthoc = _calibrate(r_c, r_r, data, config.lowess_frac)
 
     by = list(dict.fromkeys((["subset"] if "subset" in data else []) + list(config.by)))
     absent = [c for c in by if c not in data]
@@ -149,6 +196,8 @@ def evaluate(
             f"--by: no column {absent[0]!r} in the data (columns: {', '.join(data.columns)})"
         )
     margins = rc - rr  # (n_members, n_pairs)
+    if calibrator is not None:  # every member's margin moves by -(f(len+) - f(len-))
+        margins = margins - (calibrator.bias(lengths[0]) - calibrator.bias(lengths[1]))
     metrics = pair_metrics(
         r_c,
         r_r,
@@ -157,6 +206,8 @@ def evaluate(
         member_margins=margins if margins.shape[0] > 1 else None,
         n_bins=config.n_bins,
     )
+    if posthoc is not None:
+        metrics["posthoc_calibration"] = posthoc
     metrics["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
     if dropped:
         metrics["warnings"].append(
@@ -181,25 +232,32 @@ def evaluate(
         sample = data.iloc[rows].reset_index(drop=True)
     else:
         rows = np.arange(len(data))
+    scorer = rm if calibrator is None else LengthCalibratedRM(rm, calibrator)  # probes too
     table = run_probes(
-        rm, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet
+        scorer, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet
     )
     metrics["probes"] = table.to_dict("records")
     metrics["rm"] = _describe(rm, source)
     metrics["config"] = config.to_dict()
     metrics["version"] = rmlens.__version__
     if out is not None:
-        _write(Path(out), metrics, table, data, r_c, r_r, margins)
+        scores = pd.DataFrame({"id": data.id, "r_chosen": raw[0], "r_rejected": raw[1]})
+        if calibrator is not None:
+            scores["r_chosen_calibrated"], scores["r_rejected_calibrated"] = r_c, r_r
+            scores["len_chosen"], scores["len_rejected"] = lengths
+        if margins.shape[0] > 1:
+            scores["disagreement"] = ensemble_disagreement(margins)[1]
+        _write(Path(out), metrics, table, scores, r_c, r_r)
+        if calibrator is not None:
+            plot_length(lengths.ravel(), np.concatenate(raw), np.r_[r_c, r_r], calibrator,
+                        Path(out) / "length.png")  # fmt: skip
     if metrics["warnings"] and not quiet:
         for warning in metrics["warnings"]:
             stderr.print(f"warning: {warning}")
     return metrics
 
 
-def _write(out: Path, metrics, table, data, r_c, r_r, margins) -> None:
-    scores = pd.DataFrame({"id": data.id, "r_chosen": r_c, "r_rejected": r_r})
-    if margins.shape[0] > 1:
-        scores["disagreement"] = ensemble_disagreement(margins)[1]
+def _write(out: Path, metrics, table, scores, r_c, r_r) -> None:
     write_json(metrics, out / "metrics.json")
     write_parquet(table, out / "probes.parquet")
     write_parquet(scores, out / "scores.parquet")

@@ -1,4 +1,5 @@
-"""Evaluation plots: reliability diagram, reward distribution, probe flip rates."""
+"""Evaluation plots: reliability diagram, reward distribution, probe flip rates, reward by
+length."""
 
 from __future__ import annotations
 
@@ -73,4 +74,20 @@ def plot_probes(table: pd.DataFrame, path: str | Path) -> Path:
         ax.set(xlabel="flip rate (share of pairs whose preference flips)",
                title="Shortcut probes")  # fmt: skip
         ax.legend(fontsize=8)
+    return Path(path)
+
+
+def plot_length(lengths, raw, calibrated, calibrator, path: str | Path) -> Path:
+    """Reward against response length before (with the fitted f) and after calibration."""
+    x = np.asarray(lengths, dtype=float)
+    with plot_to(path, size=(10, 3.8), layout=None) as fig:
+        left, right = fig.subplots(1, 2, sharex=True)
+        grid = np.linspace(x.min(), x.max(), 200) if x.size else np.zeros(0)
+        for ax, y, title in ((left, raw, "Raw reward"), (right, calibrated, "Calibrated")):
+            ax.scatter(x, y, s=4, alpha=0.25, color="steelblue", linewidths=0)
+            ax.set(xlabel="response length (characters)", ylabel="reward", title=title)
+            ax.set_xscale("symlog", linthresh=10)
+        left.plot(grid, calibrator.bias(grid), color="darkorange", lw=2, label="LOWESS f(length)")
+        right.axhline(0, color="darkorange", lw=1)
+        left.legend(loc="best")
     return Path(path)

@@ -17,5 +17,6 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "_identifiers": ["identifier_columns"],
         "_regress": ["Design", "design_matrix"],
+        "_stability": ["Halves", "compare_importance", "run_halves", "stability_warnings"],
     },
 )

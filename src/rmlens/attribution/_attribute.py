@@ -3,7 +3,8 @@
 DESIGN.md section 3, last paragraph. Per target and regressor: group K-fold held-out R^2
 (no group of the audit in both train and test), then a fit on all pairs and mean |SHAP| per
 feature. A feature much more important for TM than for TG is one the RMs use to memorize
-rather than to generalize (the TM-vs-TG difference table).
+rather than to generalize (the TM-vs-TG difference table). The same fit on the targets of
+each half of the audit's runs says how stable the feature ranking is (``_stability``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ from rmlens.attribution._regress import (
     explain,
     make_regressor,
 )
+from rmlens.attribution._stability import (
+    NOISE_FITS,
+    STABILITY_COLUMNS,
+    Halves,
+    compare_importance,
+    run_halves,
+    stability_warnings,
+)
 
 
 class Attributor:
@@ -44,7 +53,11 @@ class Attributor:
         The encoded feature matrix both regressors use.
     fit_ : DataFrame
         ``target, regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``: held-out R^2
-        (mean and std over group K-fold folds).
+        (mean and std over group K-fold folds); then the stability of the ranking between
+        the halves of the runs (``_stability``): ``rank_spearman``, ``top10_overlap``,
+        ``top10_half1``, ``top10_half2`` (lists of features), the chance level of the two
+        figures (``rank_spearman_noise``, ``top10_overlap_noise``: fits to pure noise) and
+        ``stability_note`` (what the halves are, or why the figures are NaN).
     importance_ : DataFrame
         ``target, regressor, feature, importance, rank``: mean |SHAP| of the model fit on
         all pairs, rank 1 = most important.
@@ -54,6 +67,11 @@ class Attributor:
     left_out_ : dict of str to str
         Identifier-like metadata columns left out of the features (``identifier_columns``),
         with the reason; ``config.features`` brings one back.
+    halves_ : Halves or None
+        The halves of the runs given to ``fit`` (None with ``config.stability`` off).
+    half_importance_ : DataFrame
+        ``target, regressor, half, feature, importance``: mean |SHAP| of the fits on each
+        half's targets (half 1 or 2); empty without ``halves``.
     explanations_ : dict of (target, regressor) to shap.Explanation
         SHAP values on a sample of pairs (``.data`` holds their ``design_`` rows).
     models_ : dict of (target, regressor) to fitted regressor
@@ -90,6 +108,7 @@ class Attributor:
         groups: pd.Series | np.ndarray | None = None,
         group_by: str | None = None,
         tokenizer=None,
+        halves: Halves | None = None,
         quiet: bool = True,
     ) -> Attributor:
         """Fit the regressors on ``table`` (a memorization table) and compute SHAP.
@@ -106,6 +125,10 @@ class Attributor:
             The audit's grouping column (``config.json``'s ``group_by``): left out of the
             features unless ``config.features`` names it.
         tokenizer : transformers tokenizer, optional
+        halves : Halves, optional
+            TM, TG, CM from each half of the runs (``run_halves``), matched to ``table`` by
+            ``id``: each regressor and SHAP are fit to each half too, and the two feature
+            rankings compared (``config.stability`` turns it off).
         quiet : bool, default=True
             No progress bar.
         """
@@ -143,8 +166,13 @@ class Attributor:
         from rmlens.progress import progress_bar
 
         fits, rows, self.explanations_, self.models_ = [], [], {}, {}
+        half_rows: list[dict] = []
+        noise: dict[str, dict] = {}  # per regressor: the figures of fits to pure noise
         rng = np.random.default_rng(cfg.seed)
-        steps = len(cfg.targets) * len(cfg.regressors)
+        given = halves
+        halves, why = self._halves(table, halves, cfg)  # aligned to the rows of table
+        self.halves_ = given if halves is not None else None
+        steps = len(cfg.targets) * len(cfg.regressors) * (3 if halves else 1)
         with progress_bar("attribution", total=steps, quiet=quiet) as advance:
             for target in cfg.targets:
                 y_all = pd.to_numeric(table[target], errors="coerce").to_numpy(dtype=float)
@@ -156,17 +184,18 @@ class Attributor:
                 y, g = y_all[keep], groups[keep]
                 for reg in cfg.regressors:
                     fit = {"target": target, "regressor": reg, "n_pairs": len(keep),
-                           "n_dropped_nan": n_nan}
+                           "n_dropped_nan": n_nan,
+                           **_no_stability("no regressor fit" if halves else why)}
                     if len(keep) < 10 or len(np.unique(g)) < 2 or not sub.names:
                         self.notes_.append(f"{target}/{reg}: too few pairs, groups or features")
                         fits.append({**fit, "r2": np.nan, "r2_std": np.nan, "n_folds": 0})
-                        advance(1)
+                        advance(3 if halves else 1)
                         continue
                     scores, k = cross_validate(reg, sub, y, g, n_folds=cfg.folds,
                                                seed=cfg.seed, n_jobs=cfg.n_jobs)
-                    fits.append({**fit, "r2": float(np.nanmean(scores)),
-                                 "r2_std": float(np.nanstd(scores, ddof=1)) if k > 1 else np.nan,
-                                 "n_folds": k})
+                    fit.update({"r2": float(np.nanmean(scores)),
+                                "r2_std": float(np.nanstd(scores, ddof=1)) if k > 1 else np.nan,
+                                "n_folds": k})
                     model = _fit_all(reg, sub, y, cfg)
                     self.models_[(target, reg)] = model
                     n_rows = cfg.shap_rows if reg == "lightgbm" else cfg.mlp_shap_rows
@@ -179,8 +208,15 @@ class Attributor:
                     rows += [{"target": target, "regressor": reg, "feature": f,
                               "importance": float(v)} for f, v in zip(sub.names, mean_abs)]
                     advance(1)
+                    if halves:
+                        fit.update(_stability(target, reg, design, halves, why, cfg, n_rows,
+                                              half_rows, noise))
+                        advance(2)
+                    fits.append(fit)
         self.fit_ = pd.DataFrame(fits, columns=["target", "regressor", "r2", "r2_std", "n_pairs",
-                                                "n_dropped_nan", "n_folds"])
+                                                "n_dropped_nan", "n_folds", *STABILITY_COLUMNS])
+        self.half_importance_ = pd.DataFrame(half_rows, columns=["target", "regressor", "half",
+                                                                 "feature", "importance"])
         imp = pd.DataFrame(rows, columns=["target", "regressor", "feature", "importance"])
         imp["rank"] = imp.groupby(["target", "regressor"]).importance.rank(
             ascending=False, method="first").astype(int)
@@ -190,6 +226,18 @@ class Attributor:
             columns="_t")
         self.diff_ = tm_tg_difference(self.importance_)
         return self
+
+    def _halves(self, table, halves: Halves | None, cfg: AttributeConfig):
+        """Each half's targets as (n_pairs,)-aligned tables, or None and the reason."""
+        if not cfg.stability:
+            return None, "stability is off"
+        if halves is None:
+            return None, "no halves of the runs given"
+        if "id" not in table.columns:
+            self.notes_.append("stability: the table has no 'id' column to match the halves")
+            return None, "the table has no 'id' column to match the halves"
+        return [h.drop_duplicates("id").set_index("id").reindex(table["id"]) for h in
+                (halves.first, halves.second)], halves.note
 
     def _identifiers(self, table, groups, group_by, cfg: AttributeConfig) -> dict[str, str]:
         """Identifier-like columns to leave out (those ``cfg.features`` keeps aside)."""
@@ -218,6 +266,63 @@ class Attributor:
         imp = self.importance_
         rows = imp[(imp.target == target) & (imp.regressor == regressor)]
         return rows.nsmallest(k, "rank").feature.tolist()
+
+
+def _no_stability(why: str) -> dict:
+    return {"rank_spearman": np.nan, "top10_overlap": np.nan, "top10_half1": [],
+            "top10_half2": [], "rank_spearman_noise": np.nan, "top10_overlap_noise": np.nan,
+            "stability_note": f"not computed: {why}"}
+
+
+def _stability(target, reg, design, halves, note, cfg, n_rows, half_rows, noise) -> dict:
+    """Fit ``reg`` and SHAP on each half's ``target``; compare the two importances, and
+    give the same figures for fits to pure noise (``noise``: per regressor, cached).
+
+    Both halves use the same pairs (finite in both), the same explained rows and the same
+    background, so the rankings differ only through the targets.
+    """
+    ys = [pd.to_numeric(h[target], errors="coerce").to_numpy(dtype=float) for h in halves]
+    keep = np.flatnonzero(np.isfinite(ys[0]) & np.isfinite(ys[1]))
+    if len(keep) < 10 or not _subset(design, keep).names:
+        return _no_stability(f"too few pairs with {target} in both halves ({len(keep)})")
+    first, second = _half_importances(reg, design, keep, [y[keep] for y in ys], cfg, n_rows)
+    half_rows.extend({"target": target, "regressor": reg, "half": half, "feature": f,
+                      "importance": float(v)}
+                     for half, imp in ((1, first), (2, second)) for f, v in imp.items())
+    if reg not in noise:
+        noise[reg] = _chance(reg, design, cfg, n_rows)
+    return {**compare_importance(first, second),
+            "rank_spearman_noise": noise[reg]["rank_spearman"],
+            "top10_overlap_noise": noise[reg]["top10_overlap"], "stability_note": note}
+
+
+def _chance(reg, design, cfg, n_rows) -> dict:
+    """The chance level of the figures: fits to ``NOISE_FITS`` pure-noise targets on all
+    pairs, the mean of ``rank_spearman`` and ``top10_overlap`` over their pairs (see
+    ``_stability``)."""
+    rng = np.random.default_rng([cfg.seed, 2])
+    every = np.arange(len(design.X))
+    pure = [rng.standard_normal(len(every)) for _ in range(NOISE_FITS)]
+    imps = _half_importances(reg, design, every, pure, cfg, n_rows)
+    pairs = [compare_importance(imps[i], imps[j]) for i in range(len(imps))
+             for j in range(i + 1, len(imps))]
+    return {k: float(np.nanmean([p[k] for p in pairs])) for k in ("rank_spearman",
+                                                                  "top10_overlap")}
+
+
+def _half_importances(reg, design, rows, ys, cfg, n_rows) -> list[pd.Series]:
+    """Mean |SHAP| per feature of ``reg`` fit to each target of ``ys`` on ``design.X[rows]``,
+    explained on the same sampled rows with the same background."""
+    sub = _subset(design, rows)
+    rng = np.random.default_rng([cfg.seed, 1])
+    explained = _sample(rng, len(rows), n_rows)
+    background = _sample(rng, len(rows), cfg.shap_background)
+    out = []
+    for y in ys:
+        model = _fit_all(reg, sub, y, cfg)
+        exp = explain(reg, model, sub, rows=explained, background=background, seed=cfg.seed)
+        out.append(pd.Series(np.abs(exp.values).mean(axis=0), index=sub.names))
+    return out
 
 
 def _subset(design, rows: np.ndarray):
@@ -288,11 +393,19 @@ def attribute(
     Reads ``DIR/memorization.parquet`` (and ``DIR/config.json`` for the audit's model), then
     writes, each atomically: ``attribution.parquet`` (``target, regressor, feature,
     importance, rank``; importance = mean |SHAP|), ``attribution_fit.parquet`` (``target,
-    regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``), ``attribution_diff.parquet``
-    (TM-vs-TG), ``attribution.json`` (resolved config, notes, skipped features, the
-    identifier-like columns left out as ``left_out``) and the
-    plots ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
+    regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds`` and the stability columns of
+    ``Attributor.fit_``), ``attribution_diff.parquet`` (TM-vs-TG), ``attribution.json``
+    (resolved config, notes, skipped features, the identifier-like columns left out as
+    ``left_out``, ``stability``: the halves and, per target and regressor, rank_spearman,
+    top10_overlap and the two top-10 lists, with plain warnings) and the plots
+    ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
     ``attribution_diff.png``.
+
+    With ``config.stability`` (default), TM, TG and CM are also estimated from each half of
+    the audit's runs (``run_halves``: alternating whole repeats of the plan) and every
+    regressor is fit to each half's targets, to say how stable the feature ranking is; when
+    ``out_dir`` has no runs or fewer than 2 whole repeats, the figures are NaN and the
+    ``stability_note`` says why.
 
     Parameters
     ----------
@@ -326,8 +439,16 @@ def attribute(
     if (out / "config.json").is_file():
         record = json.loads((out / "config.json").read_text())
     tokenizer, tok_note = _resolve_tokenizer(cfg.tokenizer, record)
+    halves, why = None, None
+    if cfg.stability:
+        try:
+            halves = run_halves(out, record)
+        except InputError as err:  # no runs here (a copied table): the figures stay NaN
+            why = str(err)
     attributor = Attributor(config=cfg).fit(table, group_by=record.get("group_by"),
-                                            tokenizer=tokenizer, quiet=quiet)
+                                            tokenizer=tokenizer, halves=halves, quiet=quiet)
+    if why:
+        attributor.fit_["stability_note"] = f"not computed: {why}"
     write_parquet(attributor.importance_, out / "attribution.parquet")
     write_parquet(attributor.fit_, out / "attribution_fit.parquet")
     write_parquet(attributor.diff_, out / "attribution_diff.parquet")
@@ -353,6 +474,27 @@ def attribute(
         "skipped": {**attributor.features_.attrs.get("skipped", {}),
                     **attributor.design_.dropped},
         "notes": attributor.notes_,
+        "stability": stability_record(attributor),
         "plots": [p.name for p in plots],
     }, out / "attribution.json")
     return attributor
+
+
+def stability_record(attributor: Attributor) -> dict:
+    """``attribution.json``'s ``stability``: the halves of the runs (None when not
+    computed), per target and regressor the two figures and top-10 lists (NaN as null), and
+    the plain warnings."""
+    fit = attributor.fit_
+    cols = ["target", "regressor", *STABILITY_COLUMNS]
+
+    def plain(value):
+        if isinstance(value, (list, tuple, np.ndarray)):
+            return [str(v) for v in value]
+        if isinstance(value, float) and not np.isfinite(value):
+            return None
+        return value
+
+    entries = [{k: plain(v) for k, v in row.items()} for row in fit[cols].to_dict("records")]
+    halves = attributor.halves_
+    return {"halves": halves.to_dict() if halves is not None else None, "by_target": entries,
+            "warnings": stability_warnings(fit)}

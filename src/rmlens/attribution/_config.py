@@ -65,6 +65,14 @@ class AttributeConfig(Config):
                           "pairs is taken for free text or an id and left out."},
     )
     n_jobs: int = field(default=1, metadata={"help": "LightGBM threads."})
+    stability: bool = field(
+        default=True,
+        metadata={"help": "Refit each regressor and SHAP on TM, TG, CM estimated from each half "
+                          "of the audit's runs (alternating whole repeats) and compare the "
+                          "feature rankings (rank Spearman, top-10 overlap, and both for fits "
+                          "to pure noise); two more fits per target and regressor and three "
+                          "per regressor, about twice the time."},
+    )
     plots: bool = field(default=True, metadata={"help": "Write the PNG plots."})
 
     _constraints = {
@@ -80,6 +88,7 @@ class AttributeConfig(Config):
                    "a nonzero int"),
         "max_unique_fraction": (lambda x: isinstance(x, (int, float)) and not isinstance(x, bool)
                                 and 0 < x <= 1, "a float in (0, 1]"),
+        "stability": (True, False),
         "plots": (True, False),
     }
 

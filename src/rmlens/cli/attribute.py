@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import typer
@@ -33,7 +34,20 @@ def _print_features(as_json: bool) -> None:
     Console().print(out)
 
 
+def _stable(row) -> str:
+    """The console's stability cell: rank correlation and top-10 overlap between the halves,
+    the level of fits to pure noise in brackets."""
+    import math
+
+    if not math.isfinite(row.rank_spearman) and not math.isfinite(row.top10_overlap):
+        return "–"
+    return (f"ρ {row.rank_spearman:.2f} ({row.rank_spearman_noise:.2f}), "
+            f"top-10 {row.top10_overlap:.1f} ({row.top10_overlap_noise:.2f})")
+
+
 def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
+    from rmlens.attribution._attribute import stability_record
+
     fit = attributor.fit_
     imp = attributor.importance_
     top = {
@@ -41,24 +55,37 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
         [["feature", "importance"]].to_dict(orient="records")
         for t, r in fit[["target", "regressor"]].itertuples(index=False)
     }
+    stability = stability_record(attributor)
+    for warning in stability["warnings"]:  # stderr, as every warning (JSON or not)
+        print(f"warning: {warning}", file=sys.stderr)
     if as_json:
-        typer.echo(json.dumps({"fit": fit.to_dict(orient="records"), "top": top,
-                               "left_out": attributor.left_out_, "notes": attributor.notes_},
-                              indent=2, default=float))
+        r2 = ["target", "regressor", "r2", "r2_std", "n_pairs", "n_dropped_nan", "n_folds"]
+        typer.echo(json.dumps({"fit": fit[r2].to_dict(orient="records"), "top": top,
+                               "stability": stability, "left_out": attributor.left_out_,
+                               "notes": attributor.notes_}, indent=2, default=float))
         return
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"What explains TM, TG and CM ({fit.n_pairs.max()} pairs): held-out R^2 "
-                        "(group K-fold) and top features by mean |SHAP|")
-    for col in ("target", "regressor", "R^2", f"top {TOP} features"):
+                        "(group K-fold), top features by mean |SHAP|, and how stable their "
+                        "ranking is between two halves of the runs")
+    for col in ("target", "regressor", "R^2", f"top {TOP} features", "stability"):
         table.add_column(col)
     for row in fit.itertuples():
         feats = ", ".join(f"{d['feature']} ({d['importance']:.3g})"
                           for d in top[f"{row.target}/{row.regressor}"])
-        table.add_row(row.target.upper(), row.regressor, f"{row.r2:.3f} ± {row.r2_std:.3f}", feats)
+        table.add_row(row.target.upper(), row.regressor, f"{row.r2:.3f} ± {row.r2_std:.3f}", feats,
+                      _stable(row))
     console = Console()
     console.print(table)
+    notes = list(dict.fromkeys(fit.stability_note))
+    console.print("stability: ρ, the Spearman correlation of the features' importances fit to "
+                  "the two halves of the runs; top-10, the share of their top 10 both hold; in "
+                  "brackets, the same for fits to pure noise; " + "; ".join(notes))
+    if stability["warnings"]:
+        console.print(f"{len(stability['warnings'])} stability warning(s) on stderr and in "
+                      "attribution.json")
     diff = attributor.diff_
     if len(diff):
         lead = diff[diff.regressor == diff.regressor.iloc[0]].head(TOP)
@@ -113,8 +140,6 @@ def attribute(
 
 def refresh_report(out_dir: Path, *, quiet: bool) -> None:
     """Rewrite DIR/report.html with the new results, or say how to make one."""
-    import sys
-
     if (out_dir / "report.html").exists():
         from rmlens.report import write_report
 

@@ -373,7 +373,9 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
     )
     figures: list[dict[str, Any]] = []
     if fit is not None:
-        body += "<h3>Held-out R\u00b2</h3>" + table(fit)
+        shown = [c for c in fit.columns if c not in _STABILITY_COLUMNS]
+        body += "<h3>Held-out R\u00b2</h3>" + table(fit[shown])
+        body += _stability_block(fit)
     if imp is not None:
         r2 = {}
         if fit is not None and {"target", "regressor", "r2"} <= set(fit.columns):
@@ -421,6 +423,64 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
             body += figure_div(div, height)
             figures.append({"id": div, "figure": {"data": data, "layout": layout}})
     return Section("attribution", "Attribution", body, figures)
+
+
+_STABILITY_COLUMNS = (
+    "rank_spearman",
+    "top10_overlap",
+    "top10_half1",
+    "top10_half2",
+    "rank_spearman_noise",
+    "top10_overlap_noise",
+    "stability_note",
+)
+
+
+def _stability_block(fit: pd.DataFrame) -> str:
+    """How stable the feature ranking is between two halves of the runs (the stability
+    columns of attribution_fit.parquet), with the plain warnings."""
+    if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
+        return ""
+    from rmlens.attribution._stability import stability_warnings
+
+    def listed(value: Any) -> str:
+        return ", ".join(map(str, value)) if isinstance(value, (list, tuple, np.ndarray)) else ""
+
+    def versus(row: Any, key: str, digits: int) -> str:
+        noise = row.get(f"{key}_noise", np.nan)
+        return f"{fmt(row[key], digits)} (noise {fmt(noise, 2)})"
+
+    rows = [
+        {
+            "target": str(row["target"]).upper(),
+            "regressor": row["regressor"],
+            "rank Spearman": versus(row, "rank_spearman", 2),
+            "top-10 overlap": versus(row, "top10_overlap", 1),
+            "top 10, half 1": listed(row.get("top10_half1")),
+            "top 10, half 2": listed(row.get("top10_half2")),
+        }
+        for _, row in fit.iterrows()
+    ]
+    html = (
+        "<h3>Stability of the ranking</h3>"
+        '<p class="note">The whole repeats of the plan split into two halves (alternating), '
+        "TM, TG and CM estimated from each half, the same regressor and SHAP fit to each "
+        "half's targets, and the two rankings of the features by mean |SHAP| compared: "
+        "Spearman across all features and the share of the top 10 both halves hold. In "
+        "brackets, the same figures for fits to pure noise: a ranking no better than those "
+        "is set by the features' resolution, not by the target.</p>"
+    )
+    if pd.to_numeric(fit.rank_spearman, errors="coerce").notna().any():
+        html += table(
+            pd.DataFrame(rows),
+            caption="below 0.5, or near the noise level: treat the top features as tentative",
+        )
+    for warning in stability_warnings(fit):
+        html += warning_box(warning[0].upper() + warning[1:] + ".")
+    if "stability_note" in fit:
+        for note in dict.fromkeys(fit.stability_note.dropna().astype(str)):
+            html += f'<p class="note">{esc(note[0].upper() + note[1:])}.</p>'
+    return html
 
 
 def sweep_section(sweeps: list[tuple[str, pd.DataFrame, dict[str, Any]]]) -> Section | None:

@@ -15,7 +15,17 @@ import typer
 
 from rmlens import __version__
 from rmlens._errors import InputError
-from rmlens.cli import attribute, data, evaluate, generalize, memorize, report, sweep, train
+from rmlens.cli import (
+    attribute,
+    compare,
+    data,
+    evaluate,
+    generalize,
+    memorize,
+    report,
+    sweep,
+    train,
+)
 
 _EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
 _USAGE: tuple[type, ...] = (click.ClickException,)
@@ -53,7 +63,7 @@ def _root(
     """Train reward models on preference data and audit what they learn."""
 
 
-for _module in (memorize, data, attribute, report, sweep, evaluate, train, generalize):
+for _module in (memorize, data, attribute, report, sweep, evaluate, train, generalize, compare):
     _module.register(app)
 
 

@@ -1,0 +1,220 @@
+"""One audit's experiment directory, read once for the comparison: run scores and membership
+as (n_pairs, n_runs) matrices over one sorted index of pair ids, and the memorization table
+aligned to them.
+
+An audit directory (DESIGN.md section 6) holds ``config.json``, ``plan.parquet``,
+``runs/<run>/scores.parquet`` + ``manifest.json``, ``memorization.parquet`` and
+``summary.json``. A folder that is no audit but holds audits one level down (a comparison
+directory: one experiment directory per objective) stands for those audits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from rmlens._errors import InputError
+
+NEEDED = ("config.json", "plan.parquet", "memorization.parquet")
+PAIR_COLUMNS = ("id", "tm", "tg", "cm", "prompt", "chosen", "rejected")
+
+
+@dataclass
+class Audit:
+    """An audit's runs and tables, pairs in the order of ``ids``.
+
+    Attributes
+    ----------
+    label : str
+    path : Path
+    record : dict
+        ``config.json``: ``audit`` (the resolved AuditConfig), ``group_by``, ``data_sha1``.
+    summary : dict
+        ``summary.json`` (empty when absent).
+    ids : Index of shape (n_pairs,), sorted
+        The pairs the runs scored.
+    runs : list of int
+        The finished runs (the matrices' columns).
+    r_chosen, r_rejected : ndarray of shape (n_pairs, n_runs)
+        Each run's rewards; NaN where the run did not score the pair.
+    member, val : ndarray of shape (n_pairs, n_runs), bool
+        Trained on (``train_ids``) and validation pairs (``val_ids``) of each run.
+    table : DataFrame of n_pairs rows
+        ``memorization.parquet``, in the order of ``ids``.
+    reference : str or None
+        What turned the audit's scores into a reference row (``"length calibration"``).
+    """
+
+    label: str
+    path: Path
+    record: dict
+    summary: dict
+    ids: pd.Index
+    runs: list[int]
+    r_chosen: np.ndarray
+    r_rejected: np.ndarray
+    member: np.ndarray
+    val: np.ndarray
+    table: pd.DataFrame
+    reference: str | None = None
+
+    @property
+    def margins(self) -> np.ndarray:
+        """r+ - r- of every pair under every run, (n_pairs, n_runs); NaN where unscored."""
+        return self.r_chosen - self.r_rejected
+
+    @property
+    def held_out(self) -> np.ndarray:
+        """(n_pairs, n_runs) bool: the run scored the pair, never trained on it and did not
+        read it for early stopping (what TG averages over)."""
+        return ~self.member & ~self.val & np.isfinite(self.margins)
+
+    @property
+    def mode(self) -> str:
+        return str((self.record.get("audit") or {}).get("mode", "frozen"))
+
+    @property
+    def objective(self) -> str:
+        """The training objective (``head.objective`` frozen, ``train.objective`` finetune);
+        ``bt`` where the config names none (audits made before objectives existed)."""
+        cfg = self.record.get("audit") or {}
+        part = cfg.get("train" if self.mode == "finetune" else "head") or {}
+        return str(part.get("objective") or "bt")
+
+    @property
+    def group_by(self) -> str | None:
+        return self.record.get("group_by")
+
+    @property
+    def fingerprint(self) -> str | None:
+        return self.record.get("data_sha1")
+
+    def describe(self) -> dict:
+        """What the audit is, for compare.json and the page."""
+        cfg = self.record.get("audit") or {}
+        part = cfg.get("train" if self.mode == "finetune" else "head") or {}
+        kind = part.get("rm", "explicit") if self.mode == "finetune" else part.get("head")
+        return {
+            "label": self.label,
+            "path": str(self.path),
+            "reference": self.reference,
+            "model": cfg.get("model"),
+            "mode": self.mode,
+            "head": kind,
+            "objective": self.objective,
+            "plan": cfg.get("plan"),
+            "seed": cfg.get("seed"),
+            "runs": len(self.runs),
+            "n_pairs": len(self.ids),
+            "group_by": self.group_by,
+            "data_sha1": self.fingerprint,
+        }
+
+    def with_scores(self, r_chosen: np.ndarray, r_rejected: np.ndarray, *, label: str,
+                    reference: str) -> Audit:  # fmt: skip
+        """The same audit with other run scores (a reference row), same shape."""
+        assert r_chosen.shape == self.r_chosen.shape == r_rejected.shape
+        return replace(self, r_chosen=r_chosen, r_rejected=r_rejected, label=label,
+                       reference=reference)  # fmt: skip
+
+
+def is_audit(path: Path) -> bool:
+    return path.is_dir() and all((path / name).is_file() for name in NEEDED)
+
+
+def find_audits(dirs: list[str | Path]) -> list[Path]:
+    """The audit directories named by ``dirs``, in order.
+
+    A directory that is no audit but holds audits one level down (a comparison directory)
+    stands for them, sorted by name. The same audit named twice is refused.
+    """
+    if not dirs:
+        raise InputError("no audit directories given (DIR: an experiment directory of "
+                         "`rmlens memorize`)")
+    found: list[Path] = []
+    for given in map(Path, dirs):
+        if not given.is_dir():
+            raise InputError(f"{given}: no such directory (expected an experiment directory "
+                             "of `rmlens memorize`)")
+        if is_audit(given):
+            found.append(given)
+            continue
+        inside = sorted(p for p in given.iterdir() if is_audit(p))
+        if not inside:
+            missing = ", ".join(n for n in NEEDED if not (given / n).is_file())
+            raise InputError(f"{given}: not an audit directory (missing {missing}; run "
+                             "`rmlens memorize --out` there) and none is inside it")
+        found.extend(inside)
+    seen: dict[Path, Path] = {}
+    for path in found:
+        key = path.resolve()
+        if key in seen:
+            raise InputError(f"{path}: the same audit is given twice (also as {seen[key]})")
+        seen[key] = path
+    return found
+
+
+def default_labels(paths: list[Path]) -> list[str]:
+    """Each directory's name; ``parent/name`` where names repeat; a number where that does."""
+    labels = [p.resolve().name for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{p.resolve().parent.name}/{p.resolve().name}" for p in paths]
+    if len(set(labels)) < len(labels):
+        labels = [f"{label} ({i + 1})" for i, label in enumerate(labels)]
+    return labels
+
+
+def _json(path: Path, required: bool) -> dict:
+    if not path.is_file():
+        if required:
+            raise InputError(f"{path}: not found")
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: expected a JSON object, found {type(value).__name__}")
+    return value
+
+
+def load_audit(path: str | Path, label: str) -> Audit:
+    """Read an audit directory (its finished runs) as an :class:`Audit`."""
+    from rmlens.memorization._runs import load_matrices, run_dir
+
+    path = Path(path)
+    record = _json(path / "config.json", required=True)
+    summary = _json(path / "summary.json", required=False)
+    try:
+        plan_runs = pq.read_table(path / "plan.parquet", columns=["run"]).column("run")
+        n_runs = int(plan_runs.to_numpy().max()) + 1 if len(plan_runs) else 0
+    except Exception as err:  # noqa: BLE001 - an unreadable plan is bad input
+        raise InputError(f"{path / 'plan.parquet'}: not a readable plan ({err})") from None
+    ids, runs, _, member, val = load_matrices(path, n_runs)  # InputError: no finished run
+    r_c = np.full(member.shape, np.nan)
+    r_r = np.full(member.shape, np.nan)
+    for j, run in enumerate(runs):
+        scores = pd.read_parquet(run_dir(path, run) / "scores.parquet")
+        rows = ids.get_indexer(scores["id"])
+        ok = rows >= 0
+        r_c[rows[ok], j] = scores["r_chosen"].to_numpy(float)[ok]
+        r_r[rows[ok], j] = scores["r_rejected"].to_numpy(float)[ok]
+    mem_path = path / "memorization.parquet"
+    try:
+        table = pd.read_parquet(mem_path)
+    except Exception as err:  # noqa: BLE001 - any reader failure is bad input
+        raise InputError(f"{mem_path}: not a readable Parquet file ({err})") from None
+    missing = [c for c in PAIR_COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(f"{mem_path}: missing column(s) {', '.join(missing)} (found "
+                         f"{', '.join(map(str, table.columns))})")
+    table = table.drop_duplicates("id").set_index("id").reindex(pd.Index(ids, name="id"))
+    table = table.reset_index()
+    return Audit(label=label, path=path, record=record, summary=summary, ids=ids,
+                 runs=list(runs), r_chosen=r_c, r_rejected=r_r, member=member, val=val,
+                 table=table)  # fmt: skip

@@ -1,0 +1,114 @@
+"""Options of ``rmlens compare``: light, so the command line builds its flags fast."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rmlens._params import Config, ParamError, non_negative_int, positive_int
+
+
+def _level(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < 1
+
+
+@dataclass
+class CompareConfig(Config):
+    """Options of :func:`rmlens.comparison.compare`.
+
+    Attributes
+    ----------
+    labels : tuple of str, default=()
+        One name per audit, in the order given (default: each directory's name).
+    groups : str or None, default=None
+        Column of the memorization table whose values are the groups of the worst-group
+        accuracy (default: each audit's own grouping, the ``group`` column).
+    min_group_pairs : int, default=20
+        A group counts for the worst-group accuracy when it holds at least this many
+        held-out pairs.
+    n_boot : int, default=1000
+        Bootstrap resamples of the runs (0: no intervals).
+    level : float, default=0.95
+        Coverage of the percentile intervals.
+    seed : int, default=0
+        Seed of the bootstrap, the probe sample and the SHAP regressors.
+    shap : bool, default=True
+        Fit the attribution regressors (LightGBM, TreeSHAP) to TG and CM and report the
+        share of importance that shortcut features take.
+    probes : bool, default=True
+        Run the shortcut probes (loads each audit's backbone and scores edited responses).
+    probe_pairs : int, default=200
+        Pairs the probes edit: a seeded sample of the pairs all audits share (0: all).
+    length_calibration : bool, default=True
+        Add a reference row "<label> + length calibration" for each Bradley-Terry audit:
+        its run scores with a LOWESS fit of reward on length subtracted
+        (``rmlens.evaluation.calibrate_length``), when that function is installed.
+    device : str, default="auto"
+        Torch device of the probes' scoring.
+    """
+
+    labels: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Names of the audits, in order (default: each directory's name).",
+                  "unset": "the directories' names"},
+    )  # fmt: skip
+    groups: str | None = field(
+        default=None,
+        metadata={"help": "Column of the groups for the worst-group accuracy.",
+                  "unset": "each audit's grouping column"},
+    )  # fmt: skip
+    min_group_pairs: int = field(
+        default=20,
+        metadata={"help": "Held-out pairs a group needs to count for the worst-group accuracy."},
+    )
+    n_boot: int = field(
+        default=1000, metadata={"help": "Bootstrap resamples of the runs (0: no intervals)."}
+    )
+    level: float = field(default=0.95, metadata={"help": "Coverage of the intervals."})
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the bootstrap, the probe sample and SHAP."}
+    )
+    shap: bool = field(
+        default=True,
+        metadata={"help": "Share of SHAP importance that shortcut features take in the TG and "
+                  "CM regressions (LightGBM fits; a few seconds per audit)."},
+    )  # fmt: skip
+    probes: bool = field(
+        default=True,
+        metadata={"help": "Shortcut-probe flip rates (loads each audit's backbone)."},
+    )
+    probe_pairs: int = field(
+        default=200,
+        metadata={"help": "Pairs the probes edit: a seeded sample of the shared pairs (0: all)."},
+    )
+    length_calibration: bool = field(
+        default=True,
+        metadata={"help": "A reference row per Bradley-Terry audit with post-hoc length "
+                  "calibration of its run scores."},
+    )  # fmt: skip
+    device: str = field(
+        default="auto", metadata={"help": "Torch device of the probes (auto, cpu, cuda, ...)."}
+    )
+
+    _constraints = {
+        "labels": (
+            lambda t: isinstance(t, tuple) and all(isinstance(x, str) and x.strip() for x in t),
+            "a tuple of non-empty names",
+        ),
+        "groups": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
+        "min_group_pairs": (positive_int, "an int > 0"),
+        "n_boot": (non_negative_int, "an int >= 0"),
+        "level": (_level, "a float in (0, 1)"),
+        "seed": (non_negative_int, "an int >= 0"),
+        "shap": (True, False),
+        "probes": (True, False),
+        "probe_pairs": (non_negative_int, "an int >= 0"),
+        "length_calibration": (True, False),
+        "device": (lambda x: isinstance(x, str) and x != "", "a device name"),
+    }
+
+    def _check_more(self) -> None:
+        if len(set(self.labels)) != len(self.labels):
+            twice = sorted({x for x in self.labels if self.labels.count(x) > 1})
+            raise ParamError("labels", type(self).__name__,
+                             f"distinct names ({', '.join(twice)} given twice)", self.labels)
+

@@ -1,0 +1,212 @@
+"""``write_compare_report``: the comparison directory as one self-contained HTML page.
+
+Reads what ``rmlens.comparison.compare`` wrote (``compare.json`` and the ``compare_*.png``
+plots) and writes ``compare.html`` in the style of ``report.html``: the same style sheet
+and content security policy (no request leaves the page), every value from the data
+escaped, plots embedded as base64 PNGs. The page needs no script.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rmlens import __version__
+from rmlens._errors import InputError
+from rmlens._io import write_text
+
+from ._assets import CSP, CSS
+from ._html import esc, fmt, key_value_table, table, warning_box
+from ._sections import Section
+
+_MAX_PNG_BYTES = 4_000_000
+FAMILY_NOTES = {
+    "accuracy": "Each run's accuracy on the pairs it held out (a tie counts 1/2), mean over "
+    "runs; the worst group pools each group's held-out predictions over runs. Chance is 0.5.",
+    "slices": "Held-out accuracy on pairs where a shortcut points the wrong way. An RM that "
+    "judges quality does about as well here as overall; one that follows the shortcut "
+    "drops toward or below chance.",
+    "margin": "Mean CM = TM - TG per tercile of the preference margin, the Spearman "
+    "correlation of CM with margin, and TG on the weakest preferences. Memorizing the "
+    "high-margin pairs (as the paper finds) shows as CM rising with margin.",
+    "shortcuts": "Spearman of reward with response length in words over held-out responses "
+    "(per run, mean over runs), and the share of SHAP importance that shortcut features "
+    "(lengths, compliance, refusal, model identity) take in regressions of TG and CM.",
+    "probes": "Share of edits that flip a run's preference on pairs it held out, when a probe "
+    "edits the chosen or the rejected response in a way that should not matter.",
+}
+
+
+def write_compare_report(out_dir: str | Path) -> Path:
+    """Write ``out_dir/compare.html`` from ``compare.json`` and the plots it lists.
+
+    Parameters
+    ----------
+    out_dir : str or Path
+        Comparison directory written by :func:`rmlens.comparison.compare`.
+
+    Returns
+    -------
+    Path
+        Path of ``compare.html``.
+
+    Raises
+    ------
+    InputError
+        When ``compare.json`` is missing or not valid JSON.
+    """
+    root = Path(out_dir)
+    path = root / "compare.json"
+    if not path.is_file():
+        raise InputError(f"{path}: not found; run `rmlens compare DIR ... --out {root}` first")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
+    images = {}
+    listed = [f for f in record.get("files") or [] if isinstance(f, str)
+              and f.startswith("compare_") and f.endswith(".png") and "/" not in f]  # fmt: skip
+    for png in (root / name for name in listed):
+        if not png.is_file():
+            continue
+        data = png.read_bytes()
+        if len(data) <= _MAX_PNG_BYTES:
+            images[png.name] = base64.b64encode(data).decode("ascii")
+    return write_text(render_compare_page(record, images), root / "compare.html")
+
+
+def _image(name: str, images: dict[str, str], caption: str = "") -> str:
+    if name not in images:
+        return ""
+    return (f'<figure><img alt="{esc(name)}" src="data:image/png;base64,{images[name]}">'
+            f"<figcaption>{esc(caption or name)}</figcaption></figure>")  # fmt: skip
+
+
+def _cell(row: dict) -> str:
+    value, lo, hi = row.get("value"), row.get("lo"), row.get("hi")
+    if value is None:
+        return "\u2013"
+    text = fmt(float(value))
+    if lo is not None and hi is not None:
+        text += f" [{fmt(float(lo))}, {fmt(float(hi))}]"
+    return text + (" \u26a0" if row.get("near_chance") else "")
+
+
+def _family_section(fam: str, title: str, rows: list[dict], labels: list[str],
+                    metrics: dict, images: dict[str, str], level: Any) -> Section:  # fmt: skip
+    names = list(dict.fromkeys(r["metric"] for r in rows))
+    wide = []
+    for name in names:
+        cells = {r["audit"]: _cell(r) for r in rows if r["metric"] == name}
+        wide.append({"metric": (metrics.get(name) or {}).get("label", name),
+                     **{label: cells.get(label, "\u2013") for label in labels}})  # fmt: skip
+    share = f"{float(level):.0%} " if isinstance(level, (int, float)) else ""
+    body = (f'<p class="note">{esc(FAMILY_NOTES.get(fam, ""))} Values with their '
+            f"{esc(share)}bootstrap interval over runs where the figure is a mean over runs; "
+            "\u26a0: an accuracy near or below chance.</p>")  # fmt: skip
+    body += table(pd.DataFrame(wide, columns=["metric", *labels]))
+    details = pd.DataFrame(
+        [{"audit": r["audit"], "metric": (metrics.get(r["metric"]) or {}).get("label",
+          r["metric"]), "pairs": r.get("n"), "detail": r.get("detail") or ""} for r in rows]
+    )  # fmt: skip
+    body += f"<details><summary>What each figure rests on</summary>{table(details)}</details>"
+    extra = _image("compare_cm_by_margin.png", images, "mean CM by margin tercile") if (
+        fam == "margin") else ""  # fmt: skip
+    body += f'<div class="images">{_image(f"compare_{fam}.png", images)}{extra}</div>'
+    return Section(f"family-{fam}", title, body)
+
+
+def _agreement_section(rows: list[dict], images: dict[str, str]) -> Section | None:
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows)
+    frame["audits"] = frame.audit_a.astype(str) + " vs " + frame.audit_b.astype(str)
+    frame["score"] = frame.score.str.upper()
+    frame["above_ceiling"] = frame.above_ceiling.map(lambda x: "\u26a0 above" if x else "")
+    shown = frame[["audits", "score", "spearman", "ceiling", "reliability_a", "reliability_b",
+                   "n", "above_ceiling"]]  # fmt: skip
+    body = (
+        '<p class="note">Spearman correlation of each score across the pairs two audits share, '
+        "beside each audit's split-half reliability (Spearman-Brown) and the ceiling "
+        "sqrt(reliability_a \u00d7 reliability_b): two audits cannot agree more than their "
+        "own run-to-run noise allows. Far below the ceiling: the audits differ; near it: they "
+        "agree as much as the noise permits; above it: shared noise (same plan and seed) or "
+        "underestimated reliabilities.</p>"
+    )
+    body += table(shown, headers={"reliability_a": "reliability a", "reliability_b":
+                                  "reliability b", "above_ceiling": ""})  # fmt: skip
+    body += f'<div class="images">{_image("compare_agreement.png", images)}</div>'
+    return Section("agreement", "Agreement between audits", body)
+
+
+def _details_section(details: dict) -> Section | None:
+    rows = []
+    for label, worst in (details.get("worst_group") or {}).items():
+        rows.append({"audit": label, "what": "worst group",
+                     "detail": f"{worst.get('group')} ({worst.get('qualified')} of "
+                               f"{worst.get('groups')} groups of '{worst.get('column')}' with "
+                               f">= {worst.get('min_group_pairs')} held-out pairs)"})
+    for label, slices in (details.get("slices") or {}).items():
+        for name, text in slices.items():
+            rows.append({"audit": label, "what": f"slice {name}", "detail": text})
+    for label, bounds in (details.get("margin_terciles") or {}).items():
+        text = "; ".join(f"{k}: {fmt(b[0])} to {fmt(b[1])}" for k, b in zip(("low", "mid",
+                                                                             "high"), bounds))
+        rows.append({"audit": label, "what": "margin terciles", "detail": text})
+    for label, fits in (details.get("shap") or {}).items():
+        for fit in fits:
+            rows.append({"audit": label, "what": f"SHAP fit of {str(fit.get('target')).upper()}",
+                         "detail": f"held-out R^2 {fmt(fit.get('r2'))}; shortcut features "
+                                   f"{', '.join(map(str, fit.get('top') or [])) or 'none'}"})
+    if not rows:
+        return None
+    return Section("details", "Details", table(pd.DataFrame(rows)))
+
+
+def render_compare_page(record: dict[str, Any], images: dict[str, str]) -> str:
+    """The whole page as a string, from ``compare.json``'s content and base64 PNGs."""
+    from rmlens.comparison._metrics import FAMILIES
+
+    audits = record.get("audits") or []
+    labels = [str(a.get("label")) for a in audits]
+    figures = record.get("figures") or []
+    metrics = record.get("metrics") or {}
+    sections = []
+    if audits:
+        cols = ["label", "model", "mode", "head", "objective", "plan", "seed", "runs",
+                "n_pairs", "group_by", "data_sha1", "reference", "path"]  # fmt: skip
+        frame = pd.DataFrame(audits).reindex(columns=cols)
+        sections.append(Section("audits", "Audits", table(frame)))
+    for fam, title in FAMILIES.items():
+        rows = [r for r in figures if r.get("family") == fam]
+        if rows:
+            level = (record.get("config") or {}).get("level")
+            sections.append(_family_section(fam, title, rows, labels, metrics, images, level))
+    for extra in (_agreement_section(record.get("agreement") or [], images),
+                  _details_section(record.get("details") or {})):  # fmt: skip
+        if extra is not None:
+            sections.append(extra)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in record.get("notes") or [])
+    if notes:
+        sections.append(Section("notes", "Notes", f"<ul>{notes}</ul>"))
+    sections.append(Section("config", "Configuration", key_value_table(
+        {"rmlens": record.get("version"), **(record.get("config") or {})})))  # fmt: skip
+    warnings = "".join(warning_box(str(w)) for w in record.get("warnings") or [])
+    nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
+    title = " vs ".join(labels) if len(labels) <= 4 else f"{len(labels)} audits"
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>rmlens comparison: {esc(title)}</title><style>{CSS}</style></head><body>"
+        f'<header><h1>rmlens comparison</h1><div class="sub">{esc(title)} \u00b7 '
+        f"{len(audits)} rows \u00b7 rmlens {esc(__version__)}</div><nav>{nav}</nav></header>"
+        f"<main>{warnings}{''.join(s.html() for s in sections)}</main>"
+        "<footer>Written by rmlens. Tables beside this page: "
+        '<a href="compare.parquet">compare.parquet</a> \u00b7 '
+        '<a href="compare.json">compare.json</a></footer></body></html>\n'
+    )

@@ -22,6 +22,7 @@ from rmlens.cli import (
     evaluate,
     generalize,
     memorize,
+    mitigate,
     report,
     sweep,
     train,
@@ -63,7 +64,9 @@ def _root(
     """Train reward models on preference data and audit what they learn."""
 
 
-for _module in (memorize, data, attribute, report, sweep, evaluate, train, generalize, compare):
+for _module in (
+    memorize, data, attribute, report, sweep, evaluate, train, generalize, compare, mitigate,
+):  # fmt: skip
     _module.register(app)
 
 

@@ -6,12 +6,13 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_config": ["CompareConfig"],
+        "_config": ["CompareConfig", "MitigateConfig"],
         "_compare": ["Comparison", "compare"],
         "_audit": ["Audit", "find_audits", "load_audit"],
         "_agreement": ["ceiling", "spearman"],
         "_heldout": ["counter_bias_slices", "heldout_accuracy", "minority_model", "worst_group"],
         "_margin": ["margin_terciles"],
+        "_mitigate": ["mitigate", "usable_objectives"],
         "_shortcuts": ["is_shortcut", "shortcut_share"],
     },
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmlens._params import Config, ParamError, non_negative_int, positive_int
+from rmlens.rewards._config import OBJECTIVE_NAMES
 
 
 def _level(x) -> bool:
@@ -112,3 +113,20 @@ class CompareConfig(Config):
             raise ParamError("labels", type(self).__name__,
                              f"distinct names ({', '.join(twice)} given twice)", self.labels)
 
+
+@dataclass
+class MitigateConfig(Config):
+    """Which training objectives ``rmlens mitigate`` audits (one audit each)."""
+
+    objectives: tuple[str, ...] = field(
+        default=OBJECTIVE_NAMES,
+        metadata={"help": "Objectives to audit, one experiment directory each (group_dro is "
+                  "left out, with a note, when the data has no group column)."},
+    )  # fmt: skip
+
+    _constraints = {
+        "objectives": (
+            lambda t: isinstance(t, tuple) and len(t) > 0 and all(x in OBJECTIVE_NAMES for x in t),
+            f"a non-empty tuple of objectives among {', '.join(OBJECTIVE_NAMES)}",
+        ),
+    }

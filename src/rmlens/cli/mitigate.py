@@ -1,0 +1,68 @@
+"""``rmlens mitigate``: one audit per training objective, then ``rmlens compare``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.comparison._config import CompareConfig, MitigateConfig
+from rmlens.memorization._config import AuditConfig, audit_train
+from rmlens.rewards._config import HeadConfig, TrainConfig
+
+# the audit owns these (as in memorize); the objective is what mitigate varies
+TRAIN_OWNED = ("model", "max_length", "seed", "ensemble", "objective")
+
+AUDIT = [
+    Section(AuditConfig, skip=("target_reliability", "max_runs")),
+    Section(HeadConfig, key="head", skip=("seed", "objective"), when=("mode", "frozen")),
+    Section(TrainConfig, key="train", skip=TRAIN_OWNED, when=("mode", "finetune"),
+            defaults=audit_train()),
+]  # fmt: skip
+PLAN = [Section(MitigateConfig)]
+# the comparison takes the audit's seed and n_boot; its labels are the objectives
+COMPARE = [Section(CompareConfig, skip=("labels", "seed", "n_boot", "device"))]
+
+
+@handle_errors
+def mitigate(
+    ctx: typer.Context,
+    data: Path = typer.Option(..., "--data", help=DATA_HELP),
+    out: Path = typer.Option(
+        ..., "--out", help="Comparison directory: one audit per objective (resumed if it exists)."
+    ),
+    column_map: list[str] = map_option(),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    **options,
+) -> None:
+    """Audit the data once per training objective (same plan and seed), then compare them.
+
+    Writes OUT/<objective>/ (an experiment directory each) and OUT/compare.parquet,
+    compare.json, compare_*.png and compare.html. Audit options are those of `rmlens
+    memorize`; comparison options those of `rmlens compare`. Started again on the same OUT,
+    finished runs are kept.
+    """
+    from rmlens.cli.compare import print_comparison
+    from rmlens.comparison import mitigate as run_mitigate
+    from rmlens.report import write_compare_report
+
+    config = resolve(ctx, AUDIT, options, ignore=("mitigate", "compare"))
+    plan = resolve(ctx, PLAN, options, table="mitigate")
+    compare_config = resolve(ctx, COMPARE, options, table="compare").replace(
+        seed=config.seed, n_boot=config.n_boot
+    )
+    pairs = load_table(data, column_map)
+    result = run_mitigate(pairs, out, config, objectives=plan.objectives,
+                          compare_config=compare_config, quiet=quiet)  # fmt: skip
+    save_config(config, out / "config.toml", mitigate=plan, compare=compare_config)
+    page = write_compare_report(out)
+    result.files += ["config.toml", page.name]
+    print_comparison(result, out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``mitigate`` command to ``app``."""
+    sections = config_parameters(AUDIT + PLAN + COMPARE)
+    app.command("mitigate")(with_parameters(mitigate, sections))

@@ -1,0 +1,102 @@
+"""``mitigate``: one audit per training objective (same data, plan and seed), then ``compare``.
+
+OUT/<objective>/ is an experiment directory of ``rmlens memorize`` for each objective, and
+OUT/compare.* compares them. The backbone is loaded once and the pairs are encoded once (the
+embedding cache serves every later audit), so k objectives cost about one encoding plus k
+times the heads. Each audit resumes on its own; started again, finished runs are kept.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from rmlens._errors import InputError
+from rmlens._io import write_json
+from rmlens.attribution import bias_features
+from rmlens.comparison._compare import Comparison, compare
+from rmlens.comparison._config import CompareConfig
+from rmlens.memorization import AuditConfig, audit
+from rmlens.memorization._runner import default_trainer
+from rmlens.rewards import OBJECTIVES
+
+
+def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
+    """The objectives this data supports, and a note for each one left out: ``group_dro``
+    needs its group column (``dro_groups``, default ``user_id``)."""
+    trainer = config.head if config.mode == "frozen" else config.train
+    kept, notes = [], []
+    for name in dict.fromkeys(objectives):
+        if name not in OBJECTIVES:
+            raise InputError(f"--objectives: unknown objective {name!r}; one of "
+                             f"{', '.join(OBJECTIVES)}")  # fmt: skip
+        column = trainer.dro_groups or "user_id"
+        if name == "group_dro" and column not in pairs:
+            notes.append(f"group_dro left out: no group column '{column}' (--dro-groups)")
+            continue
+        kept.append(name)
+    if not kept:
+        raise InputError(f"--objectives: none of {', '.join(objectives)} applies to this data")
+    return kept, notes
+
+
+def mitigate(
+    pairs: pd.DataFrame,
+    out: str | Path,
+    config: AuditConfig | None = None,
+    *,
+    objectives: Sequence[str] = OBJECTIVES,
+    compare_config: CompareConfig | None = None,
+    quiet: bool = False,
+) -> Comparison:
+    """Audit ``pairs`` once per objective with one plan and seed, then compare the audits.
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        The canonical pair table.
+    out : path
+        Comparison directory: one experiment directory per objective, and ``compare.*``.
+    config : AuditConfig, optional
+        The audit every objective shares; its head's (``train``'s in finetune mode)
+        objective is replaced by each of ``objectives`` in turn, the rest is kept (bias
+        features, group column, ...).
+    objectives : sequence of str
+        Default: all of ``bt, label_smoothing, poe, reweight, group_dro`` that the data
+        supports (``group_dro`` needs a group column).
+    compare_config : CompareConfig, optional
+        Options of the comparison; its labels are the objectives.
+
+    Returns
+    -------
+    Comparison
+    """
+    config = (config or AuditConfig()).check()
+    out = Path(out)
+    kept, notes = usable_objectives(pairs, config, objectives)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    nested = "head" if config.mode == "frozen" else "train"
+    trainer_config = getattr(config, nested)
+    bias = None
+    if any(o in ("poe", "reweight") for o in kept):
+        bias = bias_features(pairs, trainer_config.bias_features)
+        for name, why in bias.attrs["skipped"].items():
+            print(f"note: bias feature {name} left out ({why})", file=sys.stderr)
+    write_json({"objectives": kept, "left_out": notes, "audit": config.to_dict()},
+               out / "mitigate.json")  # fmt: skip
+    backbone = None
+    for name in kept:
+        run_config = config.replace(**{nested: trainer_config.replace(objective=name)})
+        trainer = default_trainer(run_config, bias)
+        if config.mode == "frozen":
+            trainer.backbone = backbone  # loaded by the first audit, shared by the rest
+        if not quiet:
+            print(f"objective {name}: auditing into {out / name}", file=sys.stderr)
+        audit(pairs, run_config, out / name, trainer=trainer, bias=bias, quiet=quiet)
+        backbone = getattr(trainer, "backbone_", None)
+    compare_config = (compare_config or CompareConfig()).replace(labels=tuple(kept))
+    return compare([out / name for name in kept], out, compare_config, quiet=quiet)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -181,3 +183,18 @@ def tiny_causal_dir(tmp_path_factory) -> Path:
 
 def words_only(text: str) -> str:
     return re.sub(r"[^a-z ,.!?:]", "", text.lower())
+
+
+def length_pairs(n: int = 60, users: int = 6) -> pd.DataFrame:
+    """Pairs whose chosen response is a long random word string, the rejected a short one."""
+    rng = np.random.default_rng(0)
+    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
+    rows = []
+    for i in range(n):
+        long = " ".join(rng.choice(words, 12))
+        short = " ".join(rng.choice(words, 3))
+        rows.append({
+            "id": f"p{i}", "prompt": f"question {i}", "chosen": long, "rejected": short,
+            "user_id": f"u{i % users}",
+        })  # fmt: skip
+    return pd.DataFrame(rows)

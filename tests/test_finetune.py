@@ -363,3 +363,14 @@ def test_lr_grid_keeps_the_rate_with_the_lowest_validation_loss(tiny_causal_dir)
     assert result.metrics["lr"] == min(losses, key=losses.get)
     with pytest.raises(ValueError, match="lr_grid"):
         config(tiny_causal_dir, lr_grid=grid).check()
+
+
+def test_finetuned_rm_trains_with_each_objective(tiny_causal_dir):
+    from rmlens.attribution import bias_features
+
+    bias = bias_features(PAIRS, ["len_words"])
+    for name in ("label_smoothing", "poe", "reweight", "group_dro"):
+        trainer = make_trainer(config(tiny_causal_dir, objective=name, epochs=1), bias=bias)
+        trainer.prepare(PAIRS)
+        result = trainer.fit_score(np.arange(8), seed=0, val_index=np.arange(8, 12))
+        assert np.isfinite(result.r_chosen).all(), name

@@ -3,8 +3,8 @@
 import json
 
 import pandas as pd
-from tests.test_objectives import make_pairs
 
+from conftest import length_pairs
 from rmlens.cli import main
 
 
@@ -13,7 +13,7 @@ def test_cli_mitigate_audits_each_objective_compares_and_resumes(
 ):
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "pairs.jsonl"
-    make_pairs().drop(columns=["user_id"]).to_json(data, orient="records", lines=True)
+    length_pairs().drop(columns=["user_id"]).to_json(data, orient="records", lines=True)
     out = tmp_path / "mit"
     args = ["mitigate", "--data", str(data), "--out", str(out), "--model",
             str(tiny_encoder_dir), "--runs", "5", "--epochs", "3", "--objectives",

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import length_pairs
 from rmlens.attribution import bias_features
 from rmlens.cli import main
-from rmlens.rewards import HeadConfig, HeadRM, Objective, PairExtras, make_trainer
+from rmlens.rewards import HeadConfig, HeadRM, Objective, PairExtras
 from rmlens.rewards._objectives import (
     bt,
     dro_weights,
@@ -164,35 +165,10 @@ def test_bias_features_by_hand():
     assert "model" in without.attrs["skipped"]
 
 
-def test_finetuned_rm_trains_with_each_objective(tiny_causal_dir):
-    from tests.test_finetune import PAIRS, config
-
-    bias = bias_features(PAIRS, ["len_words"])
-    for name in ("label_smoothing", "poe", "reweight", "group_dro"):
-        trainer = make_trainer(config(tiny_causal_dir, objective=name, epochs=1), bias=bias)
-        trainer.prepare(PAIRS)
-        result = trainer.fit_score(np.arange(8), seed=0, val_index=np.arange(8, 12))
-        assert np.isfinite(result.r_chosen).all(), name
-
-
-def make_pairs(n: int = 60, users: int = 6) -> pd.DataFrame:
-    rng = np.random.default_rng(0)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa"]
-    rows = []
-    for i in range(n):
-        long = " ".join(rng.choice(words, 12))
-        short = " ".join(rng.choice(words, 3))
-        rows.append({
-            "id": f"p{i}", "prompt": f"question {i}", "chosen": long, "rejected": short,
-            "user_id": f"u{i % users}",
-        })  # fmt: skip
-    return pd.DataFrame(rows)
-
-
 def test_cli_memorize_with_objectives(tiny_encoder_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "pairs.jsonl"
-    make_pairs().to_json(data, orient="records", lines=True)
+    length_pairs().to_json(data, orient="records", lines=True)
     base = ["memorize", "--data", str(data), "--model", str(tiny_encoder_dir), "--runs", "5",
             "--epochs", "3", "--quiet", "--no-report"]  # fmt: skip
     out = tmp_path / "poe"

@@ -160,7 +160,17 @@ def test_agreement_beside_its_ceiling(tmp_path):
         assert row.ceiling == pytest.approx(math.sqrt(rel_a * rel_b)) and row.n == 6
         assert row.above_ceiling == (row.spearman > row.ceiling)
     assert agree.loc["cm"].ceiling == pytest.approx(0.3) and agree.loc["cm"].above_ceiling
-    assert any("CM agreement" in w and "above its ceiling 0.300" in w for w in result.warnings)
+    # one plan for both (as mitigate runs them): one warning that says why, not one per score
+    assert agree.same_plan.all()
+    assert any("share their plan (a, b) are above the ceiling" in w for w in result.warnings)
+    assert not any("CM agreement" in w for w in result.warnings)
+    # audits of other plans (backbones, heads): one warning per agreement above its ceiling
+    from rmlens.comparison._compare import _figure_warnings
+
+    apart = result.agreement.assign(same_plan=False)
+    warned = _figure_warnings(result.figures.iloc[:0], apart, {})
+    assert any("CM agreement" in w and "above its ceiling 0.300" in w for w in warned)
+    assert len(warned) == int(apart.above_ceiling.sum())
     assert [x["objective"] for x in result.audits] == ["bt", "poe"]
 
 
@@ -297,3 +307,18 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
                  "--no-probes", "--no-shap", "--n-boot", "0", "--json", "-q"])  # fmt: skip
     out, _ = capsys.readouterr()
     assert code == 0 and json.loads(out)["audits"][0]["label"] == "linear"
+
+
+def test_synthetic_quality_slices_from_the_planted_mechanism():
+    from rmlens.comparison import counter_bias_slices
+
+    table = pd.DataFrame({
+        "prompt": ["q"] * 4,
+        "chosen": ["a b", "a b c d", "a", "a b c"],
+        "rejected": ["a b c", "a", "a b", "a"],
+        "mechanism": ["quality", "quality", "length", "noise"],
+    })  # fmt: skip
+    slices = counter_bias_slices(table, min_pairs=1)
+    assert slices["quality"][0].tolist() == [True, True, False, False]
+    assert slices["quality_chosen_shorter"][0].tolist() == [True, False, False, False]
+    assert "quality" not in counter_bias_slices(table.drop(columns="mechanism"), 1)

@@ -49,8 +49,8 @@ from rmlens.comparison._margin import (
 from rmlens.progress import progress_bar
 
 COLUMNS = ["audit", "family", "metric", "value", "lo", "hi", "n", "detail", "near_chance"]
-AGREEMENT_COLUMNS = ["audit_a", "audit_b", "score", "spearman", "n",
-                     "reliability_a", "reliability_b", "ceiling", "above_ceiling"]  # fmt: skip
+AGREEMENT_COLUMNS = ["audit_a", "audit_b", "score", "spearman", "n", "reliability_a",
+                     "reliability_b", "ceiling", "above_ceiling", "same_plan"]  # fmt: skip
 
 
 @dataclass
@@ -346,6 +346,8 @@ def _agreement(audits: list[Audit]) -> pd.DataFrame:
         ra, rb = common_rows(a.ids, b.ids)
         sa, sb = point[a.label][ra], point[b.label][rb]
         values = agreement(sa, sb)
+        # same plan (mitigate: one plan and seed): each run holds out the same groups in both
+        same = a.member.shape == b.member.shape and np.array_equal(a.member[ra], b.member[rb])
         for k, score in enumerate(SCORES):
             rel_a, rel_b = reliability(a.summary, score), reliability(b.summary, score)
             top = ceiling(rel_a, rel_b)
@@ -353,7 +355,8 @@ def _agreement(audits: list[Audit]) -> pd.DataFrame:
             records.append({"audit_a": a.label, "audit_b": b.label, "score": score,
                             "spearman": values[k], "n": n,
                             "reliability_a": rel_a, "reliability_b": rel_b, "ceiling": top,
-                            "above_ceiling": bool(np.isfinite(top) and values[k] > top)})
+                            "above_ceiling": bool(np.isfinite(top) and values[k] > top),
+                            "same_plan": bool(same)})
     return pd.DataFrame(records, columns=AGREEMENT_COLUMNS)
 
 
@@ -417,7 +420,15 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame, summaries: dict) 
         else:
             warnings.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
                             "near or below chance: on these pairs the RMs follow the shortcut")
-    for r in agree[agree.above_ceiling].itertuples():
+    shared = agree[agree.above_ceiling & agree.same_plan]
+    if len(shared):
+        audits = sorted(set(shared.audit_a) | set(shared.audit_b))
+        warnings.append(f"{len(shared)} agreement(s) between audits that share their plan "
+                        f"({', '.join(audits)}) are above the ceiling: each of their runs holds "
+                        "out the same groups, so they share the plan's noise, which the "
+                        "ceiling (from independent halves of the runs) does not allow for; "
+                        "read their agreement as an upper bound")
+    for r in agree[agree.above_ceiling & ~agree.same_plan].itertuples():
         seeds = [a for a in (r.audit_a, r.audit_b)
                  if ((summaries.get(a) or {}).get("reliability") or {}).get("note")]
         why = (f"; {' and '.join(seeds)}: every repeat of the plan draws the same partition "

@@ -122,7 +122,9 @@ def counter_bias_slices(table: pd.DataFrame, min_pairs: int) -> dict[str, tuple]
     ``chosen_shorter``: the chosen response has fewer words than the rejected one;
     ``minority_model``: the chosen response comes from the least-preferred system (when
     ``chosen_model`` exists); ``chosen_refusal``: the chosen response is a refusal
-    (``rmlens.attribution.pair_features``' refusal lexicon).
+    (``rmlens.attribution.pair_features``' refusal lexicon). On data of ``rmlens data synth``
+    (a ``mechanism`` column, the planted ground truth): ``quality``, the pairs that quality
+    decided, and ``quality_chosen_shorter``, those whose better response is the shorter one.
     """
     from rmlens.attribution import pair_features
 
@@ -140,6 +142,12 @@ def counter_bias_slices(table: pd.DataFrame, min_pairs: int) -> dict[str, tuple]
         refusal["refusal_chosen"].to_numpy(float) == 1,
         "the chosen response is a refusal",
     )
+    if "mechanism" in table:
+        quality = (table["mechanism"].astype(str) == "quality").to_numpy()
+        slices["quality"] = (quality, "the planted mechanism 'quality' decided the pair")
+        slices["quality_chosen_shorter"] = (
+            quality & shorter, "quality decided the pair and the better response is shorter"
+        )
     return slices
 
 

@@ -18,6 +18,10 @@ METRICS: dict[str, tuple[str, str]] = {
     "slice_chosen_shorter": ("slices", "accuracy, chosen response shorter"),
     "slice_minority_model": ("slices", "accuracy, chosen by the least-preferred system"),
     "slice_chosen_refusal": ("slices", "accuracy, chosen response a refusal"),
+    "slice_quality": ("slices", "accuracy, pairs decided by quality (synthetic)"),
+    "slice_quality_chosen_shorter": (
+        "slices", "accuracy, quality pairs whose better response is shorter (synthetic)"
+    ),
     "cm_margin_low": ("margin", "mean CM, low-margin tercile"),
     "cm_margin_mid": ("margin", "mean CM, mid-margin tercile"),
     "cm_margin_high": ("margin", "mean CM, high-margin tercile"),
@@ -36,7 +40,8 @@ FAMILIES = {
 }
 PROBE_PREFIX = "probe_flip_"
 ACCURACY_METRICS = ("heldout_accuracy", "worst_group_accuracy", "slice_chosen_shorter",
-                    "slice_minority_model", "slice_chosen_refusal")  # fmt: skip
+                    "slice_minority_model", "slice_chosen_refusal", "slice_quality",
+                    "slice_quality_chosen_shorter")  # fmt: skip
 
 
 def family(metric: str) -> str:

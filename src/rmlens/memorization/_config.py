@@ -48,6 +48,20 @@ def audit_train() -> TrainConfig:
     return TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(1e-4, 3e-4), head_lr=2e-3)
 
 
+def _objective_words(trainer) -> str:
+    """The objective of a ``HeadConfig`` or ``TrainConfig`` in words (none for ``bt``)."""
+    name = trainer.objective
+    if name == "label_smoothing":
+        return f"; objective label_smoothing (eps {trainer.smoothing:g})"
+    if name in ("poe", "reweight"):
+        extra = f", gamma {trainer.gamma:g}" if name == "reweight" else ""
+        return f"; objective {name} (bias features {', '.join(trainer.bias_features)}{extra})"
+    if name == "group_dro":
+        groups = trainer.dro_groups or "user_id"
+        return f"; objective group_dro over '{groups}' (step {trainer.dro_step:g})"
+    return ""
+
+
 @dataclass
 class AuditConfig(Config):
     """A counterfactual memorization audit (DESIGN.md section 3).
@@ -235,6 +249,7 @@ class AuditConfig(Config):
                 f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
                 "epochs"
             )
+        what += _objective_words(self.head if self.mode == "frozen" else self.train)
         if not self.validates:
             return what + "; every epoch trained (no early stopping, no validation pairs)"
         return what + (

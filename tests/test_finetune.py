@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
+from rmlens._errors import InputError
 from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
 from rmlens.rewards import (
     EnsembleRM,
@@ -374,3 +375,27 @@ def test_finetuned_rm_trains_with_each_objective(tiny_causal_dir):
         trainer.prepare(PAIRS)
         result = trainer.fit_score(np.arange(8), seed=0, val_index=np.arange(8, 12))
         assert np.isfinite(result.r_chosen).all(), name
+
+
+def test_train_rm_with_a_bias_objective_and_its_refusals(tiny_causal_dir, tmp_path, capsys):
+    from rmlens.attribution import bias_features
+    from rmlens.cli import main
+
+    bias = bias_features(PAIRS, ["len_words"])
+    cfg = config(tiny_causal_dir, objective="reweight", eval_fraction=0.25, patience=1, epochs=2)
+    rm = train_rm(PAIRS, cfg, tmp_path / "rw", bias=bias, quiet=True)
+    assert np.isfinite(rm.score(list(PAIRS.prompt), list(PAIRS.chosen))).all()
+    history = json.loads((tmp_path / "rw" / "history.json").read_text())
+    assert "eval_loss" in history[0]  # early stopping watched the weighted validation loss
+    with pytest.raises(InputError, match="needs bias features"):
+        train_rm(PAIRS, config(tiny_causal_dir, objective="poe"), tmp_path / "poe", quiet=True)
+    data = tmp_path / "pairs.jsonl"
+    PAIRS.to_json(data, orient="records", lines=True)
+    args = ["train", "--data", str(data), "--model", str(tiny_causal_dir), "--device", "cpu",
+            "--max-length", "40", "--epochs", "1", "--batch-size", "4", "--quiet"]  # fmt: skip
+    assert main([*args, "--out", str(tmp_path / "cli"), "--objective", "poe",
+                 "--bias-features", "len_words,model"]) == 0  # fmt: skip
+    assert "bias feature model left out" in capsys.readouterr().err
+    assert main([*args, "--out", str(tmp_path / "dro"), "--objective", "group_dro",
+                 "--dro-groups", "nope"]) == 2  # fmt: skip
+    assert "--dro-groups" in capsys.readouterr().err

@@ -7,7 +7,7 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_config": ["TARGETS", "AttributeConfig", "DEFAULT_EXCLUDE", "REGRESSORS"],
         "_attribute": ["Attributor", "attribute", "tm_tg_difference"],
-        "_bias": ["bias_features", "bias_summary"],
+        "_bias": ["bias_features", "bias_summary", "objective_bias"],
         "_features": [
             "Feature",
             "list_features",

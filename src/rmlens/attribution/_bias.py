@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -9,6 +10,7 @@ import pandas as pd
 
 from rmlens._errors import InputError
 from rmlens.attribution._features import _REGISTRY, pair_features
+from rmlens.rewards._objectives import BIAS_OBJECTIVES
 
 
 def _model_identity(pairs: pd.DataFrame) -> pd.DataFrame | None:
@@ -90,6 +92,18 @@ def bias_features(pairs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     out = out.astype(float).fillna(0.0)
     out.attrs["skipped"] = skipped
     return out
+
+
+def objective_bias(pairs: pd.DataFrame, trainer_config) -> pd.DataFrame | None:
+    """The bias features that the objective of ``trainer_config`` (a ``HeadConfig`` or
+    ``TrainConfig``) needs (``poe``, ``reweight``), else None; a feature the data cannot
+    give is said once on stderr."""
+    if trainer_config.objective not in BIAS_OBJECTIVES:
+        return None
+    bias = bias_features(pairs, trainer_config.bias_features)
+    for name, why in bias.attrs["skipped"].items():
+        print(f"note: bias feature {name} left out ({why})", file=sys.stderr)
+    return bias
 
 
 def bias_summary(bias: pd.DataFrame) -> dict:

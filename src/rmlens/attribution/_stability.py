@@ -156,7 +156,8 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
         No runs or no plan, or fewer than 2 finished whole repeats; the message says which.
     """
     from rmlens.memorization._estimate import _means
-    from rmlens.memorization._reliability import same_partition
+    from rmlens.memorization._plan import runs_per_repeat
+    from rmlens.memorization._reliability import complete_repeats, same_partition
     from rmlens.memorization._runs import load_matrices
 
     out = Path(out_dir)
@@ -166,12 +167,11 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     audit = record.get("audit") or {}
     if not (out / "runs").is_dir():
         raise InputError(f"{out}: no runs/ of an audit")
-    kfold = audit.get("plan", "kfold") == "kfold"
-    k = int(record.get("folds_used", audit.get("folds", 5))) if kfold else 2  # runs per repeat
+    folds = int(record.get("folds_used", audit.get("folds", 5)))
+    k = runs_per_repeat(audit.get("plan", "kfold"), folds)
     ids, finished, p, member, val = load_matrices(out)  # the plan's runs (plan.parquet)
     repeat = np.asarray(finished) // k
-    reps, counts = np.unique(repeat, return_counts=True)
-    whole = reps[counts == k]
+    whole = complete_repeats(repeat, k)
     if len(whole) < 2:
         raise InputError(f"{len(whole)} finished whole repeat(s) of the plan; two halves need 2")
     first, second = whole[0::2], whole[1::2]  # alternating, as the split-half reliability

@@ -54,19 +54,6 @@ def map_option() -> Any:
     )
 
 
-def objective_bias(pairs, trainer_config):
-    """The pairs' bias feature differences when the trainer's objective needs them (``poe``,
-    ``reweight``), else None; a feature that cannot be computed here is said once."""
-    if trainer_config.objective not in ("poe", "reweight"):
-        return None
-    from rmlens.attribution import bias_features
-
-    bias = bias_features(pairs, trainer_config.bias_features)
-    for name, why in bias.attrs["skipped"].items():
-        print(f"note: bias feature {name} left out ({why})", file=sys.stderr)
-    return bias
-
-
 def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False):
     from rmlens.data import load_pairs, load_rankings, parse_column_map
 

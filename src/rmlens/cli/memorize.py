@@ -6,13 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import (
-    DATA_HELP,
-    handle_errors,
-    load_table,
-    map_option,
-    objective_bias,
-)
+from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig, audit_train
@@ -69,6 +63,7 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
 ) -> None:
+    from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
 
     trainer_config = config.head if config.mode == "frozen" else config.train

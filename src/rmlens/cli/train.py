@@ -12,14 +12,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import (
-    DATA_HELP,
-    RM_HELP,
-    handle_errors,
-    load_table,
-    map_option,
-    objective_bias,
-)
+from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import (
     Section,
     config_beside,
@@ -50,6 +43,7 @@ def train(
     **options,
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
+    from rmlens.attribution import objective_bias
     from rmlens.rewards import train_rm
 
     config = resolve(ctx, TRAIN, options)

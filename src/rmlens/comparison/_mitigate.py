@@ -16,12 +16,13 @@ import pandas as pd
 
 from rmlens._errors import InputError
 from rmlens._io import write_json
-from rmlens.attribution import bias_features
+from rmlens.attribution import objective_bias
 from rmlens.comparison._compare import Comparison, compare
 from rmlens.comparison._config import CompareConfig
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.rewards import OBJECTIVES
+from rmlens.rewards._objectives import BIAS_OBJECTIVES
 
 
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
@@ -81,11 +82,8 @@ def mitigate(
         print(f"note: {note}", file=sys.stderr)
     nested = "head" if config.mode == "frozen" else "train"
     trainer_config = getattr(config, nested)
-    bias = None
-    if any(o in ("poe", "reweight") for o in kept):
-        bias = bias_features(pairs, trainer_config.bias_features)
-        for name, why in bias.attrs["skipped"].items():
-            print(f"note: bias feature {name} left out ({why})", file=sys.stderr)
+    needs_bias = next((o for o in kept if o in BIAS_OBJECTIVES), "bt")
+    bias = objective_bias(pairs, trainer_config.replace(objective=needs_bias))
     write_json({"objectives": kept, "left_out": notes, "audit": config.to_dict()},
                out / "mitigate.json")  # fmt: skip
     backbone = None

@@ -16,6 +16,11 @@ import pyarrow as pa
 PLANS = ("kfold", "halves")
 
 
+def runs_per_repeat(kind: str, n_folds: int) -> int:
+    """Runs in one repeat of a plan: K for ``kfold``, 2 for ``halves``."""
+    return n_folds if kind == "kfold" else 2
+
+
 def make_plan(
     groups, *, n_runs: int = 25, n_folds: int = 5, kind: str = "kfold", seed: int = 0
 ) -> pd.DataFrame:
@@ -38,7 +43,7 @@ def make_plan(
     labels = np.array(sorted({str(g) for g in groups}), dtype=object)
     if kind not in PLANS:
         raise ValueError(f"The 'kind' parameter of make_plan must be one of {PLANS}. Got {kind!r}.")
-    k = n_folds if kind == "kfold" else 2
+    k = runs_per_repeat(kind, n_folds)
     if n_runs < 1:
         raise ValueError(f"The 'n_runs' parameter of make_plan must be an int >= 1. Got {n_runs}.")
     if k < 2 or len(labels) < k:
@@ -139,7 +144,7 @@ def runs_needed(
     The plan is built for each candidate, so partial repeats and validation groups count as
     they will; None when no count up to ``limit`` (default: 10 more repeats) does.
     """
-    k = n_folds if kind == "kfold" else 2
+    k = runs_per_repeat(kind, n_folds)
     limit = n_runs + 10 * k if limit is None else limit
     for runs in range(max(n_runs + 1, 2), limit + 1):
         _, n_in, n_out = planned_runs(

@@ -67,6 +67,13 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
+def complete_repeats(repeat: np.ndarray, folds: int) -> np.ndarray:
+    """The repeats (sorted) all of whose ``folds`` runs are among ``repeat`` (run // K of
+    each finished run): the units that split-half reliability splits."""
+    reps, counts = np.unique(np.asarray(repeat), return_counts=True)
+    return reps[counts == folds]
+
+
 def split_half(
     p: np.ndarray,
     member: np.ndarray,
@@ -101,8 +108,7 @@ def split_half(
     With fewer than 2 whole repeats: NaN scores and a ``reason``.
     """
     repeat = np.asarray(repeat)
-    reps, counts = np.unique(repeat, return_counts=True)
-    whole = reps[counts == folds]
+    whole = complete_repeats(repeat, folds)
     out: dict = {"n_runs": int(len(whole) * folds), "n_repeats": int(len(whole))}
     keys = ("split_half", "spearman_brown", "split_half_std", "spearman_brown_std", "alternating")
     nan = {**dict.fromkeys(keys, math.nan), "runs_for_0_8": None}

@@ -44,7 +44,7 @@ from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import EXECUTION_FIELDS, GROWTH_FIELDS, AuditConfig
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
-from rmlens.memorization._plan import carve_validation, make_plan
+from rmlens.memorization._plan import carve_validation, make_plan, runs_per_repeat
 from rmlens.memorization._quality import (
     audit_warnings,
     budget_warning,
@@ -290,7 +290,7 @@ def audit(
     if config.plan == "kfold" and 2 <= groups.nunique() < folds:
         folds = int(groups.nunique())
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
-    k = folds if config.plan == "kfold" else 2  # runs per repeat of the plan
+    k = runs_per_repeat(config.plan, folds)
     first = _first_runs(config, k)
     record = {
         "version": rmlens.__version__,
@@ -523,7 +523,7 @@ def finish(
     quality = rm_quality(p, member, val, finished, [_run_record(out, r) for r in finished])
     record = json.loads((out / "config.json").read_text())
     folds = record.get("folds_used", config.folds)
-    k = folds if config.plan == "kfold" else 2  # runs per repeat
+    k = runs_per_repeat(config.plan, folds)
     reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
     del p, member, val
     if same_partition(plan, k):

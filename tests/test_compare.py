@@ -209,7 +209,7 @@ def test_outputs_and_a_safe_page(tmp_path):
     assert any("data fingerprints differ" in w for w in result.warnings)
     table = pd.read_parquet(out / "compare.parquet")
     assert list(table.columns) == ["audit", "family", "metric", "value", "lo", "hi", "n",
-                                   "detail", "near_chance"]  # fmt: skip
+                                   "detail", "near_chance", "few_pairs"]  # fmt: skip
     record = json.loads((out / "compare.json").read_text())
     assert {"figures", "agreement", "audits", "notes", "warnings", "config"} <= set(record)
     for name in ("compare_accuracy.png", "compare_slices.png", "compare_margin.png",
@@ -322,3 +322,12 @@ def test_synthetic_quality_slices_from_the_planted_mechanism():
     assert slices["quality"][0].tolist() == [True, True, False, False]
     assert slices["quality_chosen_shorter"][0].tolist() == [True, False, False, False]
     assert "quality" not in counter_bias_slices(table.drop(columns="mechanism"), 1)
+
+
+def test_figure_text_marks_few_pairs():
+    from rmlens.comparison._metrics import figure_text
+
+    assert figure_text(0.5, 0.25, 0.75, 40) == "0.500 [0.250, 0.750]"
+    assert figure_text(0.0, 0.0, 0.0, 1, few=True) == "0.000 [0.000, 0.000] (n 1)"
+    assert figure_text(float("nan")) == figure_text(None) == "\u2013"
+    assert figure_text(0.3, None, float("nan")) == "0.300"

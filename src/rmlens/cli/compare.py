@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import typer
@@ -18,12 +17,10 @@ COMPARE = [Section(CompareConfig)]
 def _cell(row, warn: bool) -> str:
     from rich.markup import escape
 
-    if not math.isfinite(row.value):
-        return "–"
-    text = f"{row.value:.3f}"
-    if math.isfinite(row.lo) and math.isfinite(row.hi):
-        text += f" [{row.lo:.3f}, {row.hi:.3f}]"
-    return f"[bold red]{escape(text)} ![/]" if warn else escape(text)
+    from rmlens.comparison._metrics import figure_text
+
+    text = escape(figure_text(row.value, row.lo, row.hi, row.n, row.few_pairs))
+    return f"[bold red]{text} ![/]" if warn else text
 
 
 def print_comparison(result, out: Path) -> None:

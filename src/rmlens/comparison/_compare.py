@@ -48,7 +48,8 @@ from rmlens.comparison._margin import (
 )
 from rmlens.progress import progress_bar
 
-COLUMNS = ["audit", "family", "metric", "value", "lo", "hi", "n", "detail", "near_chance"]
+COLUMNS = ["audit", "family", "metric", "value", "lo", "hi", "n", "detail", "near_chance",
+           "few_pairs"]  # fmt: skip
 AGREEMENT_COLUMNS = ["audit_a", "audit_b", "score", "spearman", "n", "reliability_a",
                      "reliability_b", "ceiling", "above_ceiling", "same_plan"]  # fmt: skip
 
@@ -65,7 +66,7 @@ class Comparison:
         over runs (NaN where the figure is no mean over runs: correlations across pairs,
         SHAP shares), ``n`` the pairs behind the figure, ``detail`` what it is in words,
         ``near_chance`` an accuracy within 0.05 of chance or below (slices only from
-        ``min_group_pairs`` pairs on).
+        ``min_group_pairs`` pairs on), ``few_pairs`` a slice of fewer pairs than that.
     agreement : DataFrame
         ``audit_a, audit_b, score, spearman, n, reliability_a, reliability_b, ceiling,
         above_ceiling``: per pair of audits and score (tm, tg, cm), over the common pairs
@@ -91,13 +92,8 @@ class Comparison:
 
     def wide(self) -> pd.DataFrame:
         """One row per metric, one column per audit: ``value [lo, hi]`` strings."""
-        def cell(r) -> str:
-            if not np.isfinite(r.value):
-                return "–"
-            text = f"{r.value:.3f}"
-            return text + (f" [{r.lo:.3f}, {r.hi:.3f}]" if np.isfinite(r.lo) else "")
-
-        f = self.figures.assign(cell=[cell(r) for r in self.figures.itertuples()])
+        f = self.figures.assign(cell=[M.figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs)
+                                      for r in self.figures.itertuples()])  # fmt: skip
         table = f.pivot(index="metric", columns="audit", values="cell")
         order = sorted(table.index, key=lambda m: (M.order(m), m))
         labels = [a["label"] for a in self.audits]
@@ -177,11 +173,12 @@ def compare(
         figures += _probe_figures(audits, draws, config, notes, quiet)
     else:
         notes.append("shortcut probes not run (--no-probes)")
-    table = pd.DataFrame(figures, columns=COLUMNS[:-1])
+    table = pd.DataFrame(figures, columns=COLUMNS[:-2])
     table["n"] = table["n"].astype(int)
-    small_slice = table.metric.str.startswith("slice_") & (table.n < config.min_group_pairs)
+    few = table.metric.str.startswith("slice_") & (table.n < config.min_group_pairs)
     table["near_chance"] = [M.near_chance(m, v) for m, v in zip(table.metric, table.value)]
-    table["near_chance"] &= ~small_slice
+    table["near_chance"] &= ~few
+    table["few_pairs"] = few
     warnings += _figure_warnings(table, agree, {a.label: a.summary for a in audits})
     result = Comparison(table, agree, [r.describe() for r in rows], notes, warnings, details)
     _write(result, Path(out), config)

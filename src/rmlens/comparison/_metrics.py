@@ -62,6 +62,18 @@ def order(metric: str) -> int:
     return names.index(metric) if metric in names else len(names)
 
 
+def figure_text(value, lo=None, hi=None, n=None, few: bool = False) -> str:
+    """A figure as shown in tables: ``value [lo, hi]`` (3 decimals), ``(n N)`` after it when
+    few pairs stand behind it, an en dash when it is missing."""
+    finite = lambda x: x is not None and math.isfinite(float(x))  # noqa: E731
+    if not finite(value):
+        return "\u2013"
+    text = f"{float(value):.3f}"
+    if finite(lo) and finite(hi):
+        text += f" [{float(lo):.3f}, {float(hi):.3f}]"
+    return text + (f" (n {int(n)})" if few and n is not None else "")
+
+
 def near_chance(metric: str, value: float) -> bool:
     """An accuracy within ``NEAR_CHANCE`` of chance, or below it."""
     return (metric in ACCURACY_METRICS and isinstance(value, float) and math.isfinite(value)

@@ -18,6 +18,7 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._errors import InputError
 from rmlens._io import write_text
+from rmlens.comparison._metrics import figure_text
 
 from ._assets import CSP, CSS
 from ._html import esc, fmt, key_value_table, table, warning_box
@@ -87,12 +88,8 @@ def _image(name: str, images: dict[str, str], caption: str = "") -> str:
 
 
 def _cell(row: dict) -> str:
-    value, lo, hi = row.get("value"), row.get("lo"), row.get("hi")
-    if value is None:
-        return "\u2013"
-    text = fmt(float(value))
-    if lo is not None and hi is not None:
-        text += f" [{fmt(float(lo))}, {fmt(float(hi))}]"
+    text = figure_text(row.get("value"), row.get("lo"), row.get("hi"), row.get("n"),
+                       bool(row.get("few_pairs")))  # fmt: skip
     return text + (" \u26a0" if row.get("near_chance") else "")
 
 

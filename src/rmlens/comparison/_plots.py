@@ -23,6 +23,9 @@ def _colors(n: int) -> list:
 def plot_family(figures: pd.DataFrame, family: str, audits: list[str], path: Path) -> Path:
     """One panel per metric of ``family``: each audit's value (dot) and interval (line)."""
     rows = figures[figures.family == family]
+    few = rows.groupby("metric").few_pairs.all() if "few_pairs" in rows else pd.Series([])
+    left_out = sorted(m for m, all_few in few.items() if all_few)  # a slice of a pair or two
+    rows = rows[~rows.metric.isin(left_out)]
     metrics = sorted(rows.metric.unique(), key=lambda m: (M.order(m), m))
     colors = dict(zip(audits, _colors(len(audits))))
     audits = [a for a in audits if (rows.audit == a).any()]  # e.g. no probes for a reference
@@ -50,8 +53,13 @@ def plot_family(figures: pd.DataFrame, family: str, audits: list[str], path: Pat
             ax.set_ylim(-0.7, len(audits) - 0.3)
             ax.set_title(M.label(metric), loc="left", fontsize=10)
             ax.grid(axis="x", alpha=0.3)
-        fig.suptitle(M.FAMILIES.get(family, family) + " (dots: value; lines: bootstrap "
-                     "interval over runs)", fontsize=10)  # fmt: skip
+        title = (f"{M.FAMILIES.get(family, family)} (dots: value; lines: bootstrap interval "
+                 "over runs)")
+        if left_out:
+            shown = ", ".join(f"{M.label(m)} (n {int(figures[figures.metric == m].n.max())})"
+                              for m in left_out)  # fmt: skip
+            title += f"\nnot drawn, too few pairs: {shown}"
+        fig.suptitle(title, fontsize=10)
     return path
 
 

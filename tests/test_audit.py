@@ -199,8 +199,6 @@ def test_cli_memorize_end_to_end(tiny_encoder_dir, tmp_path, monkeypatch, capsys
             str(tiny_encoder_dir),
             "--runs",
             "5",
-            "--epochs",
-            "3",
             "--map",
             "user_id=annotator",
             "--quiet",

@@ -162,7 +162,10 @@ def test_validation_is_required_for_early_stopping_and_finetune_eval_split_is_re
     from rmlens.rewards import TrainConfig
 
     with pytest.raises(ParamError, match="early stopping needs validation pairs"):
-        AuditConfig(val_fraction=0.0).check()
+        AuditConfig(val_fraction=0.0, head=HeadConfig(head="linear")).check()
+    with pytest.raises(ParamError, match="lambda is chosen on validation pairs"):
+        AuditConfig(val_fraction=0.0).check()  # the logistic head's grid
+    AuditConfig(val_fraction=0.0, head=HeadConfig(head="logistic", l2_grid=(10.0,))).check()
     AuditConfig(val_fraction=0.0, head=HeadConfig(patience=0)).check()
     assert not AuditConfig(head=HeadConfig(patience=0)).validates
     with pytest.raises(ParamError, match="eval_fraction"):

@@ -68,7 +68,8 @@ def test_finetune_takes_every_training_option(pairs_file, tmp_path, captured, ca
 
 
 def test_shared_option_goes_to_the_chosen_mode(pairs_file, tmp_path, captured, capsys):
-    args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--epochs", "5",
+    args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--head", "linear",
+            "--epochs", "5",
             "--lr", "0.01", "--weight-decay", "0.1", "--n-boot", "50", "--cm-threshold",
             "0.2", "--abort-after", "4"]  # fmt: skip
     assert run(args, capsys)[0] == 0
@@ -210,7 +211,7 @@ def test_scoring_commands_share_the_load_options(tmp_path, pairs_file, capsys):
 
 def test_encode_batch_size_is_its_own_flag(pairs_file, tmp_path, captured, capsys):
     args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--encode-batch-size",
-            "8", "--batch-size", "16"]  # fmt: skip
+            "8", "--head", "linear", "--batch-size", "16"]  # fmt: skip
     assert run(args, capsys)[0] == 0
     assert (captured[0].encode_batch_size, captured[0].head.batch_size) == (8, 16)
 

@@ -252,8 +252,6 @@ def test_memorize_runs_on_every_converted_fixture(app, tmp_path, tiny_encoder_di
                 "2",
                 "--folds",
                 "2",
-                "--epochs",
-                "2",
                 "--quiet",
                 "--no-report",
                 *audit_flags,

@@ -61,7 +61,8 @@ def test_failing_run_is_retried_then_reported(data_file, tiny_encoder_dir, tmp_p
 
     monkeypatch.setattr(FrozenHeadTrainer, "fit_score", fit_score)
     out = tmp_path / "exp"
-    assert memorize(data_file, out, tiny_encoder_dir, "--runs", "5", "--epochs", "3") == 0
+    flags = ("--runs", "5", "--head", "linear", "--epochs", "3")
+    assert memorize(data_file, out, tiny_encoder_dir, *flags) == 0
     assert attempts.count(broken) == 3 and attempts.count(flaky) == 2 and len(attempts) == 8
     std = capsys.readouterr()
     assert "run 2 failed 3 times (RuntimeError: CUDA out of memory" in std.err
@@ -85,7 +86,8 @@ def test_failing_run_is_retried_then_reported(data_file, tiny_encoder_dir, tmp_p
 
     # the same command again retries only run 2; then the audit is complete
     monkeypatch.setattr(FrozenHeadTrainer, "fit_score", fit)
-    assert memorize(data_file, out, tiny_encoder_dir, "--runs", "5", "--epochs", "3") == 0
+    flags = ("--runs", "5", "--head", "linear", "--epochs", "3")
+    assert memorize(data_file, out, tiny_encoder_dir, *flags) == 0
     assert "incomplete" not in capsys.readouterr().err
     assert not (out / "runs" / "002" / "error.json").exists()
     summary = json.loads((out / "summary.json").read_text())
@@ -145,7 +147,8 @@ def test_full_disk_is_exit_2_and_one_line(data_file, tiny_encoder_dir, tmp_path,
 
 def test_sigkill_then_resume_equals_an_uninterrupted_audit(data_file, tiny_encoder_dir,
                                                            tmp_path):
-    args = ["--runs", "12", "--folds", "4", "--epochs", "200", "--patience", "0"]  # slow runs
+    args = ["--runs", "12", "--folds", "4", "--head", "linear", "--epochs", "200",
+            "--patience", "0"]  # slow runs
     whole = tmp_path / "whole"
     assert memorize(data_file, whole, tiny_encoder_dir, *args) == 0  # also fills the cache
     killed = tmp_path / "killed"

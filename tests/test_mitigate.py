@@ -16,9 +16,9 @@ def test_cli_mitigate_audits_each_objective_compares_and_resumes(
     length_pairs().drop(columns=["user_id"]).to_json(data, orient="records", lines=True)
     out = tmp_path / "mit"
     args = ["mitigate", "--data", str(data), "--out", str(out), "--model",
-            str(tiny_encoder_dir), "--runs", "5", "--epochs", "3", "--objectives",
-            "bt,poe,group_dro", "--bias-features", "len_words", "--no-probes", "--no-shap",
-            "--quiet"]  # fmt: skip
+            str(tiny_encoder_dir), "--runs", "5", "--head", "linear", "--epochs", "3",
+            "--objectives", "bt,poe,group_dro", "--bias-features", "len_words", "--no-probes",
+            "--no-shap", "--quiet"]  # fmt: skip
     assert main(args) == 0, capsys.readouterr().err
     err = capsys.readouterr().err
     assert "group_dro left out: no group column 'user_id'" in err

@@ -170,7 +170,7 @@ def test_cli_memorize_with_objectives(tiny_encoder_dir, tmp_path, monkeypatch, c
     data = tmp_path / "pairs.jsonl"
     length_pairs().to_json(data, orient="records", lines=True)
     base = ["memorize", "--data", str(data), "--model", str(tiny_encoder_dir), "--runs", "5",
-            "--epochs", "3", "--quiet", "--no-report"]  # fmt: skip
+            "--head", "linear", "--epochs", "3", "--quiet", "--no-report"]  # fmt: skip
     out = tmp_path / "poe"
     code = main([*base, "--out", str(out), "--objective", "poe", "--bias-features",
                  "len_words,model"])  # fmt: skip

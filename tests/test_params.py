@@ -95,7 +95,7 @@ def test_nested_configs_from_a_toml_like_dict():
     from rmlens.memorization import AuditConfig
 
     config = AuditConfig.from_dict(
-        {"runs": 10, "head": {"epochs": 3, "lr": 1}, "train": {"lora_r": 4}}
+        {"runs": 10, "head": {"head": "linear", "epochs": 3, "lr": 1}, "train": {"lora_r": 4}}
     ).check()
     assert (config.runs, config.head.epochs, config.head.lr, config.train.lora_r) == (10, 3, 1.0, 4)
     assert type(config.head.lr) is float and config.head.batch_size == 128  # defaults kept

@@ -140,3 +140,24 @@ def test_missing_ray_is_a_clear_input_error(monkeypatch, tmp_path):
     with pytest.raises(InputError, match=r"pip install 'rmlens\[ray\]'"):
         audit(make_pairs(), config(backend="ray"), tmp_path / "x", quiet=True)
     assert not (tmp_path / "x").exists()
+
+
+def test_paired_audit_under_ray_gives_the_local_tables(ray_session, tiny_encoder_dir, tmp_path):
+    pairs = make_pairs()
+    cache = tmp_path / "cache"
+    cfg = AuditConfig(runs=6, folds=3, n_boot=40, estimator="paired", check_exact=2)
+
+    def trainer():
+        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head, cache_dir=cache,
+                                 check_exact=2)  # fmt: skip
+
+    local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
+    remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),
+                   quiet=True)  # fmt: skip
+    pd.testing.assert_frame_equal(local, remote)
+    scores = pd.read_parquet(tmp_path / "ray" / "runs/003/scores.parquet")
+    assert scores.p_cf.notna().any()
+    here = pd.read_parquet(tmp_path / "local/runs/003/scores.parquet")
+    pd.testing.assert_frame_equal(scores, here)
+    summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert summary["estimator"] == "paired" and summary["exactness"]["groups"] == 12

@@ -189,8 +189,8 @@ def cm_reliability_at(out, runs: int) -> float:
     """CM's Spearman-Brown reliability from the first ``runs`` runs on disk (K = 2)."""
     from rmlens.memorization._runs import load_matrices
 
-    _, finished, p, member, val = load_matrices(out, runs)
-    rel = split_half(p, member, val, np.asarray(finished) // K, folds=K, seed=0)
+    m = load_matrices(out, runs)
+    rel = split_half(m.p, m.member, m.val, np.asarray(m.runs) // K, folds=K, seed=0)
     return rel["cm"]["spearman_brown"]
 
 
@@ -274,7 +274,8 @@ def test_cli_target_reliability(tmp_path, monkeypatch, capsys):
     )
     out = tmp_path / "cli"
     args = ["memorize", "--data", str(data), "--out", str(out), "--folds", "2", "--runs", "4",
-            "--patience", "0", "--n-boot", "0", "--quiet", "--no-report"]  # fmt: skip
+            "--head", "linear", "--patience", "0", "--n-boot", "0", "--quiet",
+            "--no-report"]  # fmt: skip
     assert main([*args, "--target-reliability", "0.8", "--max-runs", "40"]) == 0
     status = json.loads((out / "summary.json").read_text())["target_reliability"]
     printed = capsys.readouterr().out

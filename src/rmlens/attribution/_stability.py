@@ -11,10 +11,10 @@ the same features.
 How. The audit's finished whole repeats of the plan are split into two halves, alternating
 (repeats 0, 2, 4, ... against 1, 3, ...), as the split-half reliability of the audit does
 (``rmlens.memorization._reliability``); each half estimates TM, TG, CM per pair with the
-audit's estimator (``_estimate._means``: mean of sigmoids over in- and out-runs, validation
-pairs neither). The same regressor and SHAP are then fit to each half's targets, on the
-same pairs and the same explained rows, and the two importance tables (mean |SHAP| per
-feature) are compared:
+audit's estimator (``_estimate.side_means``: mean of sigmoids over in- and out-runs, or of
+the paired in- and out-side probabilities; validation pairs neither). The same regressor
+and SHAP are then fit to each half's targets, on the same pairs and the same explained rows,
+and the two importance tables (mean |SHAP| per feature) are compared:
 
     rank_spearman = Spearman correlation of the two importances across all features
     top10_overlap = |top10(half 1) & top10(half 2)| / 10
@@ -155,7 +155,7 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     InputError
         No runs or no plan, or fewer than 2 finished whole repeats; the message says which.
     """
-    from rmlens.memorization._estimate import _means
+    from rmlens.memorization._estimate import side_means
     from rmlens.memorization._plan import runs_per_repeat
     from rmlens.memorization._reliability import complete_repeats, same_partition
     from rmlens.memorization._runs import load_matrices
@@ -169,15 +169,15 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
         raise InputError(f"{out}: no runs/ of an audit")
     folds = int(record.get("folds_used", audit.get("folds", 5)))
     k = runs_per_repeat(audit.get("plan", "kfold"), folds)
-    ids, finished, p, member, val = load_matrices(out)  # the plan's runs (plan.parquet)
-    repeat = np.asarray(finished) // k
+    runs = load_matrices(out)  # the plan's runs (plan.parquet)
+    ids, repeat = runs.ids, np.asarray(runs.runs) // k
     whole = complete_repeats(repeat, k)
     if len(whole) < 2:
         raise InputError(f"{len(whole)} finished whole repeat(s) of the plan; two halves need 2")
     first, second = whole[0::2], whole[1::2]  # alternating, as the split-half reliability
     weights = np.column_stack([np.isin(repeat, first), np.isin(repeat, second)]).astype(float)
     # validation pairs count neither in nor out for their run (as in the audit's estimate)
-    tm, tg = _means(np.where(val, np.nan, p), member, weights)  # (n_pairs, 2) each
+    tm, tg = side_means(*runs.sides(), weights)  # (n_pairs, 2) each
     tables = [pd.DataFrame({"id": ids.to_numpy(), "tm": tm[:, h], "tg": tg[:, h],
                             "cm": tm[:, h] - tg[:, h]}) for h in (0, 1)]
     same = same_partition(pd.read_parquet(out / "plan.parquet"), k)

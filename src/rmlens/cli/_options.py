@@ -268,9 +268,13 @@ def _refusal(opt: str, owners: list[Section], values: dict[str, Any]) -> str:
     return f"{opt} applies to {wanted} only (here {flag(mode)} {values.get(mode)})"
 
 
-def save_config(config: Any, path: Path, **tables: Any) -> Path:
+def save_config(
+    config: Any, path: Path, *, sections: list[Section] | None = None, **tables: Any
+) -> Path:
     """Write the resolved config as TOML (loadable with ``--config``); None values left out.
 
+    ``sections``: the command's sections; a nested table whose section does not apply (the
+    ``[train]`` table of a frozen audit) is left out, as ``--config`` would refuse it.
     ``tables`` adds the command's other configs as TOML tables (``synth=SynthConfig(...)``).
     """
     import tomli_w
@@ -280,7 +284,11 @@ def save_config(config: Any, path: Path, **tables: Any) -> Path:
     def clean(d: dict) -> dict:  # to_dict gives lists already; TOML has no None
         return {k: clean(v) if isinstance(v, dict) else v for k, v in d.items() if v is not None}
 
-    data = config.to_dict() | {k: v.to_dict() for k, v in tables.items()}
+    data = config.to_dict()
+    for section in (sections or [])[1:]:
+        if not section.applies(data):
+            data.pop(section.key, None)
+    data |= {k: v.to_dict() for k, v in tables.items()}
     text = tomli_w.dumps(clean(data))
     return write_atomic(path, lambda tmp: tmp.write_text(text))
 

@@ -9,18 +9,18 @@ import typer
 from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
-from rmlens.memorization._config import AuditConfig, audit_train
+from rmlens.memorization._config import AuditConfig, audit_head, audit_train
 from rmlens.rewards._config import HeadConfig, TrainConfig
 
 # The audit owns these: one backbone, one length and one seed for every run.
 TRAIN_OWNED_BY_AUDIT = ("model", "max_length", "seed", "ensemble")
-DEMO_HEAD = HeadConfig(head="mlp")
 DEMO_SYNTH = SynthConfig(n_pairs=1500, n_users=30)
 
 
 AUDIT = [
     Section(AuditConfig),
-    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen")),
+    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
+            defaults=audit_head()),
     Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
             defaults=audit_train()),
 ]
@@ -57,7 +57,7 @@ def memorize(
     config = resolve(ctx, AUDIT, options)
     pairs = load_table(data, column_map)
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet)
-    save_config(config, out / "config.toml")
+    save_config(config, out / "config.toml", sections=AUDIT)
 
 
 def run_audit(
@@ -94,6 +94,17 @@ def print_summary(out: Path) -> None:
     quality = summary.get("rm_quality")
     if quality:
         console.print(quality_table(quality, summary.get("validation") or {}))
+    if summary.get("estimator_note"):
+        console.print(f"Estimator: {summary['estimator_note']}", markup=False)
+    exact = summary.get("exactness")
+    if exact:
+        console.print(
+            f"Exactness against {exact['groups']} refitted groups: |p_cf - p_refit| median "
+            f"{exact['median_abs_error']:.2g}, max {exact['max_abs_error']:.2g} (true effects: "
+            f"median {exact['median_abs_effect']:.3f}); effect Spearman "
+            f"{exact['effect_spearman']:.4f}",
+            markup=False,
+        )
     reliability = summary.get("reliability")
     if reliability:
         console.print(reliability_table(reliability))
@@ -203,7 +214,7 @@ def quality_table(quality: dict, validation: dict):
 DEMO = [
     Section(AuditConfig),
     Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
-            defaults=DEMO_HEAD),
+            defaults=audit_head()),
     Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
             defaults=audit_train()),
 ]
@@ -233,7 +244,7 @@ def demo(
     config = resolve(ctx, DEMO, options, ignore=("synth",))
     synth = resolve(ctx, DEMO_DATA, options, table="synth").replace(seed=config.seed)
     run_audit(synthesize(synth), config, out, attribute=attribute, report=True, quiet=quiet)
-    save_config(config, out / "config.toml", synth=synth)
+    save_config(config, out / "config.toml", sections=DEMO, synth=synth)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,7 @@ import typer
 from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.comparison._config import CompareConfig, MitigateConfig
-from rmlens.memorization._config import AuditConfig, audit_train
+from rmlens.memorization._config import AuditConfig, audit_head, audit_train
 from rmlens.rewards._config import HeadConfig, TrainConfig
 
 # the audit owns these (as in memorize); the objective is what mitigate varies
@@ -17,7 +17,8 @@ TRAIN_OWNED = ("model", "max_length", "seed", "ensemble", "objective")
 
 AUDIT = [
     Section(AuditConfig, skip=("target_reliability", "max_runs")),
-    Section(HeadConfig, key="head", skip=("seed", "objective"), when=("mode", "frozen")),
+    Section(HeadConfig, key="head", skip=("seed", "objective"), when=("mode", "frozen"),
+            defaults=audit_head()),
     Section(TrainConfig, key="train", skip=TRAIN_OWNED, when=("mode", "finetune"),
             defaults=audit_train()),
 ]  # fmt: skip
@@ -56,7 +57,8 @@ def mitigate(
     pairs = load_table(data, column_map)
     result = run_mitigate(pairs, out, config, objectives=plan.objectives,
                           compare_config=compare_config, quiet=quiet)  # fmt: skip
-    save_config(config, out / "config.toml", mitigate=plan, compare=compare_config)
+    save_config(config, out / "config.toml", sections=AUDIT, mitigate=plan,
+                compare=compare_config)
     page = write_compare_report(out)
     result.files += ["config.toml", page.name]
     print_comparison(result, out)

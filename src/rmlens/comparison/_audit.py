@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
+from scipy.special import expit, logit
 
 from rmlens._errors import InputError
 
@@ -44,6 +45,10 @@ class Audit:
         Each run's rewards; NaN where the run did not score the pair.
     member, val : ndarray of shape (n_pairs, n_runs), bool
         Trained on (``train_ids``) and validation pairs (``val_ids``) of each run.
+    cf_delta : ndarray of shape (n_pairs, n_runs) or None
+        A paired audit: logit(p_cf) - logit(p), how much each pair's margin moves when its
+        group is removed or added; None for brute force. A reference row keeps it, so its
+        counterfactual margins move with its scores.
     table : DataFrame of n_pairs rows
         ``memorization.parquet``, in the order of ``ids``.
     reference : str or None
@@ -62,6 +67,13 @@ class Audit:
     val: np.ndarray
     table: pd.DataFrame
     reference: str | None = None
+    cf_delta: np.ndarray | None = None
+
+    def probabilities(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """p = sigmoid(r+ - r-) of every pair under every run, and the paired p_cf (None
+        for a brute-force audit): what ``rmlens.memorization.memorization_scores`` reads."""
+        p_cf = None if self.cf_delta is None else expit(self.margins + self.cf_delta)
+        return expit(self.margins), p_cf
 
     @property
     def margins(self) -> np.ndarray:
@@ -110,6 +122,7 @@ class Audit:
             "plan": cfg.get("plan"),
             "seed": cfg.get("seed"),
             "runs": len(self.runs),
+            "estimator": "brute" if self.cf_delta is None else "paired",
             "n_pairs": len(self.ids),
             "group_by": self.group_by,
             "data_sha1": self.fingerprint,
@@ -195,7 +208,12 @@ def load_audit(path: str | Path, label: str) -> Audit:
         n_runs = int(plan_runs.to_numpy().max()) + 1 if len(plan_runs) else 0
     except Exception as err:  # noqa: BLE001 - an unreadable plan is bad input
         raise InputError(f"{path / 'plan.parquet'}: not a readable plan ({err})") from None
-    ids, runs, _, member, val = load_matrices(path, n_runs)  # InputError: no finished run
+    matrices = load_matrices(path, n_runs)  # InputError: no finished run
+    ids, runs, member, val = matrices.ids, matrices.runs, matrices.member, matrices.val
+    cf_delta = None
+    if matrices.p_cf is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cf_delta = logit(matrices.p_cf) - logit(matrices.p)
     r_c = np.full(member.shape, np.nan)
     r_r = np.full(member.shape, np.nan)
     for j, run in enumerate(runs):
@@ -217,4 +235,4 @@ def load_audit(path: str | Path, label: str) -> Audit:
     table = table.reset_index()
     return Audit(label=label, path=path, record=record, summary=summary, ids=ids,
                  runs=list(runs), r_chosen=r_c, r_rejected=r_r, member=member, val=val,
-                 table=table)  # fmt: skip
+                 table=table, cf_delta=cf_delta)  # fmt: skip

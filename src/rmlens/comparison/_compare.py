@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy.special import expit
 
 import rmlens
 from rmlens._errors import InputError
@@ -305,15 +304,15 @@ def _margin_figures(rows, draws, config, details, quiet) -> list[dict]:
         if not np.isfinite(m).any():
             continue
         terc = margin_terciles(m)
-        p = expit(row.margins)
-        point = pair_scores(p, row.member, row.val)
+        p, p_cf = row.probabilities()
+        point = pair_scores(p, row.member, row.val, p_cf)
         boot = np.full((config.n_boot, len(MARGIN_METRICS)), np.nan)
         block = 50  # draws at a time: memory about n_pairs x block x 3 floats
         with progress_bar(f"bootstrap {row.label}", total=config.n_boot, quiet=quiet) as advance:
             for start in range(0, config.n_boot, block):
                 chunk = draws[row.label][start:start + block]
                 scores = pair_score_draws(p, row.member, row.val,
-                                          draw_weights(chunk, len(row.runs)))  # fmt: skip
+                                          draw_weights(chunk, len(row.runs)), p_cf)  # fmt: skip
                 for k in range(len(chunk)):
                     boot[start + k] = margin_figures(scores[k], m, terc, correlation=False)
                 advance(len(chunk))
@@ -338,7 +337,10 @@ def _agreement(audits: list[Audit]) -> pd.DataFrame:
     pair's score noisier and pulls the correlation toward 0 (see ``_margin_figures``); the
     ceiling is what says how much agreement the noise allows."""
     records = []
-    point = {a.label: pair_scores(expit(a.margins), a.member, a.val) for a in audits}
+    point = {}
+    for a in audits:
+        p, p_cf = a.probabilities()
+        point[a.label] = pair_scores(p, a.member, a.val, p_cf)
     for a, b in itertools.combinations(audits, 2):
         ra, rb = common_rows(a.ids, b.ids)
         sa, sb = point[a.label][ra], point[b.label][rb]

@@ -36,26 +36,29 @@ def margin_terciles(margin: np.ndarray) -> np.ndarray:
     return out
 
 
-def pair_scores(p: np.ndarray, member: np.ndarray, val: np.ndarray) -> np.ndarray:
-    """TM, TG, CM per pair from all runs, (n_pairs, 3): ``memorization_scores``."""
+def pair_scores(p: np.ndarray, member: np.ndarray, val: np.ndarray,
+                p_cf: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """TM, TG, CM per pair from all runs, (n_pairs, 3): ``memorization_scores`` (paired
+    where ``p_cf`` is given)."""
     from rmlens.memorization import memorization_scores
 
     p = np.where(val, np.nan, p)  # validation pairs: neither in nor out for that run
-    table = memorization_scores(p, member, n_boot=0)
+    p_cf = None if p_cf is None else np.where(val, np.nan, p_cf)
+    table = memorization_scores(p, member, p_cf=p_cf, n_boot=0)
     return table[["tm", "tg", "cm"]].to_numpy(float)
 
 
-def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray,
-                     weights: np.ndarray) -> np.ndarray:  # fmt: skip
+def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray, weights: np.ndarray,
+                     p_cf: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """TM, TG, CM per pair under each bootstrap draw of runs, (n_draws, n_pairs, 3).
 
     ``weights`` (n_draws, n_runs): how often each run is drawn. The audit's own estimator
-    (``memorization._estimate._means``, the core of ``memorization_scores``) with run
-    weights: TM_i = sum_r w_r p_ir [in] / sum_r w_r [in], TG likewise over out-runs.
+    (``memorization._estimate.side_means``, the core of ``memorization_scores``) with run
+    weights: TM_i = sum_r w_r p_in_ir / sum_r w_r [r gives an in-side], TG likewise.
     """
-    from rmlens.memorization._estimate import _means
+    from rmlens.memorization._estimate import run_sides, side_means
 
-    tm, tg = _means(np.where(val, np.nan, p), member, weights.T)  # (n_pairs, n_draws) each
+    tm, tg = side_means(*run_sides(p, member, val, p_cf), weights.T)  # (n_pairs, n_draws)
     return np.stack([tm.T, tg.T, (tm - tg).T], axis=2)
 
 

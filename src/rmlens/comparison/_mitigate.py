@@ -26,8 +26,9 @@ from rmlens.rewards._objectives import BIAS_OBJECTIVES
 
 
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
-    """The objectives this data supports, and a note for each one left out: ``group_dro``
-    needs its group column (``dro_groups``, default ``user_id``)."""
+    """The objectives this data and head support, and a note for each one left out:
+    ``group_dro`` needs its group column (``dro_groups``, default ``user_id``) and a head
+    trained by gradient steps (not the logistic head, which is solved)."""
     trainer = config.head if config.mode == "frozen" else config.train
     kept, notes = [], []
     for name in dict.fromkeys(objectives):
@@ -35,6 +36,11 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
             raise InputError(f"--objectives: unknown objective {name!r}; one of "
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
+        if name == "group_dro" and config.mode == "frozen" and config.head.convex:
+            notes.append("group_dro left out: its group weights move with gradient steps, and "
+                         "--head logistic is solved to its optimum (--head linear or mlp "
+                         "train it)")  # fmt: skip
+            continue
         if name == "group_dro" and column not in pairs:
             notes.append(f"group_dro left out: no group column '{column}' (--dro-groups)")
             continue

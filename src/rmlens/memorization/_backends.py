@@ -88,7 +88,10 @@ class LocalBackend:
                     error = err
                 if error is None:
                     save = getattr(result.model, "save", None)
-                    yield job, RunOutput(result.r_chosen, result.r_rejected, result.metrics, save)
+                    yield job, RunOutput(
+                        result.r_chosen, result.r_rejected, result.metrics, save,
+                        getattr(result, "p", None), getattr(result, "p_cf", None),
+                    )  # fmt: skip
                     break
                 if attempt < attempts:
                     note_retry(job, attempt, attempts, error, quiet)

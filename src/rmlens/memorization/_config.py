@@ -28,6 +28,12 @@ EXECUTION_FIELDS = (
 # audit's real run count; with a target now, it is where the audit starts from.
 GROWTH_FIELDS = ("target_reliability", "max_runs")
 MAX_RUNS = 200  # default cap of an audit with a target reliability
+ESTIMATORS = ("paired", "brute")
+
+
+def audit_head() -> HeadConfig:
+    """Frozen runs of an audit: the convex head, whose paired counterfactuals are exact."""
+    return HeadConfig(head="logistic")
 
 
 # Fields the audit sets for its trainer too: the audit's value is used for every run (each
@@ -123,7 +129,25 @@ class AuditConfig(Config):
             "of that run."
         },
     )
-    head: HeadConfig = field(default_factory=HeadConfig)
+    estimator: str | None = field(
+        default=None,
+        metadata={
+            "help": "paired: every run also scores each pair with its group removed (if in) "
+            "or added (if out), by one Newton step of the convex head (--head logistic), so "
+            "every run counts for every pair; brute: compare a pair's in-runs with its "
+            "out-runs (any head or mode).",
+            "unset": "paired with --head logistic unless one group holds more than a tenth "
+            "of a run's training pairs, else brute",
+        },
+    )
+    check_exact: int = field(
+        default=0,
+        metadata={
+            "help": "Paired estimator: per run, refit the head exactly with this many random "
+            "groups removed or added, and report how far the Newton step is from the refits."
+        },
+    )
+    head: HeadConfig = field(default_factory=audit_head)
     mode: str = field(
         default="frozen",
         metadata={
@@ -171,6 +195,8 @@ class AuditConfig(Config):
         "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
+        "estimator": (lambda x: x is None or x in ESTIMATORS, "None, 'paired' or 'brute'"),
+        "check_exact": (non_negative_int, "an int >= 0"),
         "val_fraction": (unit_interval, "a float in [0, 1)"),
         "mode": ("frozen", "finetune"),
         "backend": BACKENDS,
@@ -198,6 +224,38 @@ class AuditConfig(Config):
             self._check_shared(nested, names)
         self._check_validation()
         self._check_growth()
+        self._check_estimator()
+
+    @property
+    def pairable(self) -> bool:
+        """Whether the runs can give paired counterfactuals: frozen, the convex head."""
+        return self.mode == "frozen" and self.head.convex
+
+    def _check_estimator(self) -> None:
+        here = f"--mode {self.mode}" + (f", --head {self.head.head}" if self.mode == "frozen"
+                                        else "")  # fmt: skip
+        if self.estimator == "paired" and not self.pairable:
+            raise ParamError(
+                "estimator", "AuditConfig",
+                f"brute or unset with {here} (paired needs --mode frozen and --head logistic: "
+                "its counterfactuals are Newton steps of the convex head)", self.estimator,
+                message=(
+                    "--estimator paired applies to --mode frozen with --head logistic only "
+                    f"(here {here}): its counterfactuals are exact Newton steps of the convex "
+                    "head; use --estimator brute"
+                ),
+            )  # fmt: skip
+        if self.check_exact and (self.estimator == "brute" or not self.pairable):
+            raise ParamError(
+                "check_exact", "AuditConfig",
+                f"0 with {here}" + (", --estimator brute" if self.estimator == "brute" else "")
+                + " (it checks the paired estimator's counterfactuals)", self.check_exact,
+                message=(
+                    "--check-exact applies to the paired estimator only (--mode frozen, "
+                    f"--head logistic, --estimator paired or unset; here {here}"
+                    + (", --estimator brute" if self.estimator == "brute" else "") + ")"
+                ),
+            )  # fmt: skip
 
     def _check_growth(self) -> None:
         if self.target_reliability is None and self.max_runs != MAX_RUNS:
@@ -226,17 +284,33 @@ class AuditConfig(Config):
 
     @property
     def patience(self) -> int:
-        """Early-stopping patience of the mode's trainer (``head`` or ``train``)."""
-        return self.head.patience if self.mode == "frozen" else self.train.patience
+        """Early-stopping patience of the mode's trainer (``head`` or ``train``); 0 for the
+        logistic head, which is solved, not stopped."""
+        if self.mode == "frozen":
+            return 0 if self.head.convex else self.head.patience
+        return self.train.patience
+
+    @property
+    def reads_validation(self) -> bool:
+        """Whether the runs' training makes a choice on validation pairs: early stopping,
+        or the logistic head's lambda."""
+        return self.head.validates if self.mode == "frozen" else self.train.patience > 0
 
     @property
     def validates(self) -> bool:
-        """Whether each run sets validation groups aside (early stopping needs them)."""
-        return self.val_fraction > 0 and self.patience > 0
+        """Whether each run sets validation groups aside (its choices need them)."""
+        return self.val_fraction > 0 and self.reads_validation
 
     def regime(self) -> str:
         """The training regime of every run, in words (``config.json``'s ``regime``)."""
-        if self.mode == "frozen":
+        if self.mode == "frozen" and self.head.convex:
+            grid = ", ".join(f"{x:g}" for x in self.head.l2_grid)
+            what = (
+                f"frozen {self.model} features, one logistic head per run: linear "
+                "Bradley-Terry with an L2 penalty solved to its optimum (Newton's method), "
+                f"lambda from {{{grid}}}"
+            )
+        elif self.mode == "frozen":
             h = self.head
             what = (
                 f"frozen {self.model} features, one {h.head} head per run: AdamW lr {h.lr:g}, "
@@ -250,6 +324,15 @@ class AuditConfig(Config):
                 "epochs"
             )
         what += _objective_words(self.head if self.mode == "frozen" else self.train)
+        if self.mode == "frozen" and self.head.convex:
+            if not self.validates:
+                return what + "; the largest lambda (no validation pairs)"
+            return what + (
+                f", the one with the lowest validation loss on validation pairs, "
+                f"{self.val_fraction:g} of each run's training groups (never its held-out "
+                "groups); a run trains only on its other training pairs, and its validation "
+                "pairs count neither in nor out"
+            )
         if not self.validates:
             return what + "; every epoch trained (no early stopping, no validation pairs)"
         return what + (
@@ -265,6 +348,18 @@ class AuditConfig(Config):
         # its own training groups. Early stopping without them, or fine-tuning's pair-level
         # eval split (pairs of the run's training groups that it never trains on), is refused.
         nested = "head" if self.mode == "frozen" else "train"
+        if self.mode == "frozen" and self.head.convex and self.head.validates:
+            if not self.val_fraction:
+                raise ParamError(
+                    "val_fraction", "AuditConfig", "a float in (0, 1) with head='logistic' "
+                    "and more than one l2_grid value", self.val_fraction,
+                    message=(
+                        "--val-fraction must be > 0 with --head logistic and "
+                        f"{len(self.head.l2_grid)} --l2-grid values: lambda is chosen on "
+                        "validation pairs. Set --val-fraction > 0, or give one --l2-grid value."
+                    ),
+                )  # fmt: skip
+            return
         if self.patience and not self.val_fraction:
             raise ParamError(
                 "val_fraction",

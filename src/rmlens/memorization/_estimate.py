@@ -1,10 +1,16 @@
 """Counterfactual memorization estimators (DESIGN.md section 3).
 
-With p_ir = sigmoid(r+_ir - r-_ir) for pair i under run r's RM:
+With p_ir = sigmoid(r+_ir - r-_ir) for pair i under run r's RM, the brute-force estimator:
 
     TM_i = mean of p_ir over runs whose training set contains pair i
     TG_i = mean of p_ir over runs whose training set excludes pair i
     CM_i = TM_i - TG_i
+
+The paired estimator also has, from every run, p_cf_ir: pair i under run r's RM with i's
+group removed (if r trained on it) or added (if r held it out). Every run then gives pair i
+an in-side probability (p_ir if in, else p_cf_ir) and an out-side one (p_cf_ir if in, else
+p_ir), and TM_i, TG_i are the means of the in-side and out-side probabilities over the runs:
+CM_i is a mean of paired differences, so the between-run noise cancels.
 
 The sigmoid is applied per run before averaging; CM is never clipped. Only runs that scored a
 pair (a finite p_ir) count for it, in n_in and n_out as in the means; a pair left with no
@@ -24,20 +30,40 @@ MIN_RUNS_FOR_INTERVAL = 2
 COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
 
 
-def _means(p: np.ndarray, member: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+def run_sides(
+    p: np.ndarray, member: np.ndarray, val: np.ndarray | None = None, p_cf: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The in-side and out-side probability of every (pair, run), NaN where a run gives none.
+
+    ``p``, ``member``, ``val``, ``p_cf``: (n_pairs, n_runs). A run's validation pairs
+    (``val``) are neither in nor out. Brute force (``p_cf`` None): p is in-side where the
+    run trained on the pair, else out-side. Paired: the run's p is one side and its
+    counterfactual p_cf the other.
+    """
+    if val is not None:
+        p = np.where(val, np.nan, p)
+    if p_cf is None:
+        return np.where(member, p, np.nan), np.where(member, np.nan, p)
+    if val is not None:
+        p_cf = np.where(val, np.nan, p_cf)
+    return np.where(member, p, p_cf), np.where(member, p_cf, p)
+
+
+def side_means(
+    p_in: np.ndarray, p_out: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """TM, TG for run weights (n_runs, n_draws): (n_pairs, n_draws) each.
 
-    Only runs that scored a pair count for it: a NaN in ``p`` is neither in nor out.
+    Weighted means of the in-side and out-side probabilities (:func:`run_sides`); only runs
+    that gave a side count for it (a NaN is no run of that side).
     """
-    scored = ~np.isnan(p)
-    p = np.where(scored, p, 0.0)
-    inside, outside = member & scored, ~member & scored
+    has_in, has_out = ~np.isnan(p_in), ~np.isnan(p_out)
     w32 = weights.astype(np.float32)
-    n_in = (inside.astype(np.float32) @ w32).astype(np.float64)  # exact: integer counts
-    n_out = (outside.astype(np.float32) @ w32).astype(np.float64)
+    n_in = (has_in.astype(np.float32) @ w32).astype(np.float64)  # exact: integer counts
+    n_out = (has_out.astype(np.float32) @ w32).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tm = ((p * inside) @ weights) / n_in
-        tg = ((p * outside) @ weights) / n_out
+        tm = (np.where(has_in, p_in, 0.0) @ weights) / n_in
+        tg = (np.where(has_out, p_out, 0.0) @ weights) / n_out
     return tm, tg
 
 
@@ -68,6 +94,7 @@ def memorization_scores(
     p: np.ndarray,
     member: np.ndarray,
     *,
+    p_cf: np.ndarray | None = None,
     n_boot: int = 1000,
     level: float = 0.95,
     seed: int = 0,
@@ -82,6 +109,11 @@ def memorization_scores(
         the pair (that run then counts neither in ``n_in`` nor in ``n_out``).
     member : ndarray of shape (n_pairs, n_runs), bool
         Whether the run trained on the pair (from the run manifests).
+    p_cf : ndarray of shape (n_pairs, n_runs), optional
+        The paired estimator: each pair under each run's RM with its group removed (where
+        ``member``) or added (elsewhere); NaN where not scored. Without it, brute force.
+        ``n_in`` and ``n_out`` count the runs that gave an in-side and an out-side
+        probability (paired: every run that scored the pair gives both).
     n_boot : int, default=1000
         Bootstrap resamples of the runs (0: no intervals). An interval is NaN where it
         rests on fewer than 2 runs (TM: in-runs; TG: out-runs; CM: either).
@@ -89,9 +121,12 @@ def memorization_scores(
         Pairs per block: memory is bounded by about 8 arrays of chunk x n_boot floats
         (130 MB at the defaults), whatever the number of pairs.
     """
-    p = np.asarray(p, dtype=np.float64)
-    member = np.asarray(member, dtype=bool)
-    n_pairs, n_runs = p.shape
+    p_in, p_out = run_sides(
+        np.asarray(p, dtype=np.float64),
+        np.asarray(member, dtype=bool),
+        p_cf=None if p_cf is None else np.asarray(p_cf, dtype=np.float64),
+    )
+    n_pairs, n_runs = p_in.shape
     rng = np.random.default_rng(seed)
     weights = np.zeros((n_runs, 0))
     if n_boot > 0:
@@ -103,13 +138,12 @@ def memorization_scores(
     out = np.full((n_pairs, len(COLUMNS)), np.nan)
     for start in range(0, n_pairs, chunk):
         rows = slice(start, start + chunk)
-        tm, tg = (x[:, 0] for x in _means(p[rows], member[rows], once))
+        tm, tg = (x[:, 0] for x in side_means(p_in[rows], p_out[rows], once))
         out[rows, 0], out[rows, 1], out[rows, 2] = tm, tg, tm - tg
-        scored = ~np.isnan(p[rows])  # a run that did not score a pair is no run of it
-        out[rows, 3] = (member[rows] & scored).sum(1)
-        out[rows, 4] = (~member[rows] & scored).sum(1)
+        out[rows, 3] = (~np.isnan(p_in[rows])).sum(1)  # a run that gave no side is no run of it
+        out[rows, 4] = (~np.isnan(p_out[rows])).sum(1)
         if n_boot:
-            btm, btg = _means(p[rows], member[rows], weights)
+            btm, btg = side_means(p_in[rows], p_out[rows], weights)
             out[rows, 5:7] = _nanquantiles(btm, qs)
             out[rows, 7:9] = _nanquantiles(btg, qs)
             btm -= btg
@@ -134,6 +168,7 @@ def estimate(
     Parameters
     ----------
     scores : DataFrame with ``run``, ``id``, ``r_chosen``, ``r_rejected``
+        With ``p`` and ``p_cf`` (a paired audit's scores), the paired estimator.
     membership : DataFrame with ``run``, ``id``, ``in_train``, optionally ``validation``
         From the runs' training manifests, never from the scores. A run's validation pairs
         (``validation`` true: never trained on, read by its early stopping) count neither
@@ -149,6 +184,11 @@ def estimate(
     p = np.full((len(ids), len(runs)), np.nan)  # (n_pairs, n_runs); NaN: run did not score it
     row, col = ids.get_indexer(scores.id), np.searchsorted(runs, scores.run.to_numpy())
     p[row, col] = expit(scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy())
+    p_cf = None
+    if "p_cf" in scores:
+        p[row, col] = scores.p.to_numpy(float)
+        p_cf = np.full(p.shape, np.nan)
+        p_cf[row, col] = scores.p_cf.to_numpy(float)
     known = np.zeros(p.shape, dtype=bool)
     member = np.zeros(p.shape, dtype=bool)
     m_row = ids.get_indexer(membership.id)
@@ -162,6 +202,6 @@ def estimate(
     if "validation" in membership:
         val = membership.validation.to_numpy(bool)[ok]
         p[m_row[ok][val], m_col[ok][val]] = np.nan  # neither in nor out
-    table = memorization_scores(p, member, n_boot=n_boot, seed=seed)
+    table = memorization_scores(p, member, p_cf=p_cf, n_boot=n_boot, seed=seed)
     table.insert(0, "id", ids.to_numpy())
     return table

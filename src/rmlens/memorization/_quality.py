@@ -194,6 +194,16 @@ def validation_note(config: AuditConfig, quality: dict) -> dict:
     }
     if config.validates:
         note["runs_without_validation"] = sum(1 for r in runs if not r["n_val"])
+    lams = [r["l2"] for r in runs if "l2" in r]
+    if lams:
+        grid = sorted(config.head.l2_grid)
+        note["l2"] = {"min": min(lams), "median": float(np.median(lams)), "max": max(lams),
+                      "grid": grid}  # fmt: skip
+        if len(grid) > 1:
+            note["runs_at_grid_edge"] = {"smallest": sum(1 for x in lams if x == grid[0]),
+                                         "largest": sum(1 for x in lams if x == grid[-1])}
+        return note
+    if config.validates:
         epochs = [r["best_epoch"] for r in runs if "best_epoch" in r]
         if epochs:
             note["best_epoch"] = {"min": min(epochs), "median": float(np.median(epochs)),
@@ -205,7 +215,20 @@ def validation_note(config: AuditConfig, quality: dict) -> dict:
 
 
 def budget_warning(note: dict, n_runs: int) -> dict | None:
-    """Runs that trained every epoch of the budget: early stopping never ended them."""
+    """Runs that trained every epoch of the budget: early stopping never ended them; or
+    logistic heads whose lambda is at an edge of the grid (the best may lie beyond it)."""
+    edge = note.get("runs_at_grid_edge") or {}
+    if any(edge.values()):
+        which = [f"{n} at the {side} ({note['l2']['grid'][0 if side == 'smallest' else -1]:g})"
+                 for side, n in edge.items() if n]  # fmt: skip
+        return {
+            "code": "l2_grid_edge",
+            "message": (
+                f"of {n_runs} runs, {' and '.join(which)} lambda of --l2-grid kept the lowest "
+                "validation loss: the best penalty may lie beyond the grid; extend --l2-grid"
+            ),
+            "runs": int(sum(edge.values())),
+        }
     n = note.get("runs_at_epoch_budget", 0)
     if not n:
         return None

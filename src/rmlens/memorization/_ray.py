@@ -60,7 +60,8 @@ def fit_on_worker(trainer: PairTrainer, split, seed: int):
             files = {
                 str(f.relative_to(root)): f.read_bytes() for f in root.rglob("*") if f.is_file()
             }
-    return result.r_chosen, result.r_rejected, result.metrics, files
+    paired = getattr(result, "p", None), getattr(result, "p_cf", None)
+    return result.r_chosen, result.r_rejected, result.metrics, files, *paired
 
 
 def _saver(files: dict[str, bytes] | None):
@@ -136,13 +137,13 @@ class RayBackend:
                 job, attempt = inflight.pop(ready[0])
                 error = None
                 try:
-                    r_c, r_r, metrics, files = ray.get(ready[0])
+                    r_c, r_r, metrics, files, p, p_cf = ray.get(ready[0])
                 except InputError as err:
                     raise (getattr(err, "cause", None) or err) from None
                 except Exception as err:
                     error = err
                 if error is None:
-                    yield job, RunOutput(r_c, r_r, metrics, _saver(files))
+                    yield job, RunOutput(r_c, r_r, metrics, _saver(files), p, p_cf)
                 elif attempt < attempts:
                     note_retry(job, attempt, attempts, error, quiet)
                     inflight[task.remote(shipped, train_index(job), job.seed)] = (job, attempt + 1)

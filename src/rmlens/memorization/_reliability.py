@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
-from rmlens.memorization._estimate import _means
+from rmlens.memorization._estimate import run_sides, side_means
 
 SCORES = ("tm", "tg", "cm")
 TARGET = 0.8  # reliability that runs_for_0_8 aims at
@@ -81,6 +81,7 @@ def split_half(
     repeat: np.ndarray,
     *,
     folds: int,
+    p_cf: np.ndarray | None = None,
     n_splits: int = 20,
     seed: int = 0,
 ) -> dict:
@@ -97,6 +98,8 @@ def split_half(
         finished are used.
     folds : int
         Runs per repeat (K).
+    p_cf : ndarray of shape (n_pairs, n_runs), optional
+        The paired counterfactuals: each half then estimates with the paired estimator.
     n_splits : int, default=20
         Splits of the repeats into two halves: the alternating one, then seeded random ones.
 
@@ -124,7 +127,7 @@ def split_half(
         first, second = whole[order[0::2]], whole[order[1::2]]  # alternating: 0,2,4 / 1,3
         weights[:, 2 * j] = np.isin(repeat, first)
         weights[:, 2 * j + 1] = np.isin(repeat, second)
-    tm, tg = _means(np.where(val, np.nan, p), member, weights)  # (n_pairs, 2 * n_splits)
+    tm, tg = side_means(*run_sides(p, member, val, p_cf), weights)  # (n_pairs, 2 * n_splits)
     halves = {"tm": tm, "tg": tg, "cm": tm - tg}  # the estimator's NaN: no in- or out-runs
     out["n_splits"] = len(orders)
     for score, est in halves.items():

@@ -44,6 +44,12 @@ from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import EXECUTION_FIELDS, GROWTH_FIELDS, AuditConfig
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
+from rmlens.memorization._paired import (
+    choose_estimator,
+    exactness_summary,
+    exactness_warning,
+    group_share,
+)
 from rmlens.memorization._plan import carve_validation, make_plan, runs_per_repeat
 from rmlens.memorization._quality import (
     audit_warnings,
@@ -156,7 +162,9 @@ def _difference(old: dict, record: dict) -> str | None:
     So may the target and cap (``GROWTH_FIELDS``), and with a target now, ``runs``: the saved
     audit's runs are the first runs of the grown plan, whatever its length.
     """
-    was, will = old.get("audit") or {}, record["audit"]
+    # a setting the saved audit lacks (made before it existed) had its default's effect
+    was = _with_defaults(old.get("audit") or {}, AuditConfig().to_dict())
+    will = record["audit"]
     fixed = will.get("target_reliability") is None  # no target now: the run count is fixed
     changes = dict_changes(
         _results_part(was, runs=fixed),
@@ -188,6 +196,17 @@ def _difference(old: dict, record: dict) -> str | None:
     if settings:
         return f"another configuration: {settings}"
     return data
+
+
+def _with_defaults(saved: dict, defaults: dict) -> dict:
+    """``saved`` with every key it lacks (nested too) taken from ``defaults``."""
+    out = dict(saved)
+    for key, value in defaults.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = _with_defaults(out[key], value)
+    return out
 
 
 def _prepare_dir(out: Path, record: dict) -> dict | None:
@@ -231,6 +250,7 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
         max_length=config.max_length,
         batch_size=config.encode_batch_size,
         bias=bias,
+        check_exact=config.check_exact,
     )
 
 
@@ -292,10 +312,15 @@ def audit(
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
     k = runs_per_repeat(config.plan, folds)
     first = _first_runs(config, k)
+    estimator, estimator_note, estimator_warning = choose_estimator(
+        config, group_share(groups, config, folds)
+    )
     record = {
         "version": rmlens.__version__,
         "audit": config.resolved().to_dict(),
-        "regime": config.regime(),
+        "regime": f"{config.regime()}; estimator {estimator_note}",
+        "estimator": estimator,
+        "estimator_note": estimator_note,
         "data_sha1": data_fingerprint(pairs, group_col),
         "n_pairs": len(pairs),
         "group_by": group_col,
@@ -318,6 +343,9 @@ def audit(
             )
     if not quiet:
         stderr.print(f"{len(pairs)} pairs, {groups.nunique()} groups: {note}")
+        stderr.print(f"estimator: {estimator_note}", markup=False)
+    if estimator_warning:
+        print(f"warning: {estimator_warning['message']}", file=sys.stderr)
     with ExitStack() as session:
         execute = kept = None
         while True:
@@ -327,7 +355,9 @@ def audit(
                 if execute is None:  # the backend and the trainer once, when a run needs them
                     trainer = trainer or default_trainer(config, bias)
                     execute = session.enter_context(make_backend(config).session(quiet=quiet))
-                    kept = np.asarray(trainer.prepare(pairs, quiet=quiet), dtype=bool)
+                    kept = np.asarray(
+                        _prepare(trainer, pairs, groups, estimator, quiet), dtype=bool
+                    )
                 _run_all(
                     execute, trainer, pairs, groups, plan, kept, pending, config, n_runs, out,
                     quiet,
@@ -358,6 +388,19 @@ def audit(
     if status.get("reached"):
         print(status["message"], file=sys.stderr)  # not reached: among the warnings above
     return table
+
+
+def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, estimator: str, quiet: bool):
+    """``trainer.prepare``; with the paired estimator it also gets the groups, whose
+    removal or addition each run's counterfactuals are of."""
+    if estimator != "paired":
+        return trainer.prepare(pairs, quiet=quiet)
+    if not getattr(trainer, "counterfactuals", False):
+        raise InputError(
+            f"--estimator paired: the trainer ({type(trainer).__name__}) gives no paired "
+            "counterfactuals (the frozen logistic head does); use --estimator brute"
+        )
+    return trainer.prepare(pairs, quiet=quiet, groups=groups.to_numpy())
 
 
 def _first_runs(config: AuditConfig, k: int) -> int:
@@ -402,15 +445,17 @@ def _write_plan(
 
 def _target_now(out: Path, config: AuditConfig, n_runs: int, k: int) -> dict:
     """Whether the audit stops adding repeats (``target_status``), from the runs on disk."""
-    _, finished, p, member, val = load_matrices(out, n_runs)
-    reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
+    m = load_matrices(out, n_runs)
+    reliability = split_half(
+        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed
+    )
     return target_status(
         reliability,
         config.target_reliability,
         runs=n_runs,
         max_runs=config.max_runs,
         folds=k,
-        missing=n_runs - len(finished),
+        missing=n_runs - len(m.runs),
     )
 
 
@@ -491,6 +536,8 @@ def _run_all(
                 "quality": run_quality(p, kept & member[job.run], kept & val[job.run]),
                 "metrics": outcome.metrics,
             }
+            if outcome.p_cf is not None:
+                manifest["estimator"] = "paired"
             with output_errors(out):
                 write_run(out, job.run, ids, kept, outcome, manifest)
     with output_errors(out):
@@ -513,19 +560,27 @@ def finish(
     plan = pd.read_parquet(out / "plan.parquet")
     n_runs = plan_runs(out)
     config = config.replace(runs=n_runs)  # the real run count (coverage_warning reads it)
-    ids, finished, p, member, val = load_matrices(out, n_runs)
+    m = load_matrices(out, n_runs)
+    ids, finished = m.ids, m.runs
     # A run's validation pairs count neither in nor out for it: it took no gradients on
     # them, and its early stopping read them (as out-pairs they would bias TG upwards).
+    p_cf = None if m.p_cf is None else np.where(m.val, np.nan, m.p_cf)
     table = memorization_scores(
-        np.where(val, np.nan, p), member, n_boot=config.n_boot, seed=config.seed
-    )
+        np.where(m.val, np.nan, m.p), m.member, p_cf=p_cf, n_boot=config.n_boot,
+        seed=config.seed,
+    )  # fmt: skip
     table.insert(0, "id", ids.to_numpy())
-    quality = rm_quality(p, member, val, finished, [_run_record(out, r) for r in finished])
+    records = [_run_record(out, r) for r in finished]
+    checks = [r.pop("exactness") for r in records]  # the Newton step against refits
+    quality = rm_quality(m.p, m.member, m.val, finished, records)
     record = json.loads((out / "config.json").read_text())
     folds = record.get("folds_used", config.folds)
     k = runs_per_repeat(config.plan, folds)
-    reliability = split_half(p, member, val, np.asarray(finished) // k, folds=k, seed=config.seed)
-    del p, member, val
+    reliability = split_half(
+        m.p, m.member, m.val, np.asarray(finished) // k, folds=k, p_cf=m.p_cf, seed=config.seed
+    )
+    estimator = m.estimator
+    del m, p_cf
     if same_partition(plan, k):
         reliability["note"] = (
             "every repeat of the plan draws the same partition of groups, so the halves "
@@ -539,7 +594,15 @@ def finish(
     table["cm_significant"] = cm_significant(table)
     write_parquet(table, out / "memorization.parquet")
     plot_memorization_map(table, out / "memorization_map.png")
-    summary = {"rm_quality": quality, "reliability": reliability}
+    summary = {
+        "estimator": estimator,
+        "estimator_note": record.get("estimator_note", "brute force: in-runs against out-runs"),
+        "rm_quality": quality,
+        "reliability": reliability,
+    }
+    exactness = exactness_summary(checks)
+    if exactness is not None:
+        summary["exactness"] = exactness
     summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     summary["n_runs_finished"] = len(finished)
     summary["n_runs_planned"] = n_runs
@@ -562,7 +625,9 @@ def finish(
     warnings = audit_warnings(table, quality)
     warnings += reliability_warnings(reliability)
     warnings.append(budget_warning(summary["validation"], len(finished)))
-    warnings.append(coverage_warning(table, plan, config, folds))
+    if estimator == "brute":  # paired: every run gives every pair an in- and an out-side
+        warnings.append(coverage_warning(table, plan, config, folds))
+    warnings.append(exactness_warning(exactness))
     warnings.append(interval_warning(summary["intervals"], len(table)))
     if config.target_reliability is not None:
         status = target_status(
@@ -589,7 +654,8 @@ def _run_record(out: Path, run: int) -> dict:
     manifest = json.loads((run_dir(out, run) / "manifest.json").read_text())
     metrics = manifest.get("metrics") or {}
     record = {"n_val": int(manifest.get("n_val", 0))}
-    record.update({k: metrics[k] for k in ("epochs", "best_epoch") if k in metrics})
+    record.update({k: metrics[k] for k in ("epochs", "best_epoch", "l2") if k in metrics})
+    record["exactness"] = metrics.get("exactness")
     return record
 
 

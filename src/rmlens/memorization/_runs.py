@@ -1,8 +1,10 @@
 """Run folders of an experiment directory: written atomically, read only when finished.
 
 DIR/runs/<run:03d>/ holds ``scores.parquet`` (``id, r_chosen, r_rejected`` of every kept
-pair), ``rm/`` (the run's saved RM) and, written last, ``manifest.json`` (``run, seed,
-n_train, train_ids, n_val, val_ids, quality, metrics``). ``train_ids`` are the pairs the run's
+pair; with the paired estimator also ``p``, sigmoid(r+ - r-) under the run's RM, and
+``p_cf``, under the RM with the pair's group removed or added), ``rm/`` (the run's saved
+RM) and, written last, ``manifest.json`` (``run, seed, n_train, train_ids, n_val, val_ids,
+quality, metrics``). ``train_ids`` are the pairs the run's
 RM took gradients on; ``val_ids`` the validation pairs its early stopping read (from its own
 training groups): neither in nor out for the estimators. A run is finished when its
 manifest parses and its scores exist; anything else in the folder (scores without a
@@ -26,6 +28,7 @@ from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens.memorization._estimate import run_sides
 
 
 @dataclass
@@ -36,6 +39,8 @@ class RunOutput:
     r_rejected: np.ndarray  # (n_pairs,)
     metrics: dict
     save_rm: Callable[[Path], object] | None = None  # writes the run's RM into a folder
+    p: np.ndarray | None = None  # (n_pairs,), paired estimator only
+    p_cf: np.ndarray | None = None  # (n_pairs,), paired estimator only
 
 
 @dataclass
@@ -81,9 +86,10 @@ def write_run(
     folder = run_dir(out, run)
     clean_stale(folder)
     (folder / "manifest.json").unlink(missing_ok=True)
-    scores = pd.DataFrame(
-        {"id": ids, "r_chosen": output.r_chosen, "r_rejected": output.r_rejected}
-    )[kept]
+    columns = {"id": ids, "r_chosen": output.r_chosen, "r_rejected": output.r_rejected}
+    if output.p_cf is not None:
+        columns.update(p=output.p, p_cf=output.p_cf)
+    scores = pd.DataFrame(columns)[kept]
     write_parquet(scores, folder / "scores.parquet")
     if output.save_rm is not None:
         tmp = folder / f".rm.{uuid.uuid4().hex[:8]}.tmp"
@@ -148,9 +154,32 @@ def load_runs(out: Path, runs: int | None = None) -> tuple[pd.DataFrame, pd.Data
     return pd.concat(scores, ignore_index=True), pd.concat(members, ignore_index=True)
 
 
-def load_matrices(
-    out: Path, runs: int | None = None
-) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray, np.ndarray]:
+@dataclass
+class RunMatrices:
+    """The finished runs of an audit as (n_pairs, n_finished) matrices.
+
+    ``ids`` (sorted) index the rows, ``runs`` the columns; ``p`` is sigmoid(r+ - r-) (NaN:
+    not scored), ``member`` and ``val`` the runs' training and validation pairs (from their
+    manifests), ``p_cf`` the paired counterfactuals (None for a brute-force audit).
+    """
+
+    ids: pd.Index
+    runs: list[int]
+    p: np.ndarray
+    member: np.ndarray
+    val: np.ndarray
+    p_cf: np.ndarray | None = None
+
+    @property
+    def estimator(self) -> str:
+        return "brute" if self.p_cf is None else "paired"
+
+    def sides(self) -> tuple[np.ndarray, np.ndarray]:
+        """In-side and out-side probabilities (``_estimate.run_sides``)."""
+        return run_sides(self.p, self.member, self.val, self.p_cf)
+
+
+def load_matrices(out: Path, runs: int | None = None) -> RunMatrices:
     """Probabilities and membership of the finished runs, without long tables.
 
     ``runs``: the run count to read (runs 0 to runs - 1); the plan's (:func:`plan_runs`)
@@ -158,50 +187,52 @@ def load_matrices(
 
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
-
-    Returns
-    -------
-    ids : Index of shape (n_pairs,), sorted
-    finished : list of int, the finished runs (the matrices' columns)
-    p : ndarray of shape (n_pairs, n_finished), sigmoid(r_chosen - r_rejected)
-    member : ndarray of shape (n_pairs, n_finished), bool, from the run manifests
-    val : ndarray of shape (n_pairs, n_finished), bool, the runs' validation pairs
+    A paired audit's ``p`` is read from its scores' ``p`` column, with ``p_cf`` beside it.
     """
     runs = plan_runs(out) if runs is None else runs
     finished = [r for r in range(runs) if run_done(run_dir(out, r))]
     if not finished:
         raise InputError(f"{out}: no finished runs")
-    ids = p = member = val = None
+    ids = p = member = val = p_cf = None
     previous, position = None, None
     for j, run in enumerate(finished):
         folder = run_dir(out, run)
         table = pq.read_table(folder / "scores.parquet")
         column = table.column("id")
+        paired = "p_cf" in table.column_names
         if ids is None:
             ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
             p = np.full((len(ids), len(finished)), np.nan)
             member = np.zeros((len(ids), len(finished)), dtype=bool)
             val = np.zeros((len(ids), len(finished)), dtype=bool)
+            p_cf = np.full(p.shape, np.nan) if paired else None
+        if paired != (p_cf is not None):
+            raise InputError(
+                f"{folder / 'scores.parquet'}: the runs of {out} mix the paired and the "
+                "brute-force estimator (p_cf in some runs' scores only)"
+            )
         if previous is None or not column.equals(previous):
             position = ids.get_indexer(column.to_numpy(zero_copy_only=False))
             if (position < 0).any() or len(position) != len(ids):
                 return _from_long_tables(out, runs)  # runs scored different pairs
             previous = column
-        r_c = table.column("r_chosen").to_numpy()
-        r_r = table.column("r_rejected").to_numpy()
-        p[position, j] = expit(r_c - r_r)
+        if paired:
+            p[position, j] = table.column("p").to_numpy()
+            p_cf[position, j] = table.column("p_cf").to_numpy()
+        else:
+            r_c = table.column("r_chosen").to_numpy()
+            r_r = table.column("r_rejected").to_numpy()
+            p[position, j] = expit(r_c - r_r)
         del table
         manifest = json.loads((folder / "manifest.json").read_text())
         rows = ids.get_indexer(manifest["train_ids"])
         member[rows[rows >= 0], j] = True
         rows = ids.get_indexer(manifest.get("val_ids", []))
         val[rows[rows >= 0], j] = True
-    return ids, finished, p, member, val
+    return RunMatrices(ids, finished, p, member, val, p_cf)
 
 
-def _from_long_tables(
-    out: Path, runs: int
-) -> tuple[pd.Index, list[int], np.ndarray, np.ndarray, np.ndarray]:
+def _from_long_tables(out: Path, runs: int) -> RunMatrices:
     scores, members = load_runs(out, runs)
     ids = pd.Index(np.sort(scores.id.unique()))
     finished = sorted(scores.run.unique().tolist())
@@ -209,10 +240,14 @@ def _from_long_tables(
     p = np.full((len(ids), len(finished)), np.nan)
     member = np.zeros(p.shape, dtype=bool)
     val = np.zeros(p.shape, dtype=bool)
-    p[ids.get_indexer(scores.id), scores.run.map(col).to_numpy()] = expit(
-        scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy()
-    )
+    cell = ids.get_indexer(scores.id), scores.run.map(col).to_numpy()
+    p[cell] = expit(scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy())
+    p_cf = None
+    if "p_cf" in scores:
+        p[cell] = scores.p.to_numpy(float)
+        p_cf = np.full(p.shape, np.nan)
+        p_cf[cell] = scores.p_cf.to_numpy(float)
     where = ids.get_indexer(members.id), members.run.map(col).to_numpy()
     member[where] = members.in_train
     val[where] = members.validation
-    return ids, finished, p, member, val
+    return RunMatrices(ids, finished, p, member, val, p_cf)

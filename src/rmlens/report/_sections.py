@@ -216,10 +216,20 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             rows.append({"pairs": name, **cells})
         if rows:
             body += table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
+    body += _estimator_block(summary)
     body += _reliability_block(summary.get("reliability"))
     validation = summary.get("validation")
     if isinstance(validation, dict):
-        if validation.get("used"):
+        lam = validation.get("l2")
+        if isinstance(lam, dict):
+            body += (
+                '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
+                "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
+                f"validation pairs, {esc(fmt(validation.get('fraction')))} of each run's "
+                f"training groups: from {esc(fmt(lam.get('min')))} to "
+                f"{esc(fmt(lam.get('max')))} (median {esc(fmt(lam.get('median')))}).</p>"
+            )
+        elif validation.get("used"):
             best = validation.get("best_epoch") or {}
             epochs = (
                 f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
@@ -246,6 +256,26 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
         )
     return Section("quality", "Reward models", body)
+
+
+def _estimator_block(summary: dict[str, Any]) -> str:
+    """Which estimator made TM, TG and CM, why, and how exact its counterfactuals are."""
+    name = summary.get("estimator")
+    if not name:
+        return ""
+    html = f'<p class="note">Estimator: {esc(str(summary.get("estimator_note") or name))}.</p>'
+    exact = summary.get("exactness")
+    if isinstance(exact, dict):
+        html += (
+            '<p class="note">Exactness of the paired counterfactuals against exact refits of '
+            f"{esc(fmt(exact.get('groups')))} groups ({esc(fmt(exact.get('pairs')))} pairs): "
+            f"|p_cf − p_refit| median {esc(fmt(exact.get('median_abs_error'), 5))}, 90th "
+            f"percentile {esc(fmt(exact.get('p90_abs_error'), 5))}, max "
+            f"{esc(fmt(exact.get('max_abs_error'), 5))}, against true effects of median "
+            f"{esc(fmt(exact.get('median_abs_effect'), 4))}; Spearman of the effects "
+            f"{esc(fmt(exact.get('effect_spearman'), 4))}.</p>"
+        )
+    return html
 
 
 def _reliability_block(reliability: Any) -> str:

@@ -17,6 +17,10 @@ from rmlens._params import (
 MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
 
 OBJECTIVE_NAMES = ("bt", "label_smoothing", "poe", "reweight", "group_dro")
+L2_GRID = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
+# HeadConfig fields of heads trained by gradient steps: refused with head='logistic'
+STEP_FIELDS = ("hidden_dim", "dropout", "lr", "epochs", "batch_size", "weight_decay",
+               "patience", "center_coef")  # fmt: skip
 
 
 # The objective's fields, shared by HeadConfig and TrainConfig: name -> (default, metadata)
@@ -210,14 +214,27 @@ class TrainConfig(Config):
 class HeadConfig(Config):
     """How a reward head is built and trained on cached features.
 
-    Training regime: AdamW with weight decay, at most ``epochs`` passes; with validation
-    pairs (an audit carves them from each run's own training groups) training stops after
-    ``patience`` epochs without a lower validation loss and the best epoch's weights are
-    kept, so heads stop where held-out pairs say rather than interpolate their training
-    pairs. Without validation pairs every epoch is trained.
+    ``linear`` and ``mlp`` heads: AdamW with weight decay, at most ``epochs`` passes; with
+    validation pairs (an audit carves them from each run's own training groups) training
+    stops after ``patience`` epochs without a lower validation loss and the best epoch's
+    weights are kept, so heads stop where held-out pairs say rather than interpolate their
+    training pairs. Without validation pairs every epoch is trained.
+
+    ``logistic`` (the audit's default head): the linear Bradley-Terry head with an L2 penalty,
+    solved to its optimum by Newton's method (``rmlens.rewards._convex``), so a run's head
+    depends on its training pairs alone (no seed, no stopping epoch), and the head with one
+    group removed or added is one Newton step away: the paired estimator's counterfactual.
+    lambda is chosen per run from ``l2_grid`` by the validation loss.
     """
 
-    head: str = field(default="linear", metadata={"help": "Reward head: linear or mlp."})
+    head: str = field(
+        default="linear",
+        metadata={
+            "help": "Reward head: logistic (linear Bradley-Terry with an L2 penalty, solved to "
+            "its optimum: no learning rate, epochs or seed; lambda chosen from --l2-grid on "
+            "validation pairs; an audit's default), linear or mlp (AdamW with early stopping)."
+        },
+    )
     hidden_dim: int = field(default=256, metadata={"help": "Hidden units of the MLP head."})
     dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
     lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
@@ -246,10 +263,22 @@ class HeadConfig(Config):
     gamma: float = objective_field("gamma")
     dro_groups: str | None = objective_field("dro_groups")
     dro_step: float = objective_field("dro_step")
+    l2_grid: tuple[float, ...] = field(
+        default=L2_GRID,
+        metadata={
+            "help": "--head logistic: penalties lambda tried per run (objective: sum of the "
+            "pair losses + lambda/2 |w|^2 on standardized features), the one with the lowest "
+            "validation loss kept; one value: no choice, no validation pairs needed."
+        },
+    )
     seed: int = field(default=0, metadata={"help": "Seed of initialisation and shuffling."})
 
     _constraints = {
-        "head": ("linear", "mlp"),
+        "head": ("logistic", "linear", "mlp"),
+        "l2_grid": (
+            lambda g: isinstance(g, tuple) and len(g) > 0 and all(positive(x) for x in g),
+            "a non-empty tuple of floats > 0",
+        ),
         "hidden_dim": (positive_int, "an int > 0"),
         "dropout": (unit_interval, "a float in [0, 1)"),
         "lr": (positive, "a float > 0"),
@@ -262,6 +291,37 @@ class HeadConfig(Config):
         "seed": (non_negative_int, "an int >= 0"),
         **OBJECTIVE_CONSTRAINTS,
     }
+
+    @property
+    def convex(self) -> bool:
+        """Whether the head is solved to an optimum (``logistic``), not trained by steps."""
+        return self.head == "logistic"
+
+    @property
+    def validates(self) -> bool:
+        """Whether training reads validation pairs: early stopping, or the choice of lambda."""
+        return len(self.l2_grid) > 1 if self.convex else self.patience > 0
+
+    def _check_more(self) -> None:
+        if not self.convex:
+            return
+        if self.objective == "group_dro":
+            raise ParamError(
+                "objective", "HeadConfig",
+                "bt, label_smoothing, poe or reweight with head='logistic' (group_dro's "
+                "group weights move with gradient steps; use head='linear' or 'mlp')",
+                self.objective,
+            )  # fmt: skip
+        for name in STEP_FIELDS:
+            value, default = getattr(self, name), HeadConfig.__dataclass_fields__[name].default
+            if value != default:
+                raise ParamError(
+                    name, "HeadConfig",
+                    f"left at {default!r} with the logistic head (--head logistic is solved to "
+                    "its optimum by Newton's method: no steps, epochs or dropout, and lambda "
+                    "from --l2-grid; --head linear or mlp train by AdamW)",
+                    value,
+                )  # fmt: skip
 
 
 DEVICES = (

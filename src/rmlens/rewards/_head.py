@@ -14,6 +14,7 @@ from torch import nn
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
 from rmlens.rewards._config import HeadConfig
+from rmlens.rewards._convex import LogisticProblem, fit_logistic
 from rmlens.rewards._losses import centering_loss
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES, Objective, PairExtras
@@ -28,6 +29,14 @@ def _features(x_chosen, x_rejected, name: str) -> tuple[torch.Tensor, torch.Tens
             "(n_pairs, d) arrays of one shape"
         )
     return xc, xr
+
+
+def _scale(features: torch.Tensor) -> torch.Tensor:
+    """Per-feature standard deviation of the training features (1 where a single row gives
+    none), at least 1e-6."""
+    if len(features) < 2:
+        return torch.ones(features.shape[1])
+    return features.std(0).clamp(min=1e-6)
 
 
 def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
@@ -74,13 +83,13 @@ class RewardHead(nn.Module):
         self.register_buffer("mean", torch.zeros(dim))
         self.register_buffer("scale", torch.ones(dim))
         self.drop = nn.Dropout(config.dropout)
-        if config.head == "linear":
+        if config.head in ("linear", "logistic"):
             self.net = nn.Linear(dim, 1)
         else:
             self.net = nn.Sequential(
                 nn.Linear(dim, config.hidden_dim), nn.GELU(), nn.Linear(config.hidden_dim, 1)
             )
-        last = self.net if config.head == "linear" else self.net[-1]
+        last = self.net if isinstance(self.net, nn.Linear) else self.net[-1]
         nn.init.zeros_(last.weight)  # every pair starts at r+ - r- = 0: no random reward offsets
         nn.init.zeros_(last.bias)
 
@@ -108,7 +117,12 @@ class HeadRM:
         The epoch (1-based) whose weights were kept: the lowest validation loss, or the
         last epoch without validation pairs.
     n_epochs_ : int
-        Epochs trained (fewer than ``epochs`` when training stopped early).
+        Epochs trained (fewer than ``epochs`` when training stopped early); None for the
+        ``logistic`` head, which is solved, not trained by epochs.
+    l2_, w_ : float, ndarray of shape (d,) or (d + k,)
+        ``logistic`` head: the lambda kept, and the optimum on the standardized features
+        (then the poe bias expert's k weights); ``history_`` has one entry per lambda tried
+        (``l2``, ``loss``, ``val_loss``) and ``best_step_`` is the kept entry (1-based).
 
     Examples
     --------
@@ -121,6 +135,10 @@ class HeadRM:
     >>> rm = HeadRM(HeadConfig(epochs=50, patience=3)).fit(xc[:40], xr[:40],
     ...                                                    validation=(xc[40:], xr[40:]))
     >>> rm.best_epoch_ <= rm.n_epochs_ <= 50
+    True
+    >>> rm = HeadRM(HeadConfig(head="logistic")).fit(xc[:40], xr[:40],
+    ...                                              validation=(xc[40:], xr[40:]))
+    >>> rm.l2_ in HeadConfig().l2_grid
     True
     """
 
@@ -139,8 +157,9 @@ class HeadRM:
         that ``poe`` and ``reweight`` read; ``groups`` (n_pairs,): the group labels that
         ``group_dro`` balances. ``validation`` is ``(x_chosen, x_rejected[, margin[, bias[,
         groups]]])`` of pairs that are never trained on: their loss after each epoch decides
-        early stopping (``patience``) and which epoch's weights are kept. Only the training
-        features set the head's standardization.
+        early stopping (``patience``) and which epoch's weights are kept, or, for the
+        ``logistic`` head, which lambda of ``l2_grid`` is kept (without validation pairs:
+        the largest). Only the training features set the head's standardization.
         """
         cfg = self.config.check()
         xc, xr = _features(x_chosen, x_rejected, "x")
@@ -160,11 +179,14 @@ class HeadRM:
         try:
             with torch.random.fork_rng():
                 torch.manual_seed(cfg.seed)
-                head = self._train(xc, xr, extras, val)
+                head = self._solve(xc, xr, extras, val) if cfg.convex else self._train(
+                    xc, xr, extras, val
+                )
         finally:
             torch.set_num_threads(threads)
         self.head_ = head.eval()
-        self.history_[-1].update(reward_stats(self.score(xc), self.score(xr)))
+        kept = self.history_[self.best_step_ - 1] if cfg.convex else self.history_[-1]
+        kept.update(reward_stats(self.score(xc), self.score(xr)))
         return self
 
     def _train(self, xc, xr, extras: PairExtras, val) -> RewardHead:
@@ -172,12 +194,8 @@ class HeadRM:
         head = RewardHead(xc.shape[1], cfg)
         both = torch.cat([xc, xr])
         head.mean.copy_(both.mean(0))
-        head.scale.copy_(both.std(0).clamp(min=1e-6))
-        objective = Objective(
-            cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
-            train=extras, seed=cfg.seed,
-        )  # fmt: skip
-        self.objective_ = objective
+        head.scale.copy_(_scale(both))
+        self.objective_ = objective = self._objective(extras)
         weight = None
         if objective.weights_ is not None:
             weight = torch.as_tensor(objective.weights_, dtype=torch.float32)
@@ -221,6 +239,84 @@ class HeadRM:
         elif val is not None:
             self.best_epoch_ = self.n_epochs_  # patience 0: the last epoch is kept
         return head
+
+    def _objective(self, extras: PairExtras) -> Objective:
+        cfg = self.config
+        return Objective(
+            cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
+            train=extras, seed=cfg.seed,
+        )  # fmt: skip
+
+    def _solve(self, xc, xr, extras: PairExtras, val) -> RewardHead:
+        """The convex head: the optimum of L2-penalized logistic regression on z (see
+        ``rmlens.rewards._convex``) for each lambda of ``l2_grid``, largest first, each
+        warm-started at the last; the lambda with the lowest validation loss is kept."""
+        cfg = self.config
+        head = RewardHead(xc.shape[1], cfg)
+        both = torch.cat([xc, xr])
+        head.mean.copy_(both.mean(0))
+        head.scale.copy_(_scale(both))
+        self.objective_ = objective = self._objective(extras)
+        self.scale_ = head.scale.double().numpy()
+        if objective.name == "reweight":  # weights_ = raw / mean(raw) over the training pairs
+            d_bias = objective.d_bias_numpy(extras.dphi.numpy())
+            self.reweight_norm_ = float(np.mean((1 - 1 / (1 + np.exp(-d_bias))) ** cfg.gamma))
+        problem = self._problem(xc, xr, extras)
+        grid = sorted(cfg.l2_grid, reverse=True) if val is not None else [max(cfg.l2_grid)]
+        self.history_, w, best = [], None, None
+        for lam in grid:
+            w = fit_logistic(problem, lam, w0=w)
+            record = {"l2": lam, "loss": problem.loss(w, lam) / len(problem.z)}
+            if val is not None:
+                self._set_weights(head, w)
+                objective.eval()
+                record.update(_validate(head, objective, *val))
+                if best is None or record["val_loss"] < best[0]:
+                    best = (record["val_loss"], lam, w)
+            self.history_.append(record)
+        if best is None:
+            best = (None, grid[0], w)
+        _, self.l2_, self.w_ = best
+        self._set_weights(head, self.w_)
+        self.n_epochs_ = self.best_epoch_ = None
+        self.best_step_ = grid.index(self.l2_) + 1
+        return head
+
+    def _set_weights(self, head: RewardHead, w: np.ndarray) -> None:
+        """w on the standardized features (first d), and the poe bias expert's (the rest)."""
+        d = head.mean.numel()
+        with torch.no_grad():
+            head.net.weight.copy_(torch.as_tensor(w[:d], dtype=torch.float32)[None])
+            head.net.bias.zero_()
+            if self.objective_.bias is not None:
+                self.objective_.bias.weight.copy_(torch.as_tensor(w[d:], dtype=torch.float32)[None])
+
+    def pair_problem(self, x_chosen, x_rejected, margin=None, bias=None) -> LogisticProblem:
+        """The fitted ``logistic`` head's convex problem over any pairs (features (n, d),
+        margin (n,), bias (n, k)): what its counterfactuals and refits read."""
+        if not hasattr(self, "w_"):
+            raise RuntimeError("pair_problem needs a fitted head='logistic' HeadRM")
+        extras = _extras(margin, bias, None, self.config, "pairs")
+        return self._problem(x_chosen, x_rejected, extras)
+
+    def _problem(self, x_chosen, x_rejected, extras: PairExtras) -> LogisticProblem:
+        """The convex head's pairs (float64): z = (h+ - h-) / scale with the training pairs'
+        scale, the poe bias features dphi / scale appended, the reweight weights (the
+        bias-only model's, normalized by the training pairs' mean), the label_smoothing
+        target and the margin offsets."""
+        cfg, objective = self.config, self.objective_
+        xc, xr = (np.asarray(x, dtype=float) for x in (x_chosen, x_rejected))
+        z = (xc - xr) / self.scale_
+        n = len(z)
+        if objective.name == "poe":
+            z = np.hstack([z, extras.dphi.double().numpy() / objective.scale.double().numpy()])
+        c = np.ones(n)
+        if objective.name == "reweight":
+            d_bias = objective.d_bias_numpy(extras.dphi.numpy())
+            c = (1.0 - 1.0 / (1.0 + np.exp(-d_bias))) ** cfg.gamma / self.reweight_norm_
+        o = np.zeros(n) if extras.margin is None else -extras.margin.double().numpy()
+        t = 1.0 - cfg.smoothing if objective.name == "label_smoothing" else 1.0
+        return LogisticProblem(z, c, o, t)
 
     def score(self, x) -> np.ndarray:
         """Rewards (n,) of features (n, d)."""

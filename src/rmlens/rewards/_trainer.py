@@ -12,8 +12,10 @@ from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 from rmlens.backbones import featurize, load_backbone
+from rmlens.rewards._convex import counterfactuals, refit
 from rmlens.rewards._head import HeadConfig, HeadRM
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES
@@ -22,17 +24,29 @@ from rmlens.rewards._saved import ExplicitHeadRM
 
 @dataclass
 class RunScores:
-    """Rewards of every pair from one run's RM, and its training metrics."""
+    """Rewards of every pair from one run's RM, and its training metrics.
+
+    With paired counterfactuals (a trainer prepared with ``groups``): ``p`` is
+    sigmoid(r+ - r-) of every pair under the run's RM and ``p_cf`` under the RM with the
+    pair's group removed (if the run trained on it) or added (if it held it out); NaN for
+    the run's validation pairs and unusable pairs.
+    """
 
     r_chosen: np.ndarray  # (n_pairs,)
     r_rejected: np.ndarray  # (n_pairs,)
     metrics: dict
     model: Any = None  # the run's RM, saved beside its scores when it has ``save(folder)``
+    p: np.ndarray | None = None  # (n_pairs,)
+    p_cf: np.ndarray | None = None  # (n_pairs,)
 
 
 class PairTrainer(Protocol):
     def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
-        """Get ready to train on ``pairs``; return the (n_pairs,) mask of usable pairs."""
+        """Get ready to train on ``pairs``; return the (n_pairs,) mask of usable pairs.
+
+        A trainer that gives paired counterfactuals (``counterfactuals`` true) also takes
+        ``groups=`` (n_pairs,) group labels; each run then returns ``p`` and ``p_cf``.
+        """
 
     def fit_score(
         self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
@@ -98,6 +112,10 @@ class FrozenHeadTrainer:
     bias : DataFrame or array of shape (n_pairs, k), optional
         Shortcut feature differences phi(chosen) - phi(rejected) of every pair, for the
         ``poe`` and ``reweight`` objectives (``rmlens.attribution.bias_features``).
+    check_exact : int, default=0
+        Paired counterfactuals: per run, refit the head exactly with this many random
+        groups removed or added, and record how far the Newton step is from the refits
+        (``metrics["exactness"]``).
     """
 
     def __init__(
@@ -110,6 +128,7 @@ class FrozenHeadTrainer:
         cache_dir=None,
         backbone=None,
         bias=None,
+        check_exact: int = 0,
     ):
         self.model = model
         self.head = head or HeadConfig()
@@ -118,8 +137,16 @@ class FrozenHeadTrainer:
         self.cache_dir = cache_dir
         self.backbone = backbone
         self.bias = bias
+        self.check_exact = check_exact
 
-    def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
+    @property
+    def counterfactuals(self) -> bool:
+        """Whether runs can give paired counterfactuals: the convex (logistic) head only."""
+        return self.head.convex
+
+    def prepare(
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None
+    ) -> np.ndarray:
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
         self.backbone_ = backbone
         self.features_ = featurize(
@@ -128,6 +155,14 @@ class FrozenHeadTrainer:
         self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         self.bias_, self.groups_ = objective_inputs(self.head, pairs, self.bias)
         self.identity_ = backbone.identity
+        self.groups_codes_ = None
+        if groups is not None:
+            if not self.counterfactuals:
+                raise ValueError(
+                    f"paired counterfactuals need head='logistic'; this trainer's head is "
+                    f"{self.head.head!r}"
+                )
+            self.groups_codes_ = np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
         return self.features_.kept
 
     def fit_score(
@@ -160,11 +195,72 @@ class FrozenHeadTrainer:
             if len(index) or split != "val":
                 stats = reward_stats(r_c[index], r_r[index])
                 metrics.update({f"{split}_{k}": v for k, v in stats.items()})
-        last = rm.history_[-1]
-        metrics["loss"] = last["loss"]
-        metrics["epochs"] = rm.n_epochs_
-        metrics["best_epoch"] = rm.best_epoch_
-        if "val_loss" in last:
-            metrics["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
+        metrics.update(_training_record(rm))
         metrics.update(describe_objective(rm.objective_, self.bias))
-        return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm))
+        p = p_cf = None
+        if self.groups_codes_ is not None:
+            p, p_cf, exactness = self._paired(rm, train_index, val_index, seed)
+            if exactness is not None:
+                metrics["exactness"] = exactness
+        return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm), p, p_cf)
+
+    def _paired(self, rm: HeadRM, train_index, val_index, seed: int):
+        """p and p_cf of every usable pair (``rmlens.rewards._convex.counterfactuals``), and
+        the exactness check against ``check_exact`` refits."""
+        f = self.features_
+        problem = rm.pair_problem(f.chosen, f.rejected, self.margin_, self.bias_)
+        keep = f.chosen.shape[1]  # poe: the bias expert's coordinates train, never score
+        inside = np.zeros(len(problem.z), dtype=bool)
+        inside[train_index] = True
+        outside = np.asarray(f.kept, dtype=bool) & ~inside
+        outside[val_index] = False
+        codes = self.groups_codes_
+        p = np.full(len(inside), np.nan)
+        scored = inside | outside
+        p[scored] = expit(problem.z[scored, :keep] @ rm.w_[:keep])
+        p_cf = counterfactuals(problem, rm.w_, rm.l2_, codes, inside, outside, keep)
+        exactness = None
+        if self.check_exact:
+            exactness = _check_groups(
+                problem, rm, codes, inside, outside, p, p_cf, self.check_exact, seed, keep
+            )
+        return p, p_cf, exactness
+
+
+def _training_record(rm: HeadRM) -> dict:
+    """A run's training figures: loss, epochs and best epoch (AdamW heads), or the lambda
+    kept and the grid's validation losses (the logistic head)."""
+    if rm.config.convex:
+        kept = rm.history_[rm.best_step_ - 1]
+        record = {"loss": kept["loss"], "l2": rm.l2_}
+        if "val_loss" in kept:
+            record["val_loss"] = kept["val_loss"]
+            record["l2_path"] = {f"{h['l2']:g}": h["val_loss"] for h in rm.history_}
+        return record
+    last = rm.history_[-1]
+    record = {"loss": last["loss"], "epochs": rm.n_epochs_, "best_epoch": rm.best_epoch_}
+    if "val_loss" in last:
+        record["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
+    return record
+
+
+def _check_groups(problem, rm, codes, inside, outside, p, p_cf, n, seed, keep) -> dict:
+    """Refit the head exactly with ``n`` random groups (of the run's training and held-out
+    groups) removed or added; the checked pairs' p, p_cf and p_refit, as lists."""
+    eligible = np.unique(codes[inside | outside])
+    rng = np.random.default_rng([seed, 11])
+    chosen = rng.choice(eligible, size=min(n, len(eligible)), replace=False)
+    rows_all, truth = [], []
+    for g in np.sort(chosen):
+        rows = np.flatnonzero((codes == g) & (inside | outside))
+        truth.append(refit(problem, rm.w_, rm.l2_, inside, rows, keep))
+        rows_all.append(rows)
+    rows = np.concatenate(rows_all)
+    return {
+        "groups": int(len(chosen)),
+        "removed": int(sum(inside[r[0]] for r in rows_all)),
+        "index": rows.tolist(),
+        "p": p[rows].tolist(),
+        "p_cf": p_cf[rows].tolist(),
+        "p_refit": np.concatenate(truth).tolist(),
+    }

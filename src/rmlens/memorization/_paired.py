@@ -1,0 +1,116 @@
+"""Which estimator an audit uses, and how exact its paired counterfactuals are.
+
+The paired estimator (``_estimate``) compares, within each run, the run's RM with the RM
+whose training set differs by one group. Brute force compares runs whose training sets have
+equal size. The two estimands coincide only while one group is a small share of a run's
+training pairs: with 4 annotators, removing one changes a run's training set by a third.
+So an audit left to choose (``estimator`` None) takes the paired estimator with the convex
+head unless its largest group holds more than ``MAX_GROUP_SHARE`` of a run's training
+pairs, and says why either way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+
+from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._plan import runs_per_repeat
+
+MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing
+OFF_MEDIAN = 0.01  # median |p_cf - p_refit| above this: the Newton step is off
+OFF_SPEARMAN = 0.9  # Spearman of the effects below this: the Newton step is off
+
+
+def group_share(groups: pd.Series, config: AuditConfig, folds: int) -> float:
+    """The largest group's pairs over a run's training pairs (their expected number: the
+    plan's training share of the groups, less the validation share)."""
+    k = runs_per_repeat(config.plan, folds)
+    train = (k - 1) / k if config.plan == "kfold" else 0.5
+    if config.validates:
+        train *= 1 - config.val_fraction
+    sizes = groups.value_counts()
+    return float(sizes.max() / (len(groups) * train)) if len(groups) else 0.0
+
+
+def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict | None]:
+    """The estimator, a sentence saying why, and a warning for an explicit ``paired`` where
+    a group is a large share of a run."""
+    shown = f"the largest group holds {share:.0%} of a run's training pairs"
+    large = share > MAX_GROUP_SHARE
+    if config.estimator == "brute":
+        return "brute", "brute force (--estimator brute): in-runs against out-runs", None
+    if config.estimator == "paired":
+        warning = None
+        if large:
+            warning = {
+                "code": "paired_large_groups",
+                "message": (
+                    f"--estimator paired with large groups: {shown} (more than "
+                    f"{MAX_GROUP_SHARE:.0%}), so removing or adding one changes a run's "
+                    "training set by that much, while brute force compares training sets of "
+                    "equal size: paired CM answers a different question here"
+                ),
+                "group_share": share,
+            }
+        return "paired", f"paired (--estimator paired); {shown}", warning
+    if not config.pairable:
+        why = "the convex head only" if config.mode == "frozen" else "frozen heads only"
+        return "brute", f"brute force: paired counterfactuals are exact for {why}", None
+    if large:
+        return "brute", (
+            f"brute force: {shown}, more than {MAX_GROUP_SHARE:.0%}, so a group's removal "
+            "would change a run by that much and paired CM would answer a different question "
+            "(--estimator paired forces it)"
+        ), None
+    return "paired", (
+        f"paired: each run also scores every pair with its group removed or added (one "
+        f"Newton step of the convex head); {shown}"
+    ), None
+
+
+def exactness_summary(records: list[dict]) -> dict | None:
+    """The runs' exactness checks pooled: |p_cf - p_refit| (median, 90th percentile, max),
+    the true effects |p_refit - p| (median), and the Spearman correlation of the Newton
+    step's effects p_cf - p with the refits' p_refit - p; None when no run checked."""
+    checks = [r for r in records if r]
+    if not checks:
+        return None
+    p, p_cf, p_refit = (np.concatenate([np.asarray(c[k], float) for c in checks])
+                        for k in ("p", "p_cf", "p_refit"))  # fmt: skip
+    error = np.abs(p_cf - p_refit)
+    effect = p_refit - p
+    rho = spearmanr(p_cf - p, effect).statistic if len(p) >= 3 else float("nan")
+    return {
+        "runs": len(checks),
+        "groups": int(sum(c["groups"] for c in checks)),
+        "groups_removed": int(sum(c["removed"] for c in checks)),
+        "pairs": int(len(p)),
+        "median_abs_error": float(np.median(error)),
+        "p90_abs_error": float(np.quantile(error, 0.9)),
+        "max_abs_error": float(error.max()),
+        "median_abs_effect": float(np.median(np.abs(effect))),
+        "effect_spearman": float(rho),
+        "method": "exact refits (Newton to convergence, same lambda and scaling) with the "
+        "group removed or added, against the one-step counterfactual p_cf",
+    }
+
+
+def exactness_warning(summary: dict | None) -> dict | None:
+    """A plain warning when the Newton step is far from the refits."""
+    if not summary:
+        return None
+    median, rho = summary["median_abs_error"], summary["effect_spearman"]
+    if median <= OFF_MEDIAN and not (np.isfinite(rho) and rho < OFF_SPEARMAN):
+        return None
+    return {
+        "code": "paired_inexact",
+        "message": (
+            f"the paired counterfactuals are off: median |p_cf - p_refit| {median:.4f} "
+            f"(true effects: median {summary['median_abs_effect']:.4f}), Spearman of the "
+            f"effects {rho:.2f}, over {summary['groups']} refitted groups; the Newton step is "
+            "exact only near a strongly convex optimum: raise --l2-grid's values, or use "
+            "--estimator brute"
+        ),
+    }

@@ -21,6 +21,7 @@ by annotator, the demo's synthetic pairs grouped by user), with frozen `minilm` 
 Prints one table per dataset; not part of the tests.
 
     python benchmarks/paired_cm.py [--datasets hh squality synth] [--reference-runs 200]
+                                   [--cache DIR]
 """
 
 from __future__ import annotations
@@ -95,12 +96,11 @@ def run_audit(pairs, cache: Path, out: Path, runs: int, seed: int, **kw) -> tupl
     return time.perf_counter() - start, out
 
 
-def bench(name: str, reference_runs: int, root: Path) -> None:
+def bench(name: str, reference_runs: int, root: Path, cache: Path) -> None:
     pairs = load(name)
     if pairs is None:
         print(f"{name}: skipped, {DATA[name]} not found")
         return
-    cache = root / "cache"
     trainer = FrozenHeadTrainer(model="minilm", cache_dir=cache)
     start = time.perf_counter()
     trainer.prepare(pairs, quiet=True)  # warm the embedding cache for every audit below
@@ -120,8 +120,8 @@ def bench(name: str, reference_runs: int, root: Path) -> None:
               "held-out acc", "mean CM", "wall 25 runs")  # fmt: skip
     print(" | ".join(header))
     times = {}
-    for label, kw in METHODS.items():
-        seconds, out = run_audit(pairs, cache, root / f"{name}-{label[:6]}", 25, 0, **kw)
+    for i, (label, kw) in enumerate(METHODS.items()):
+        seconds, out = run_audit(pairs, cache, root / f"{name}-{i}", 25, 0, **kw)
         times[label] = seconds
         m = load_matrices(out)
         summary = json.loads((out / "summary.json").read_text())
@@ -158,10 +158,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=["hh", "squality", "synth"])
     parser.add_argument("--reference-runs", type=int, default=200)
+    parser.add_argument("--cache", type=Path, help="Embedding cache (default: a fresh one).")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.datasets:
-            bench(name, args.reference_runs, Path(tmp))
+            bench(name, args.reference_runs, Path(tmp), args.cache or Path(tmp) / "cache")
 
 
 if __name__ == "__main__":

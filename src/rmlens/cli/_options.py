@@ -230,7 +230,8 @@ def resolve(
             values[s.key][name] = value
             origin[(s.key, name)] = s.flag(name)
     for s in nested:
-        if not s.applies(values) and isinstance(from_file.get(s.key), dict):
+        table = from_file.get(s.key)
+        if not s.applies(values) and isinstance(table, dict) and _sets_anything(s, table):
             raise InputError(f"{config_file}: [{s.key}]: " + _refusal("", [s], values).lstrip())
     try:
         return top.cls.from_dict(values).check()
@@ -256,6 +257,19 @@ def _listed(value: Any, section: Section, name: str) -> Any:
                 f"{section.flag(name)} must be {kind.__name__}s, got {','.join(items)}"
             ) from None
     return items
+
+
+def _sets_anything(section: Section, table: dict[str, Any]) -> bool:
+    """Whether a TOML table sets a value other than the section's default (a saved config of
+    an older rmlens holds the other mode's table at its defaults: it sets nothing)."""
+    names = {f.name for f in fields(section.cls)}
+    for key, value in table.items():
+        if key not in names:
+            return True
+        default = section.default_of(key)
+        if (list(default) if isinstance(default, tuple) else default) != value:
+            return True
+    return False
 
 
 def _defaults(section: Section) -> dict[str, Any]:

@@ -185,7 +185,11 @@ def quality_table(quality: dict, validation: dict):
 
     n_runs = len(quality.get("runs", []))
     stop = ""
-    if validation.get("used"):
+    lam = validation.get("l2")
+    if validation.get("used") and lam:
+        stop = (f"; lambda chosen on {validation['fraction']:g} of each run's training groups "
+                f"({lam['min']:g} to {lam['max']:g})")  # fmt: skip
+    elif validation.get("used"):
         best = validation.get("best_epoch") or {}
         stop = (
             f"; early stopping on {validation['fraction']:g} of each run's training groups"

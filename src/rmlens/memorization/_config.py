@@ -20,8 +20,11 @@ BACKENDS = ("local", "ray")
 # other values of them.
 EXECUTION_FIELDS = (
     "backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after",
-    "encode_batch_size",
+    "encode_batch_size", "check_exact",
 )  # fmt: skip
+# Compared as resolved (config.json's ``estimator``), not as typed: an unset estimator that
+# resolves to brute force is the same audit as ``--estimator brute``.
+RESOLVED_FIELDS = ("estimator",)
 # When an audit with a target reliability stops adding repeats: they decide how many runs
 # there are, never what a run does (the plan's first R runs are the same whatever its
 # length), so an audit may be resumed with other values of them. ``runs`` is the saved
@@ -29,6 +32,7 @@ EXECUTION_FIELDS = (
 GROWTH_FIELDS = ("target_reliability", "max_runs")
 MAX_RUNS = 200  # default cap of an audit with a target reliability
 ESTIMATORS = ("paired", "brute")
+CHECK_EXACT = 1  # groups refitted exactly per run of a paired audit, unless told otherwise
 
 
 def audit_head() -> HeadConfig:
@@ -140,11 +144,13 @@ class AuditConfig(Config):
             "of a run's training pairs, else brute",
         },
     )
-    check_exact: int = field(
-        default=0,
+    check_exact: int | None = field(
+        default=None,
         metadata={
             "help": "Paired estimator: per run, refit the head exactly with this many random "
-            "groups removed or added, and report how far the Newton step is from the refits."
+            "groups removed or added, and report how far the counterfactuals are from the "
+            "refits (0: no check).",
+            "unset": f"{CHECK_EXACT} with the paired estimator",
         },
     )
     head: HeadConfig = field(default_factory=audit_head)
@@ -196,7 +202,7 @@ class AuditConfig(Config):
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
         "estimator": (lambda x: x is None or x in ESTIMATORS, "None, 'paired' or 'brute'"),
-        "check_exact": (non_negative_int, "an int >= 0"),
+        "check_exact": (lambda x: x is None or non_negative_int(x), "None or an int >= 0"),
         "val_fraction": (unit_interval, "a float in [0, 1)"),
         "mode": ("frozen", "finetune"),
         "backend": BACKENDS,
@@ -225,6 +231,12 @@ class AuditConfig(Config):
         self._check_validation()
         self._check_growth()
         self._check_estimator()
+
+    def exact_checks(self, estimator: str) -> int:
+        """Groups refitted per run to check the counterfactuals, with ``estimator``."""
+        if estimator != "paired":
+            return 0
+        return CHECK_EXACT if self.check_exact is None else self.check_exact
 
     @property
     def pairable(self) -> bool:

@@ -65,8 +65,8 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
             "(--estimator paired forces it)"
         ), None
     return "paired", (
-        f"paired: each run also scores every pair with its group removed or added (one "
-        f"Newton step of the convex head); {shown}"
+        f"paired: each run also scores every pair with its group removed or added (a Newton "
+        f"step of the convex head and two chord steps); {shown}"
     ), None
 
 

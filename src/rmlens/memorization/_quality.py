@@ -189,8 +189,9 @@ def validation_note(config: AuditConfig, quality: dict) -> dict:
         "patience": config.patience,
         "membership": "A pair is in a run only if the run's RM took gradients on it. "
         "Validation pairs come from the run's own training groups (never its held-out "
-        "groups, which would leak into TG); early stopping reads them, so the estimators "
-        "count them neither in n_in nor in n_out for that run (manifest: val_ids).",
+        "groups, which would leak into TG); the run's choices (early stopping, or the "
+        "logistic head's lambda) read them, so the estimators count them neither in n_in nor "
+        "in n_out for that run (manifest: val_ids).",
     }
     if config.validates:
         note["runs_without_validation"] = sum(1 for r in runs if not r["n_val"])

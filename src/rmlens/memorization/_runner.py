@@ -41,7 +41,12 @@ from rmlens._io import write_json, write_parquet
 from rmlens._params import dict_changes
 from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
 from rmlens.memorization._backends import RunJob, make_backend
-from rmlens.memorization._config import EXECUTION_FIELDS, GROWTH_FIELDS, AuditConfig
+from rmlens.memorization._config import (
+    EXECUTION_FIELDS,
+    GROWTH_FIELDS,
+    RESOLVED_FIELDS,
+    AuditConfig,
+)
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._paired import (
@@ -146,7 +151,7 @@ def output_errors(out: Path):
 def _results_part(audit_record: dict, *, runs: bool = True) -> dict:
     """The settings that make the tables: all but execution and growth settings; ``runs``
     left out too when the audit has a target (it is then where the audit starts from)."""
-    skip = {*EXECUTION_FIELDS, *GROWTH_FIELDS, *(() if runs else ("runs",))}
+    skip = {*EXECUTION_FIELDS, *GROWTH_FIELDS, *RESOLVED_FIELDS, *(() if runs else ("runs",))}
     return {k: v for k, v in audit_record.items() if k not in skip}
 
 
@@ -160,7 +165,8 @@ def _difference(old: dict, record: dict) -> str | None:
 
     Execution-only settings (``EXECUTION_FIELDS``) may differ: they never change the tables.
     So may the target and cap (``GROWTH_FIELDS``), and with a target now, ``runs``: the saved
-    audit's runs are the first runs of the grown plan, whatever its length.
+    audit's runs are the first runs of the grown plan, whatever its length. The estimator is
+    compared as resolved (brute force for an audit saved before there was a choice).
     """
     # a setting the saved audit lacks (made before it existed) had its default's effect
     was = _with_defaults(old.get("audit") or {}, AuditConfig().to_dict())
@@ -172,6 +178,9 @@ def _difference(old: dict, record: dict) -> str | None:
     )
     if old.get("group_by") != record["group_by"]:
         changes.append(("grouping column", old.get("group_by"), record["group_by"]))
+    saved_estimator = old.get("estimator", "brute")  # audits before the paired estimator
+    if saved_estimator != record["estimator"]:
+        changes.append(("estimator", saved_estimator, record["estimator"]))
     settings = ", ".join(
         f"{name} {_show(then)} (saved) vs {_show(now)} (now)" if i == 0
         else f"{name} {_show(then)} vs {_show(now)}"
@@ -237,10 +246,10 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1)[0] % 2**31)
 
 
-def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
+def default_trainer(config: AuditConfig, bias=None, estimator: str = "brute") -> PairTrainer:
     """Frozen features with one head per run, or a fine-tuned RM per run (``mode``);
     ``bias``: the pairs' shortcut feature differences for the ``poe`` and ``reweight``
-    objectives."""
+    objectives; ``estimator``: the paired one checks its counterfactuals against refits."""
     config = config.resolved()  # the audit's model, max_length and seed, said once
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)
@@ -250,7 +259,7 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
         max_length=config.max_length,
         batch_size=config.encode_batch_size,
         bias=bias,
-        check_exact=config.check_exact,
+        check_exact=config.exact_checks(estimator),
     )
 
 
@@ -353,7 +362,7 @@ def audit(
             pending = [r for r in range(n_runs) if not run_done(run_dir(out, r))]
             if pending:
                 if execute is None:  # the backend and the trainer once, when a run needs them
-                    trainer = trainer or default_trainer(config, bias)
+                    trainer = trainer or default_trainer(config, bias, estimator)
                     execute = session.enter_context(make_backend(config).session(quiet=quiet))
                     kept = np.asarray(
                         _prepare(trainer, pairs, groups, estimator, quiet), dtype=bool

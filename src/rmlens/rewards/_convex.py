@@ -29,6 +29,7 @@ answer to check both.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,19 @@ from scipy.special import expit, log_expit
 
 MAX_NEWTON = 100
 TOLERANCE = 1e-14  # Newton decrement / 2 below this, per unit of pair weight: converged
+PATH_TOLERANCE = 1e-7  # enough to compare lambdas by their validation loss
+
+
+@contextmanager
+def one_blas_thread():
+    """BLAS on one thread: for d x d solves (d in the hundreds) threads cost more than they
+    save, and torch's OpenMP workers, spinning after each torch call, starve them (measured:
+    a logistic head's lambda path on 960 pairs x 384 features, 0.45 s with 2 BLAS threads
+    on 2 cores, 0.16 s with one)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):
+        yield
 
 
 @dataclass
@@ -60,22 +74,26 @@ class LogisticProblem:
     def grad_hess(self, w: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
         p = expit(self.z @ w + self.o)
         g = self.z.T @ (self.c * (p - self.t)) + lam * w
-        h = (self.z * (self.c * p * (1 - p))[:, None]).T @ self.z
+        root = self.z * np.sqrt(self.c * p * (1 - p))[:, None]
+        h = np.dot(root.T, root)  # X'X of one array: np.dot takes BLAS syrk for it
         h[np.diag_indices_from(h)] += lam
         return g, h
 
 
-def fit_logistic(problem: LogisticProblem, lam: float, w0: np.ndarray | None = None) -> np.ndarray:
-    """The optimum w of ``problem`` under penalty ``lam`` (> 0): damped Newton from ``w0``."""
+def fit_logistic(
+    problem: LogisticProblem, lam: float, w0: np.ndarray | None = None, tol: float = TOLERANCE
+) -> np.ndarray:
+    """The optimum w of ``problem`` under penalty ``lam`` (> 0): damped Newton from ``w0``,
+    until half the Newton decrement is below ``tol`` per unit of pair weight."""
     d = problem.z.shape[1]
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=float)
     scale = max(float(problem.c.sum()), 1.0)
     current = problem.loss(w, lam)
     for _ in range(MAX_NEWTON):
         g, h = problem.grad_hess(w, lam)
-        step = cho_solve(cho_factor(h), g)
+        step = cho_solve(cho_factor(h, overwrite_a=True, check_finite=False), g)
         decrement = float(g @ step)  # g' H^-1 g
-        if decrement / 2 <= TOLERANCE * scale:
+        if decrement / 2 <= tol * scale:
             break
         if decrement <= 1e-6 * scale:  # quadratic convergence: the full step, no search
             w = w - step
@@ -95,7 +113,7 @@ def fit_logistic(problem: LogisticProblem, lam: float, w0: np.ndarray | None = N
 def inverse_hessian(problem: LogisticProblem, w: np.ndarray, lam: float) -> np.ndarray:
     """A = H(w)^-1 (d x d), by Cholesky."""
     _, h = problem.grad_hess(w, lam)
-    return cho_solve(cho_factor(h), np.eye(len(w)))
+    return cho_solve(cho_factor(h, overwrite_a=True, check_finite=False), np.eye(len(w)))
 
 
 @dataclass

@@ -14,10 +14,17 @@ from torch import nn
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
 from rmlens.rewards._config import HeadConfig
-from rmlens.rewards._convex import LogisticProblem, fit_logistic
+from rmlens.rewards._convex import (
+    PATH_TOLERANCE,
+    LogisticProblem,
+    fit_logistic,
+    one_blas_thread,
+)
 from rmlens.rewards._losses import centering_loss
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES, Objective, PairExtras
+
+PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops
 
 
 def _features(x_chosen, x_rejected, name: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -177,7 +184,7 @@ class HeadRM:
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # small matrices: threads cost more than they save
         try:
-            with torch.random.fork_rng():
+            with torch.random.fork_rng(), one_blas_thread():
                 torch.manual_seed(cfg.seed)
                 head = self._solve(xc, xr, extras, val) if cfg.convex else self._train(
                     xc, xr, extras, val
@@ -250,7 +257,8 @@ class HeadRM:
     def _solve(self, xc, xr, extras: PairExtras, val) -> RewardHead:
         """The convex head: the optimum of L2-penalized logistic regression on z (see
         ``rmlens.rewards._convex``) for each lambda of ``l2_grid``, largest first, each
-        warm-started at the last; the lambda with the lowest validation loss is kept."""
+        warm-started at the last, until the validation loss has risen ``PATH_PATIENCE``
+        times in a row; the lambda with the lowest validation loss is kept."""
         cfg = self.config
         head = RewardHead(xc.shape[1], cfg)
         both = torch.cat([xc, xr])
@@ -263,23 +271,29 @@ class HeadRM:
             self.reweight_norm_ = float(np.mean((1 - 1 / (1 + np.exp(-d_bias))) ** cfg.gamma))
         problem = self._problem(xc, xr, extras)
         grid = sorted(cfg.l2_grid, reverse=True) if val is not None else [max(cfg.l2_grid)]
-        self.history_, w, best = [], None, None
+        self.history_, w, best, rising = [], None, None, 0
         for lam in grid:
-            w = fit_logistic(problem, lam, w0=w)
+            w = fit_logistic(problem, lam, w0=w, tol=PATH_TOLERANCE)
             record = {"l2": lam, "loss": problem.loss(w, lam) / len(problem.z)}
-            if val is not None:
-                self._set_weights(head, w)
-                objective.eval()
-                record.update(_validate(head, objective, *val))
-                if best is None or record["val_loss"] < best[0]:
-                    best = (record["val_loss"], lam, w)
             self.history_.append(record)
+            if val is None:
+                continue
+            self._set_weights(head, w)
+            objective.eval()
+            record.update(_validate(head, objective, *val))
+            if best is None or record["val_loss"] < best[0]:
+                best, rising = (record["val_loss"], lam, w), 0
+            else:
+                rising += 1
+                if rising == PATH_PATIENCE:
+                    break  # the validation loss rose twice in a row: smaller lambdas fit more
         if best is None:
             best = (None, grid[0], w)
-        _, self.l2_, self.w_ = best
+        _, self.l2_, w = best
+        self.w_ = fit_logistic(problem, self.l2_, w0=w)  # the kept lambda, solved to the end
         self._set_weights(head, self.w_)
         self.n_epochs_ = self.best_epoch_ = None
-        self.best_step_ = grid.index(self.l2_) + 1
+        self.best_step_ = [h["l2"] for h in self.history_].index(self.l2_) + 1
         return head
 
     def _set_weights(self, head: RewardHead, w: np.ndarray) -> None:

@@ -15,7 +15,7 @@ import pandas as pd
 from scipy.special import expit
 
 from rmlens.backbones import featurize, load_backbone
-from rmlens.rewards._convex import counterfactuals, refit
+from rmlens.rewards._convex import counterfactuals, one_blas_thread, refit
 from rmlens.rewards._head import HeadConfig, HeadRM
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES
@@ -27,9 +27,9 @@ class RunScores:
     """Rewards of every pair from one run's RM, and its training metrics.
 
     With paired counterfactuals (a trainer prepared with ``groups``): ``p`` is
-    sigmoid(r+ - r-) of every pair under the run's RM and ``p_cf`` under the RM with the
-    pair's group removed (if the run trained on it) or added (if it held it out); NaN for
-    the run's validation pairs and unusable pairs.
+    sigmoid(r+ - r-) of every usable pair under the run's RM and ``p_cf`` under the RM with
+    the pair's group removed (if the run trained on it) or added (if it held it out), NaN
+    for the run's validation pairs (neither in nor out: no counterfactual).
     """
 
     r_chosen: np.ndarray  # (n_pairs,)
@@ -199,7 +199,8 @@ class FrozenHeadTrainer:
         metrics.update(describe_objective(rm.objective_, self.bias))
         p = p_cf = None
         if self.groups_codes_ is not None:
-            p, p_cf, exactness = self._paired(rm, train_index, val_index, seed)
+            with one_blas_thread():
+                p, p_cf, exactness = self._paired(rm, train_index, val_index, seed)
             if exactness is not None:
                 metrics["exactness"] = exactness
         return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm), p, p_cf)
@@ -216,8 +217,8 @@ class FrozenHeadTrainer:
         outside[val_index] = False
         codes = self.groups_codes_
         p = np.full(len(inside), np.nan)
-        scored = inside | outside
-        p[scored] = expit(problem.z[scored, :keep] @ rm.w_[:keep])
+        kept = np.asarray(f.kept, dtype=bool)  # validation pairs too (their quality is shown)
+        p[kept] = expit(problem.z[kept, :keep] @ rm.w_[:keep])
         p_cf = counterfactuals(problem, rm.w_, rm.l2_, codes, inside, outside, keep)
         exactness = None
         if self.check_exact:

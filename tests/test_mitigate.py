@@ -42,3 +42,26 @@ def test_cli_mitigate_audits_each_objective_compares_and_resumes(
     assert before == after and len(before) == 10
     assert main([*args[:-1], "--objectives", "bt,nope", "--quiet"]) == 2
     assert "--objectives" in capsys.readouterr().err
+
+
+def test_cli_mitigate_with_the_logistic_head_pairs_every_objective(
+    tiny_encoder_dir, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "pairs.jsonl"
+    length_pairs(120, 24).to_json(data, orient="records", lines=True)
+    out = tmp_path / "mit"
+    args = ["mitigate", "--data", str(data), "--out", str(out), "--model",
+            str(tiny_encoder_dir), "--runs", "6", "--folds", "3", "--objectives",
+            "bt,label_smoothing,poe,reweight,group_dro", "--bias-features", "len_words",
+            "--no-probes", "--no-shap", "--quiet"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    assert "group_dro left out: its group weights move with gradient steps" in (
+        capsys.readouterr().err
+    )
+    for name in ("bt", "label_smoothing", "poe", "reweight"):
+        summary = json.loads((out / name / "summary.json").read_text())
+        assert summary["estimator"] == "paired", name
+        assert summary["exactness"]["median_abs_error"] < 0.01, name
+    poe = json.loads((out / "poe" / "runs" / "000" / "manifest.json").read_text())
+    assert set(poe["metrics"]["bias_weights"]) == {"len_words"}

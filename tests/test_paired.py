@@ -264,8 +264,8 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
     cfg = AuditConfig(runs=6, folds=3, n_boot=50, check_exact=3)
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head, check_exact=3,
-                                 cache_dir=tmp_path / "cache")  # fmt: skip
+        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head,
+                                 cache_dir=tmp_path / "cache")  # the audit's check_exact
 
     out = tmp_path / "a"
     table = audit(pairs, cfg, out, trainer=trainer(), quiet=True)

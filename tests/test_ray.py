@@ -148,8 +148,7 @@ def test_paired_audit_under_ray_gives_the_local_tables(ray_session, tiny_encoder
     cfg = AuditConfig(runs=6, folds=3, n_boot=40, estimator="paired", check_exact=2)
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head, cache_dir=cache,
-                                 check_exact=2)  # fmt: skip
+        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head, cache_dir=cache)
 
     local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
     remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),

@@ -246,10 +246,10 @@ def run_seed(seed: int, run: int) -> int:
     return int(np.random.SeedSequence([seed, run]).generate_state(1)[0] % 2**31)
 
 
-def default_trainer(config: AuditConfig, bias=None, estimator: str = "brute") -> PairTrainer:
+def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
     """Frozen features with one head per run, or a fine-tuned RM per run (``mode``);
     ``bias``: the pairs' shortcut feature differences for the ``poe`` and ``reweight``
-    objectives; ``estimator``: the paired one checks its counterfactuals against refits."""
+    objectives."""
     config = config.resolved()  # the audit's model, max_length and seed, said once
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)
@@ -259,7 +259,6 @@ def default_trainer(config: AuditConfig, bias=None, estimator: str = "brute") ->
         max_length=config.max_length,
         batch_size=config.encode_batch_size,
         bias=bias,
-        check_exact=config.exact_checks(estimator),
     )
 
 
@@ -362,10 +361,10 @@ def audit(
             pending = [r for r in range(n_runs) if not run_done(run_dir(out, r))]
             if pending:
                 if execute is None:  # the backend and the trainer once, when a run needs them
-                    trainer = trainer or default_trainer(config, bias, estimator)
+                    trainer = trainer or default_trainer(config, bias)
                     execute = session.enter_context(make_backend(config).session(quiet=quiet))
                     kept = np.asarray(
-                        _prepare(trainer, pairs, groups, estimator, quiet), dtype=bool
+                        _prepare(trainer, pairs, groups, config, estimator, quiet), dtype=bool
                     )
                 _run_all(
                     execute, trainer, pairs, groups, plan, kept, pending, config, n_runs, out,
@@ -399,9 +398,10 @@ def audit(
     return table
 
 
-def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, estimator: str, quiet: bool):
+def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, config: AuditConfig,
+             estimator: str, quiet: bool):  # fmt: skip
     """``trainer.prepare``; with the paired estimator it also gets the groups, whose
-    removal or addition each run's counterfactuals are of."""
+    removal or addition each run's counterfactuals are of, and the exactness checks."""
     if estimator != "paired":
         return trainer.prepare(pairs, quiet=quiet)
     if not getattr(trainer, "counterfactuals", False):
@@ -409,7 +409,9 @@ def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, estimator: str, qui
             f"--estimator paired: the trainer ({type(trainer).__name__}) gives no paired "
             "counterfactuals (the frozen logistic head does); use --estimator brute"
         )
-    return trainer.prepare(pairs, quiet=quiet, groups=groups.to_numpy())
+    return trainer.prepare(
+        pairs, quiet=quiet, groups=groups.to_numpy(), check_exact=config.exact_checks(estimator)
+    )
 
 
 def _first_runs(config: AuditConfig, k: int) -> int:

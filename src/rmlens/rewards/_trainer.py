@@ -45,7 +45,9 @@ class PairTrainer(Protocol):
         """Get ready to train on ``pairs``; return the (n_pairs,) mask of usable pairs.
 
         A trainer that gives paired counterfactuals (``counterfactuals`` true) also takes
-        ``groups=`` (n_pairs,) group labels; each run then returns ``p`` and ``p_cf``.
+        ``groups=`` (n_pairs,) group labels, whose removal or addition each run's
+        counterfactuals are of (``p`` and ``p_cf``), and ``check_exact=``, the groups per
+        run to refit exactly as a check.
         """
 
     def fit_score(
@@ -112,10 +114,11 @@ class FrozenHeadTrainer:
     bias : DataFrame or array of shape (n_pairs, k), optional
         Shortcut feature differences phi(chosen) - phi(rejected) of every pair, for the
         ``poe`` and ``reweight`` objectives (``rmlens.attribution.bias_features``).
-    check_exact : int, default=0
+    check_exact : int, optional
         Paired counterfactuals: per run, refit the head exactly with this many random
-        groups removed or added, and record how far the Newton step is from the refits
-        (``metrics["exactness"]``).
+        groups removed or added, and record how far the counterfactuals are from the refits
+        (``metrics["exactness"]``); None: what ``prepare`` is given (an audit gives its
+        ``check_exact``).
     """
 
     def __init__(
@@ -128,7 +131,7 @@ class FrozenHeadTrainer:
         cache_dir=None,
         backbone=None,
         bias=None,
-        check_exact: int = 0,
+        check_exact: int | None = None,
     ):
         self.model = model
         self.head = head or HeadConfig()
@@ -145,7 +148,7 @@ class FrozenHeadTrainer:
         return self.head.convex
 
     def prepare(
-        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
     ) -> np.ndarray:
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
         self.backbone_ = backbone
@@ -156,6 +159,7 @@ class FrozenHeadTrainer:
         self.bias_, self.groups_ = objective_inputs(self.head, pairs, self.bias)
         self.identity_ = backbone.identity
         self.groups_codes_ = None
+        self.check_exact_ = check_exact if self.check_exact is None else self.check_exact
         if groups is not None:
             if not self.counterfactuals:
                 raise ValueError(
@@ -221,9 +225,9 @@ class FrozenHeadTrainer:
         p[kept] = expit(problem.z[kept, :keep] @ rm.w_[:keep])
         p_cf = counterfactuals(problem, rm.w_, rm.l2_, codes, inside, outside, keep)
         exactness = None
-        if self.check_exact:
+        if self.check_exact_:
             exactness = _check_groups(
-                problem, rm, codes, inside, outside, p, p_cf, self.check_exact, seed, keep
+                problem, rm, codes, inside, outside, p, p_cf, self.check_exact_, seed, keep
             )
         return p, p_cf, exactness
 

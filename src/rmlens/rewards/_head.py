@@ -196,13 +196,22 @@ class HeadRM:
         kept.update(reward_stats(self.score(xc), self.score(xr)))
         return self
 
-    def _train(self, xc, xr, extras: PairExtras, val) -> RewardHead:
+    def _start(self, xc, xr, extras: PairExtras) -> tuple[RewardHead, Objective]:
+        """A head standardized on the training features, and the objective of its pairs."""
         cfg = self.config
         head = RewardHead(xc.shape[1], cfg)
         both = torch.cat([xc, xr])
         head.mean.copy_(both.mean(0))
         head.scale.copy_(_scale(both))
-        self.objective_ = objective = self._objective(extras)
+        self.objective_ = Objective(
+            cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
+            train=extras, seed=cfg.seed,
+        )  # fmt: skip
+        return head, self.objective_
+
+    def _train(self, xc, xr, extras: PairExtras, val) -> RewardHead:
+        cfg = self.config
+        head, objective = self._start(xc, xr, extras)
         weight = None
         if objective.weights_ is not None:
             weight = torch.as_tensor(objective.weights_, dtype=torch.float32)
@@ -247,24 +256,13 @@ class HeadRM:
             self.best_epoch_ = self.n_epochs_  # patience 0: the last epoch is kept
         return head
 
-    def _objective(self, extras: PairExtras) -> Objective:
-        cfg = self.config
-        return Objective(
-            cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
-            train=extras, seed=cfg.seed,
-        )  # fmt: skip
-
     def _solve(self, xc, xr, extras: PairExtras, val) -> RewardHead:
         """The convex head: the optimum of L2-penalized logistic regression on z (see
         ``rmlens.rewards._convex``) for each lambda of ``l2_grid``, largest first, each
         warm-started at the last, until the validation loss has risen ``PATH_PATIENCE``
         times in a row; the lambda with the lowest validation loss is kept."""
         cfg = self.config
-        head = RewardHead(xc.shape[1], cfg)
-        both = torch.cat([xc, xr])
-        head.mean.copy_(both.mean(0))
-        head.scale.copy_(_scale(both))
-        self.objective_ = objective = self._objective(extras)
+        head, objective = self._start(xc, xr, extras)
         self.scale_ = head.scale.double().numpy()
         if objective.name == "reweight":  # weights_ = raw / mean(raw) over the training pairs
             d_bias = objective.d_bias_numpy(extras.dphi.numpy())

@@ -15,7 +15,12 @@ from scipy.special import expit
 from conftest import WORDS
 from rmlens.memorization import audit, estimate, memorization_scores
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._paired import choose_estimator, exactness_summary, group_share
+from rmlens.memorization._paired import (
+    choose_estimator,
+    exactness_summary,
+    exactness_warning,
+    group_share,
+)
 from rmlens.rewards import HeadConfig, HeadRM
 from rmlens.rewards._convex import LogisticProblem, counterfactuals, fit_logistic, refit
 
@@ -222,6 +227,11 @@ def test_exactness_summary():
     assert s["median_abs_effect"] == pytest.approx(0.09)
     assert s["effect_spearman"] == pytest.approx(1.0)
     assert exactness_summary([None, None]) is None
+    assert exactness_warning(s) is None
+    off = {**s, "max_abs_error": 0.5}
+    assert exactness_warning(off)["code"] == "paired_inexact"
+    assert "max 0.500" in exactness_warning(off)["message"]
+    assert exactness_warning({**s, "effect_spearman": 0.5})["code"] == "paired_inexact"
 
 
 def test_logistic_head_objectives():
@@ -372,3 +382,22 @@ def test_compare_and_attribute_read_paired_audits(tmp_path, tiny_encoder_dir):
     attribute(tmp_path / "paired", config=AttributeConfig(regressors=("lightgbm",)), quiet=True)
     stability = json.loads((tmp_path / "paired" / "attribution.json").read_text())["stability"]
     assert stability
+
+
+@pytest.mark.parametrize("size", [1, 2])
+def test_small_groups_take_the_newton_step_alone(size):
+    """Groups under 1% of a run's training pairs (prompt-grouped data) skip the chord steps:
+    one pair (vectorized) or two, against exact refits."""
+    n = 400
+    problem = _problem(n=n, d=8, seed=7 + size)
+    groups = np.repeat(np.arange(n // size), size)
+    inside = groups % 4 != 0
+    w = fit_logistic(problem.take(inside), 1.0)
+    p_cf = counterfactuals(problem, w, 1.0, groups, inside, ~inside)
+    refined = counterfactuals(problem, w, 1.0, groups, inside, ~inside, refine_share=0.0)
+    for g in (0, 1, 4, 5):
+        rows = np.flatnonzero(groups == g)
+        truth = refit(problem, w, 1.0, inside, rows)
+        np.testing.assert_allclose(p_cf[rows], truth, atol=1e-3)
+        np.testing.assert_allclose(refined[rows], truth, atol=1e-5)
+        assert np.abs(refined[rows] - truth).max() < np.abs(p_cf[rows] - truth).max() + 1e-12

@@ -227,11 +227,13 @@ def test_exactness_summary():
     assert s["median_abs_effect"] == pytest.approx(0.09)
     assert s["effect_spearman"] == pytest.approx(1.0)
     assert exactness_summary([None, None]) is None
-    assert exactness_warning(s) is None
-    off = {**s, "max_abs_error": 0.5}
+    assert exactness_warning(s)["code"] == "paired_inexact"  # median 0.02: above 0.01
+    fine = {**s, "median_abs_error": 0.001, "max_abs_error": 0.02}
+    assert exactness_warning(fine) is None
+    off = {**fine, "max_abs_error": 0.5}
     assert exactness_warning(off)["code"] == "paired_inexact"
     assert "max 0.500" in exactness_warning(off)["message"]
-    assert exactness_warning({**s, "effect_spearman": 0.5})["code"] == "paired_inexact"
+    assert exactness_warning({**fine, "effect_spearman": 0.5})["code"] == "paired_inexact"
 
 
 def test_logistic_head_objectives():

@@ -163,3 +163,8 @@ def test_growth_settings_may_differ_on_resume():
     assert _difference(old, record(runs=30)).startswith("another configuration: runs 25")
     assert "seed 0 (saved) vs 1 (now)" in _difference(grown, record(runs=4, seed=1,
                                                                     target_reliability=0.8))
+    # the estimator is compared as resolved: an audit saved before it existed was brute force
+    assert _difference(old, {**record(runs=25), "estimator": "brute"}) is None
+    assert _difference(old, {**record(runs=25), "estimator": "paired"}) == (
+        'another configuration: estimator "brute" (saved) vs "paired" (now)'
+    )

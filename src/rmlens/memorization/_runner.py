@@ -178,9 +178,9 @@ def _difference(old: dict, record: dict) -> str | None:
     )
     if old.get("group_by") != record["group_by"]:
         changes.append(("grouping column", old.get("group_by"), record["group_by"]))
-    saved_estimator = old.get("estimator", "brute")  # audits before the paired estimator
-    if saved_estimator != record["estimator"]:
-        changes.append(("estimator", saved_estimator, record["estimator"]))
+    estimators = old.get("estimator", "brute"), record.get("estimator", "brute")
+    if estimators[0] != estimators[1]:  # "brute": saved before the paired estimator existed
+        changes.append(("estimator", *estimators))
     settings = ", ".join(
         f"{name} {_show(then)} (saved) vs {_show(now)} (now)" if i == 0
         else f"{name} {_show(then)} vs {_show(now)}"

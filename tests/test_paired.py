@@ -403,3 +403,17 @@ def test_small_groups_take_the_newton_step_alone(size):
         np.testing.assert_allclose(p_cf[rows], truth, atol=1e-3)
         np.testing.assert_allclose(refined[rows], truth, atol=1e-5)
         assert np.abs(refined[rows] - truth).max() < np.abs(p_cf[rows] - truth).max() + 1e-12
+
+
+def test_target_reliability_reads_the_paired_scores(tmp_path, tiny_encoder_dir):
+    from rmlens.rewards._trainer import FrozenHeadTrainer
+
+    cfg = AuditConfig(runs=6, folds=3, n_boot=0, target_reliability=0.9, max_runs=30)
+    trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head,
+                                cache_dir=tmp_path / "cache")  # fmt: skip
+    audit(word_pairs(), cfg, tmp_path / "a", trainer=trainer, quiet=True)
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    status = summary["target_reliability"]
+    assert summary["estimator"] == "paired"
+    assert status["reached"] and status["runs"] == 6  # paired CM: reliable from 2 repeats
+    assert summary["reliability"]["cm"]["spearman_brown"] >= 0.9

@@ -96,7 +96,8 @@ def exactness_summary(records: list[dict]) -> dict | None:
         "median_abs_effect": float(np.median(np.abs(effect))),
         "effect_spearman": float(rho),
         "method": "exact refits (Newton to convergence, same lambda and scaling) with the "
-        "group removed or added, against the one-step counterfactual p_cf",
+        "group removed or added, against the counterfactual p_cf (a Newton step, and chord "
+        "steps for groups above 1% of the run)",
     }
 
 

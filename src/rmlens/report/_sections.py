@@ -226,8 +226,9 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
                 '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
                 "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
                 f"validation pairs, {esc(fmt(validation.get('fraction')))} of each run's "
-                f"training groups: from {esc(fmt(lam.get('min')))} to "
-                f"{esc(fmt(lam.get('max')))} (median {esc(fmt(lam.get('median')))}).</p>"
+                f"training groups: from {esc(_number(lam.get('min')))} to "
+                f"{esc(_number(lam.get('max')))} (median {esc(_number(lam.get('median')))})."
+                "</p>"
             )
         elif validation.get("used"):
             best = validation.get("best_epoch") or {}
@@ -256,6 +257,11 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
         )
     return Section("quality", "Reward models", body)
+
+
+def _number(value: Any) -> str:
+    """A penalty such as 300 or 0.3 as written, without padded decimals."""
+    return f"{value:g}" if isinstance(value, (int, float)) else fmt(value)
 
 
 def _estimator_block(summary: dict[str, Any]) -> str:

@@ -36,7 +36,8 @@ CHECK_EXACT = 1  # groups refitted exactly per run of a paired audit, unless tol
 
 
 def audit_head() -> HeadConfig:
-    """Frozen runs of an audit: the convex head, whose paired counterfactuals are exact."""
+    """Frozen runs of an audit: the convex head, whose paired counterfactuals are exact up
+    to about 1e-6 (its Newton steps against exact refits)."""
     return HeadConfig(head="logistic")
 
 
@@ -137,7 +138,7 @@ class AuditConfig(Config):
         default=None,
         metadata={
             "help": "paired: every run also scores each pair with its group removed (if in) "
-            "or added (if out), by one Newton step of the convex head (--head logistic), so "
+            "or added (if out), by a Newton step of the convex head (--head logistic), so "
             "every run counts for every pair; brute: compare a pair's in-runs with its "
             "out-runs (any head or mode).",
             "unset": "paired with --head logistic unless one group holds more than a tenth "

@@ -264,7 +264,6 @@ def _check_groups(problem, rm, codes, inside, outside, p, p_cf, n, seed, keep) -
     return {
         "groups": int(len(chosen)),
         "removed": int(sum(inside[r[0]] for r in rows_all)),
-        "index": rows.tolist(),
         "p": p[rows].tolist(),
         "p_cf": p_cf[rows].tolist(),
         "p_refit": np.concatenate(truth).tolist(),

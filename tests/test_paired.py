@@ -417,3 +417,13 @@ def test_target_reliability_reads_the_paired_scores(tmp_path, tiny_encoder_dir):
     assert summary["estimator"] == "paired"
     assert status["reached"] and status["runs"] == 6  # paired CM: reliable from 2 repeats
     assert summary["reliability"]["cm"]["spearman_brown"] >= 0.9
+
+
+def test_lambda_at_the_grid_edge_is_warned_when_common():
+    from rmlens.memorization._quality import budget_warning
+
+    note = {"l2": {"grid": [1.0, 10.0, 100.0]}, "runs_at_grid_edge": {"smallest": 3, "largest": 0}}
+    warning = budget_warning(note, 25)
+    assert warning["code"] == "l2_grid_edge" and "3 at the smallest (1)" in warning["message"]
+    one = {**note, "runs_at_grid_edge": {"smallest": 0, "largest": 1}}
+    assert budget_warning(one, 200) is None  # one run of 200: the validation loss's noise

@@ -22,7 +22,7 @@ from rmlens.rewards._convex import (
 )
 from rmlens.rewards._losses import centering_loss
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
-from rmlens.rewards._objectives import BIAS_OBJECTIVES, Objective, PairExtras
+from rmlens.rewards._objectives import BIAS_OBJECTIVES, Objective, PairExtras, reweight_raw
 
 PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops
 
@@ -266,7 +266,7 @@ class HeadRM:
         self.scale_ = head.scale.double().numpy()
         if objective.name == "reweight":  # weights_ = raw / mean(raw) over the training pairs
             d_bias = objective.d_bias_numpy(extras.dphi.numpy())
-            self.reweight_norm_ = float(np.mean((1 - 1 / (1 + np.exp(-d_bias))) ** cfg.gamma))
+            self.reweight_norm_ = float(np.mean(reweight_raw(d_bias, cfg.gamma)))
         problem = self._problem(xc, xr, extras)
         grid = sorted(cfg.l2_grid, reverse=True) if val is not None else [max(cfg.l2_grid)]
         self.history_, w, best, rising = [], None, None, 0
@@ -325,7 +325,7 @@ class HeadRM:
         c = np.ones(n)
         if objective.name == "reweight":
             d_bias = objective.d_bias_numpy(extras.dphi.numpy())
-            c = (1.0 - 1.0 / (1.0 + np.exp(-d_bias))) ** cfg.gamma / self.reweight_norm_
+            c = reweight_raw(d_bias, cfg.gamma) / self.reweight_norm_
         o = np.zeros(n) if extras.margin is None else -extras.margin.double().numpy()
         t = 1.0 - cfg.smoothing if objective.name == "label_smoothing" else 1.0
         return LogisticProblem(z, c, o, t)

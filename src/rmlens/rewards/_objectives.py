@@ -47,11 +47,16 @@ def poe(d_main: torch.Tensor, d_bias: torch.Tensor, margin=None) -> torch.Tensor
     return bt(d_main + d_bias, margin)
 
 
+def reweight_raw(d_bias: np.ndarray, gamma: float) -> np.ndarray:
+    """(1 - sigmoid(d_bias))^gamma, before normalization."""
+    return (1.0 - 1.0 / (1.0 + np.exp(-np.asarray(d_bias, dtype=float)))) ** gamma
+
+
 def reweight_weights(d_bias: np.ndarray, gamma: float) -> np.ndarray:
     """w_i = (1 - sigmoid(d_bias_i))^gamma, normalized to mean 1: pairs the bias-only model
     already gets right count less (example reweighting, Utama et al. 2020; the focal form of
     Karimi Mahabadi et al. 2020)."""
-    w = (1.0 - 1.0 / (1.0 + np.exp(-np.asarray(d_bias, dtype=float)))) ** gamma
+    w = reweight_raw(d_bias, gamma)
     return w / w.mean() if len(w) and w.mean() > 0 else np.ones_like(w)
 
 

@@ -212,7 +212,7 @@ def test_choose_estimator():
     assert name == "brute" and "more than 10%" in note and warning is None
     name, _, warning = choose_estimator(cfg.replace(estimator="paired"), big)
     assert name == "paired" and warning["code"] == "paired_large_groups"
-    assert f"{big:.0%}" in warning["message"]
+    assert f"{big:.1%}" in warning["message"]
     mlp = cfg.replace(head=HeadConfig(head="mlp"))
     assert choose_estimator(mlp, share)[0] == "brute"
 
@@ -295,6 +295,7 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
     assert manifest["metrics"]["l2"] in cfg.head.l2_grid
     assert summary["exactness"]["groups"] == 18
     assert summary["exactness"]["median_abs_error"] < 0.01
+    assert "says the estimate is precise" in summary["cm_significant"]["note"]
     assert table.cm.notna().all()
     # resume: nothing redone, identical tables
     stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns

@@ -136,6 +136,8 @@ def print_summary(out: Path) -> None:
             f"{significant['count']} pairs ({significant['memorized']} of them memorized); "
             f"memorized means CM >= {t['cm_memorized']}"
         )
+        if significant.get("note"):
+            console.print(f"Note: {significant['note']}.", markup=False)
     dropped = summary["dropped_truncation"]["count"]
     if dropped:
         console.print(f"{dropped} pairs dropped: chosen == rejected after truncation")

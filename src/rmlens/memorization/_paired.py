@@ -17,6 +17,7 @@ from scipy.stats import spearmanr
 
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plan import runs_per_repeat
+from rmlens.rewards._convex import REFINE_SHARE
 
 MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing
 # the counterfactuals are off when the median |p_cf - p_refit| is above OFF_MEDIAN, its
@@ -40,7 +41,7 @@ def group_share(groups: pd.Series, config: AuditConfig, folds: int) -> float:
 def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict | None]:
     """The estimator, a sentence saying why, and a warning for an explicit ``paired`` where
     a group is a large share of a run."""
-    shown = f"the largest group holds {share:.0%} of a run's training pairs"
+    shown = f"the largest group holds {share:.1%} of a run's training pairs"
     large = share > MAX_GROUP_SHARE
     if config.estimator == "brute":
         return "brute", "brute force (--estimator brute): in-runs against out-runs", None
@@ -68,8 +69,9 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
             "(--estimator paired forces it)"
         ), None
     return "paired", (
-        f"paired: each run also scores every pair with its group removed or added (a Newton "
-        f"step of the convex head and two chord steps); {shown}"
+        "paired: each run also scores every pair with its group removed or added (a Newton "
+        f"step of the convex head, and two chord steps for groups above "
+        f"{REFINE_SHARE:.0%} of a run); {shown}"
     ), None
 
 

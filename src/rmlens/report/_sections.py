@@ -155,8 +155,11 @@ def _summary_block(summary: dict[str, Any]) -> str:
     if isinstance(significant, dict) and "count" in significant:
         html += (
             f'<p class="note">CM significantly above 0 (95% interval above 0): '
-            f"{esc(fmt(significant['count']))} pairs.</p>"
-        )
+            f"{esc(fmt(significant['count']))} pairs."
+            + (f" {esc(significant['note'][0].upper() + significant['note'][1:])}."
+               if significant.get("note") else "")
+            + "</p>"
+        )  # fmt: skip
     if rest:
         html += key_value_table(rest)
     return html

@@ -228,7 +228,7 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
             body += (
                 '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
                 "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
-                f"validation pairs, {esc(fmt(validation.get('fraction')))} of each run's "
+                f"validation pairs, {esc(_number(validation.get('fraction')))} of each run's "
                 f"training groups: from {esc(_number(lam.get('min')))} to "
                 f"{esc(_number(lam.get('max')))} (median {esc(_number(lam.get('median')))})."
                 "</p>"

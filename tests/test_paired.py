@@ -307,8 +307,11 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
-        (["--estimator", "paired", "--head", "mlp"], "--estimator must be brute or unset"),
-        (["--estimator", "paired", "--mode", "finetune"], "--estimator must be brute or unset"),
+        (["--estimator", "paired", "--head", "mlp", "--objective", "group_dro"],
+         "--estimator must be brute or unset"),
+        (["--estimator", "paired", "--mode", "finetune", "--rm", "implicit"],
+         "--estimator must be brute or unset"),
+        (["--check-exact", "2", "--head", "mlp"], "--check-exact must be 0"),
         (["--check-exact", "3", "--estimator", "brute"], "--check-exact must be 0"),
         (["--epochs", "3"], "--epochs"),
         (["--l2-grid", "1,10", "--val-fraction", "0"], "--val-fraction"),

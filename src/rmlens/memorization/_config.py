@@ -14,6 +14,7 @@ from rmlens._params import (
     unit_interval,
 )
 from rmlens.rewards._config import MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards._influence import OBJECTIVES as INFLUENCE_OBJECTIVES
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with
@@ -138,8 +139,10 @@ class AuditConfig(Config):
         default=None,
         metadata={
             "help": "paired: every run also scores each pair with its group removed (if in) "
-            "or added (if out), by a Newton step of the convex head (--head logistic), so "
-            "every run counts for every pair; brute: compare a pair's in-runs with its "
+            "or added (if out), so every run counts for every pair: a Newton step of the "
+            "convex head (--head logistic, exact), or last-layer influence with a "
+            "calibrated damping (--head linear/mlp, or --mode finetune with --rm explicit; "
+            "objective bt or label_smoothing); brute: compare a pair's in-runs with its "
             "out-runs (any head or mode).",
             "unset": "paired with --head logistic unless one group holds more than a tenth "
             "of a run's training pairs, else brute",
@@ -148,7 +151,8 @@ class AuditConfig(Config):
     check_exact: int | None = field(
         default=None,
         metadata={
-            "help": "Paired estimator: per run, refit the head exactly with this many random "
+            "help": "Paired estimator with --head logistic: per run, refit the head exactly "
+            "with this many random "
             "groups removed or added, and report how far the counterfactuals are from the "
             "refits (0: no check).",
             "unset": f"{CHECK_EXACT} with the paired estimator",
@@ -235,27 +239,49 @@ class AuditConfig(Config):
 
     def exact_checks(self, estimator: str) -> int:
         """Groups refitted per run to check the counterfactuals, with ``estimator``."""
-        if estimator != "paired":
+        if estimator != "paired" or not self.pairable:
             return 0
         return CHECK_EXACT if self.check_exact is None else self.check_exact
 
     @property
+    def counterfactuals(self) -> str | None:
+        """How the runs can give paired counterfactuals: ``"newton"`` (frozen, the convex
+        head: exact Newton steps), ``"last-layer"`` (an AdamW head, or a fine-tuned explicit
+        RM on pairs, trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton
+        influence), or None."""
+        if self.mode == "frozen":
+            if self.head.convex:
+                return "newton"
+            return "last-layer" if self.head.objective in INFLUENCE_OBJECTIVES else None
+        t = self.train
+        pairwise = t.rm == "explicit" and t.loss == "bradley-terry"
+        return "last-layer" if pairwise and t.objective in INFLUENCE_OBJECTIVES else None
+
+    @property
     def pairable(self) -> bool:
-        """Whether the runs can give paired counterfactuals: frozen, the convex head."""
-        return self.mode == "frozen" and self.head.convex
+        """Whether paired counterfactuals are exact here (the default estimator then)."""
+        return self.counterfactuals == "newton"
+
+    def _where(self) -> str:
+        if self.mode == "frozen":
+            return f"--mode frozen, --head {self.head.head}, --objective {self.head.objective}"
+        t = self.train
+        return f"--mode finetune, --rm {t.rm}, --loss {t.loss}, --objective {t.objective}"
 
     def _check_estimator(self) -> None:
-        here = f"--mode {self.mode}" + (f", --head {self.head.head}" if self.mode == "frozen"
-                                        else "")  # fmt: skip
-        if self.estimator == "paired" and not self.pairable:
+        here = self._where()
+        if self.estimator == "paired" and not self.counterfactuals:
             raise ParamError(
                 "estimator", "AuditConfig",
-                f"brute or unset with {here} (paired needs --mode frozen and --head logistic: "
-                "its counterfactuals are Newton steps of the convex head)", self.estimator,
+                f"brute or unset with {here} (paired needs the convex head, or an explicit RM "
+                f"on pairs trained with objective {' or '.join(INFLUENCE_OBJECTIVES)})",
+                self.estimator,
                 message=(
-                    "--estimator paired applies to --mode frozen with --head logistic only "
-                    f"(here {here}): its counterfactuals are exact Newton steps of the convex "
-                    "head; use --estimator brute"
+                    f"--estimator paired does not apply here ({here}): it needs --head "
+                    "logistic (exact Newton steps), or an explicit RM on pairs (--head "
+                    "linear/mlp, or --mode finetune --rm explicit --loss bradley-terry) "
+                    f"trained with --objective {' or '.join(INFLUENCE_OBJECTIVES)} "
+                    "(last-layer influence); use --estimator brute"
                 ),
             )  # fmt: skip
         if self.check_exact and (self.estimator == "brute" or not self.pairable):
@@ -264,8 +290,8 @@ class AuditConfig(Config):
                 f"0 with {here}" + (", --estimator brute" if self.estimator == "brute" else "")
                 + " (it checks the paired estimator's counterfactuals)", self.check_exact,
                 message=(
-                    "--check-exact applies to the paired estimator only (--mode frozen, "
-                    f"--head logistic, --estimator paired or unset; here {here}"
+                    "--check-exact applies to the paired estimator of the convex head only "
+                    f"(--mode frozen, --head logistic, --estimator paired or unset; here {here}"
                     + (", --estimator brute" if self.estimator == "brute" else "") + ")"
                 ),
             )  # fmt: skip

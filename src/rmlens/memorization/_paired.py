@@ -58,10 +58,17 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
                 ),
                 "group_share": share,
             }
-        return "paired", f"paired (--estimator paired); {shown}", warning
+        how = ""
+        if config.counterfactuals == "last-layer":
+            how = (": last-layer Gauss-Newton influence, its damping calibrated so that the "
+                   "mean paired CM equals brute force's over the same runs")  # fmt: skip
+        return "paired", f"paired (--estimator paired){how}; {shown}", warning
     if not config.pairable:
         why = "the convex head only" if config.mode == "frozen" else "frozen heads only"
-        return "brute", f"brute force: paired counterfactuals are exact for {why}", None
+        note = f"brute force: paired counterfactuals are exact for {why}"
+        if config.counterfactuals == "last-layer":
+            note += " (--estimator paired: last-layer influence, calibrated to brute force)"
+        return "brute", note, None
     if large:
         return "brute", (
             f"brute force: {shown}, more than {MAX_GROUP_SHARE:.0%}, so a group's removal "

@@ -47,6 +47,7 @@ from rmlens.memorization._config import (
     RESOLVED_FIELDS,
     AuditConfig,
 )
+from rmlens.memorization._damping import brute_agreement, damping_warning
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._paired import (
@@ -600,6 +601,11 @@ def finish(
         m.p, m.member, m.val, np.asarray(finished) // k, folds=k, p_cf=m.p_cf, seed=config.seed
     )
     estimator = m.estimator
+    damping = m.damping
+    if damping is not None:
+        damping["brute_check"] = brute_agreement(
+            table.cm.to_numpy(), m, reliability, np.asarray(finished) // k, k, config.seed
+        )
     del m, p_cf
     if same_partition(plan, k):
         reliability["note"] = (
@@ -623,6 +629,8 @@ def finish(
     exactness = exactness_summary(checks)
     if exactness is not None:
         summary["exactness"] = exactness
+    if damping is not None:
+        summary["damping"] = damping
     summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     if estimator == "paired":
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
@@ -650,6 +658,7 @@ def finish(
     if estimator == "brute":  # paired: every run gives every pair an in- and an out-side
         warnings.append(coverage_warning(table, plan, config, folds))
     warnings.append(exactness_warning(exactness))
+    warnings.append(damping_warning(damping))
     warnings.append(interval_warning(summary["intervals"], len(table)))
     if config.target_reliability is not None:
         status = target_status(

@@ -2,10 +2,11 @@
 
 DIR/runs/<run:03d>/ holds ``scores.parquet`` (``id, r_chosen, r_rejected`` of every kept
 pair; with the paired estimator also ``p``, sigmoid(r+ - r-) under the run's RM, and
-``p_cf``, under the RM with the pair's group removed or added), ``rm/`` (the run's saved
-RM) and, written last, ``manifest.json`` (``run, seed, n_train, train_ids, n_val, val_ids,
-quality, metrics``). ``train_ids`` are the pairs the run's
-RM took gradients on; ``val_ids`` the validation pairs its early stopping read (from its own
+``p_cf``, under the RM with the pair's group removed or added; last-layer influence writes
+``p_cf_grid`` instead, p_cf at each damping value of the run's ``damping_grid``), ``rm/``
+(the run's saved RM) and, written last, ``manifest.json`` (``run, seed, n_train,
+train_ids, n_val, val_ids, quality, metrics``). ``train_ids`` are the pairs the run's RM
+took gradients on; ``val_ids`` the validation pairs its early stopping read (from its own
 training groups): neither in nor out for the estimators. A run is finished when its
 manifest parses and its scores exist; anything else in the folder (scores without a
 manifest, temporary files of a killed process) is redone, never read. A run that failed
@@ -28,6 +29,7 @@ from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens.memorization._damping import blend, brute_cm, calibrate, choose_damping, run_sums
 from rmlens.memorization._estimate import run_sides
 
 
@@ -40,7 +42,7 @@ class RunOutput:
     metrics: dict
     save_rm: Callable[[Path], object] | None = None  # writes the run's RM into a folder
     p: np.ndarray | None = None  # (n_pairs,), paired estimator only
-    p_cf: np.ndarray | None = None  # (n_pairs,), paired estimator only
+    p_cf: np.ndarray | None = None  # (n_pairs,), or (n_pairs, K) over a damping grid
 
 
 @dataclass
@@ -87,7 +89,9 @@ def write_run(
     clean_stale(folder)
     (folder / "manifest.json").unlink(missing_ok=True)
     columns = {"id": ids, "r_chosen": output.r_chosen, "r_rejected": output.r_rejected}
-    if output.p_cf is not None:
+    if output.p_cf is not None and output.p_cf.ndim == 2:  # last-layer influence: a grid
+        columns.update(p=output.p, p_cf_grid=list(output.p_cf))
+    elif output.p_cf is not None:
         columns.update(p=output.p, p_cf=output.p_cf)
     scores = pd.DataFrame(columns)[kept]
     write_parquet(scores, folder / "scores.parquet")
@@ -169,6 +173,7 @@ class RunMatrices:
     member: np.ndarray
     val: np.ndarray
     p_cf: np.ndarray | None = None
+    damping: dict | None = None  # last-layer influence: how its damping was calibrated
 
     @property
     def estimator(self) -> str:
@@ -193,30 +198,47 @@ def load_matrices(out: Path, runs: int | None = None) -> RunMatrices:
     finished = [r for r in range(runs) if run_done(run_dir(out, r))]
     if not finished:
         raise InputError(f"{out}: no finished runs")
-    ids = p = member = val = p_cf = None
-    previous, position = None, None
+    ids = p = member = val = p_cf = sums = counts = damping = None
+    previous, position, positions = None, None, []
     for j, run in enumerate(finished):
         folder = run_dir(out, run)
         table = pq.read_table(folder / "scores.parquet")
         column = table.column("id")
-        paired = "p_cf" in table.column_names
+        paired = "p_cf" in table.column_names or "p_cf_grid" in table.column_names
+        grid = "p_cf_grid" in table.column_names
         if ids is None:
             ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
             p = np.full((len(ids), len(finished)), np.nan)
             member = np.zeros((len(ids), len(finished)), dtype=bool)
             val = np.zeros((len(ids), len(finished)), dtype=bool)
             p_cf = np.full(p.shape, np.nan) if paired else None
-        if paired != (p_cf is not None):
+            first_grid = grid
+        if paired != (p_cf is not None) or grid != first_grid:
             raise InputError(
-                f"{folder / 'scores.parquet'}: the runs of {out} mix the paired and the "
-                "brute-force estimator (p_cf in some runs' scores only)"
+                f"{folder / 'scores.parquet'}: the runs of {out} mix estimators (p_cf or "
+                "p_cf_grid in some runs' scores only)"
             )
         if previous is None or not column.equals(previous):
             position = ids.get_indexer(column.to_numpy(zero_copy_only=False))
             if (position < 0).any() or len(position) != len(ids):
                 return _from_long_tables(out, runs)  # runs scored different pairs
             previous = column
-        if paired:
+        positions.append(position)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        rows = ids.get_indexer(manifest["train_ids"])
+        member[rows[rows >= 0], j] = True
+        rows = ids.get_indexer(manifest.get("val_ids", []))
+        val[rows[rows >= 0], j] = True
+        if grid:
+            p[position, j] = table.column("p").to_numpy()
+            values = _grid(table)
+            if sums is None:
+                sums, counts = np.zeros((len(ids), values.shape[1])), np.zeros(len(ids))
+                damping = manifest["metrics"].get("damping_grid")
+            s, c = run_sums(p[position, j], values, member[position, j], val[position, j])
+            sums[position] += s
+            counts[position] += c
+        elif paired:
             p[position, j] = table.column("p").to_numpy()
             p_cf[position, j] = table.column("p_cf").to_numpy()
         else:
@@ -224,12 +246,20 @@ def load_matrices(out: Path, runs: int | None = None) -> RunMatrices:
             r_r = table.column("r_rejected").to_numpy()
             p[position, j] = expit(r_c - r_r)
         del table
-        manifest = json.loads((folder / "manifest.json").read_text())
-        rows = ids.get_indexer(manifest["train_ids"])
-        member[rows[rows >= 0], j] = True
-        rows = ids.get_indexer(manifest.get("val_ids", []))
-        val[rows[rows >= 0], j] = True
-    return RunMatrices(ids, finished, p, member, val, p_cf)
+    calibration = None
+    if sums is not None:  # second pass: each run's p_cf at the calibrated damping
+        grid_values = damping or np.arange(1, sums.shape[1] + 1)
+        k, t, calibration = choose_damping(brute_cm(p, member, val), sums, counts, grid_values)
+        for j, run in enumerate(finished):
+            table = pq.read_table(run_dir(out, run) / "scores.parquet", columns=["p_cf_grid"])
+            p_cf[positions[j], j] = blend(_grid(table), k, t)
+    return RunMatrices(ids, finished, p, member, val, p_cf, calibration)
+
+
+def _grid(table) -> np.ndarray:
+    """A scores table's ``p_cf_grid`` (one list per pair) as an (n_pairs, K) array."""
+    column = table.column("p_cf_grid").combine_chunks()
+    return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), -1)
 
 
 def _from_long_tables(out: Path, runs: int) -> RunMatrices:
@@ -242,12 +272,18 @@ def _from_long_tables(out: Path, runs: int) -> RunMatrices:
     val = np.zeros(p.shape, dtype=bool)
     cell = ids.get_indexer(scores.id), scores.run.map(col).to_numpy()
     p[cell] = expit(scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy())
-    p_cf = None
+    where = ids.get_indexer(members.id), members.run.map(col).to_numpy()
+    member[where] = members.in_train
+    val[where] = members.validation
+    p_cf = calibration = None
     if "p_cf" in scores:
         p[cell] = scores.p.to_numpy(float)
         p_cf = np.full(p.shape, np.nan)
         p_cf[cell] = scores.p_cf.to_numpy(float)
-    where = ids.get_indexer(members.id), members.run.map(col).to_numpy()
-    member[where] = members.in_train
-    val[where] = members.validation
-    return RunMatrices(ids, finished, p, member, val, p_cf)
+    elif "p_cf_grid" in scores:
+        p[cell] = scores.p.to_numpy(float)
+        values = np.stack(scores.p_cf_grid.to_numpy())
+        grid = np.full((*p.shape, values.shape[1]), np.nan)
+        grid[cell] = values
+        p_cf, calibration = calibrate(p, grid, member, val)
+    return RunMatrices(ids, finished, p, member, val, p_cf, calibration)

@@ -21,6 +21,7 @@ from rmlens.data import fingerprint
 from rmlens.progress import stderr
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._implicit import ImplicitNet
+from rmlens.rewards._influence import DAMPING, OBJECTIVES, last_layer_counterfactuals
 from rmlens.rewards._loop import length_batches, score_examples, train_loop
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._nets import (
@@ -34,7 +35,7 @@ from rmlens.rewards._nets import (
 )
 from rmlens.rewards._objectives import PairExtras
 from rmlens.rewards._packing import Example, make_example
-from rmlens.rewards._trainer import RunScores, objective_inputs
+from rmlens.rewards._trainer import RunScores, inside_outside, objective_inputs
 from rmlens.rewards._tuned import TunedRM, runtime_for
 
 _STRUCTURE = (
@@ -246,12 +247,37 @@ class _TunedTrainer:
         return TunedRM(self.net_, self.base_, self.config_, weights=trainable_state(self.net_))
 
     # -- PairTrainer protocol ----------------------------------------------------------
-    def prepare(self, pairs: pd.DataFrame, *, quiet: bool = False) -> np.ndarray:
-        """Load the base model and tokenize every pair once; return the usable-pair mask."""
+    @property
+    def counterfactuals(self) -> str | None:
+        """``"last-layer"`` where runs give paired counterfactuals (an explicit RM on pairs,
+        trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton influence,
+        ``rmlens.rewards._influence``), else None."""
+        cfg = self.config or TrainConfig(rm=self.rm)
+        pairwise = self.rm == "explicit" and cfg.loss == "bradley-terry"
+        return "last-layer" if pairwise and cfg.objective in OBJECTIVES else None
+
+    def prepare(
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
+    ) -> np.ndarray:
+        """Load the base model and tokenize every pair once; return the usable-pair mask.
+
+        ``groups``: (n_pairs,) labels whose removal or addition each run's paired
+        counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
+        (no exact refit exists for a fine-tuned RM).
+        """
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
         self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
+        self.groups_codes_ = None
+        if groups is not None:
+            if not self.counterfactuals or check_exact:
+                raise ValueError(
+                    f"{type(self).__name__}: paired counterfactuals need an explicit RM on pairs "
+                    f"trained with an objective of {OBJECTIVES}, and check_exact=0"
+                )
+            self.groups_codes_ = np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
+            self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         return self.kept_
 
     def _train_best_lr(self, train_index, eval_index, cfg: TrainConfig, seed: int) -> list[dict]:
@@ -300,7 +326,11 @@ class _TunedTrainer:
         else:
             fit_index, eval_index = self._split_eval(fit_index, seed)
         history = self._train_best_lr(fit_index, eval_index, cfg, seed)
-        r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
+        paired = None
+        if getattr(self, "groups_codes_", None) is not None:
+            r, paired = self._influence(fit_index, eval_index)
+        else:
+            r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
         r_c, r_r = r[:, 0], r[:, 1]
         seen = train_index if val_index is None else np.concatenate([train_index, val_index])
         held = np.setdiff1d(np.arange(len(r_c)), seen.astype(int))
@@ -311,7 +341,35 @@ class _TunedTrainer:
         metrics["loss"] = history[-1]["train_loss"] if history else float("nan")
         metrics["lr"] = history[-1].get("lr_chosen", cfg.lr) if history else cfg.lr
         metrics["epochs_trained"] = len(history)
-        return RunScores(r_c, r_r, metrics, self._make_rm())
+        if paired is None:
+            return RunScores(r_c, r_r, metrics, self._make_rm())
+        p, p_cf, lambdas = paired
+        metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
+        return RunScores(r_c, r_r, metrics, self._make_rm(), p, p_cf)
+
+    def _influence(self, fit_index, eval_index):
+        """Rewards (n, 2) of every pair from the pooled hidden states h, and p, p_cf over
+        the damping grid from the score head's influence (``rmlens.rewards._influence``)."""
+        cfg = self.config_
+        h = score_examples(
+            self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size, method="pooled"
+        ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
+        h = np.nan_to_num(h)
+        u = self.net_.head.weight.detach().double().cpu().numpy()[0]
+        r = h @ u + float(self.net_.head.bias.detach())
+        kept = np.asarray(self.kept_, dtype=bool)
+        inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
+        offset = None
+        if cfg.use_margin and self.margin_ is not None:
+            offset = -np.nan_to_num(self.margin_)
+        target = 1.0 - cfg.smoothing if cfg.objective == "label_smoothing" else 1.0
+        p, p_cf, lambdas = last_layer_counterfactuals(
+            h[:, 0] - h[:, 1], u, self.groups_codes_, inside, outside, offset=offset,
+            target=target,
+        )  # fmt: skip
+        r[~kept] = np.nan
+        p[~kept] = np.nan
+        return r, (p, p_cf, lambdas)
 
 
 class ExplicitRMTrainer(_TunedTrainer):

@@ -330,6 +330,21 @@ class HeadRM:
         t = 1.0 - cfg.smoothing if objective.name == "label_smoothing" else 1.0
         return LogisticProblem(z, c, o, t)
 
+    def last_layer(self, x) -> tuple[np.ndarray, np.ndarray]:
+        """What the head's last linear layer reads for features (n, d), and its weights:
+        phi (n, h) and u (h,), so that the reward is u . phi + b (h = d for a linear head,
+        the hidden units of an MLP head)."""
+        if not hasattr(self, "head_"):
+            raise RuntimeError("This HeadRM instance is not fitted yet. Call 'fit' first.")
+        net = self.head_.net
+        body, last = (None, net) if isinstance(net, nn.Linear) else (net[:-1], net[-1])
+        with torch.inference_mode():
+            phi = (torch.as_tensor(np.asarray(x), dtype=torch.float32) - self.head_.mean)
+            phi = phi / self.head_.scale
+            if body is not None:
+                phi = body(phi)
+            return phi.double().numpy(), last.weight.detach().double().numpy()[0]
+
     def score(self, x) -> np.ndarray:
         """Rewards (n,) of features (n, d)."""
         if not hasattr(self, "head_"):

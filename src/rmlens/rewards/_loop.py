@@ -149,10 +149,13 @@ def score_examples(
     batch_size: int,
     quiet: bool = True,
     label: str = "scoring",
+    method: str = "rewards",
 ) -> np.ndarray:
     """Rewards (n, K) of every example (NaN where a ranking has fewer than K responses).
 
     Batches run longest first; each example's rewards do not depend on the batch.
+    ``method``: the net's method to call per batch, giving (B, K, ...) values
+    (``"pooled"``: an explicit RM's pooled hidden states, (n, K, d)).
     """
     training = net.training
     net.eval()
@@ -162,7 +165,9 @@ def score_examples(
         for index in length_batches([ex.packed_length for ex in examples], batch_size):
             batch = rt.batch(examples, index)
             with rt.autocast():
-                r = net.rewards(batch).float().cpu().numpy()
+                r = getattr(net, method)(batch).float().cpu().numpy()
+            if out.ndim != r.ndim:
+                out = np.full((len(examples), k_max, *r.shape[2:]), np.nan)
             for b, i in enumerate(index):
                 out[i, : len(examples[i].seqs)] = r[b, : len(examples[i].seqs)]
             advance(len(index))

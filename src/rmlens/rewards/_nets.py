@@ -35,6 +35,10 @@ class ExplicitNet(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def forward(self, batch: Batch) -> torch.Tensor:
+        return self.head(self.pooled(batch)).squeeze(-1).float()  # (B, K)
+
+    def pooled(self, batch: Batch) -> torch.Tensor:
+        """h (B, K, d): what the head reads, per sequence of each example."""
         extra = {"use_cache": False} if self.causal else {}
         if batch.position_ids is not None:
             extra["position_ids"] = batch.position_ids
@@ -42,10 +46,8 @@ class ExplicitNet(nn.Module):
             input_ids=batch.input_ids, attention_mask=batch.attention_mask, **extra
         ).last_hidden_state  # (R, T, d)
         if self.pooling == "last":
-            h = hidden.flatten(0, 1)[batch.last]  # (B, K, d)
-        else:
-            h = pool(hidden, batch.attention_mask, "mean")[batch.rows]  # (B, K, d)
-        return self.head(h).squeeze(-1).float()  # (B, K)
+            return hidden.flatten(0, 1)[batch.last]  # (B, K, d)
+        return pool(hidden, batch.attention_mask, "mean")[batch.rows]  # (B, K, d)
 
     def rewards(self, batch: Batch) -> torch.Tensor:
         return self(batch)

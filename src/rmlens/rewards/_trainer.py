@@ -17,6 +17,7 @@ from scipy.special import expit
 from rmlens.backbones import featurize, load_backbone
 from rmlens.rewards._convex import counterfactuals, one_blas_thread, refit
 from rmlens.rewards._head import HeadConfig, HeadRM
+from rmlens.rewards._influence import DAMPING, OBJECTIVES, last_layer_counterfactuals
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES
 from rmlens.rewards._saved import ExplicitHeadRM
@@ -143,9 +144,14 @@ class FrozenHeadTrainer:
         self.check_exact = check_exact
 
     @property
-    def counterfactuals(self) -> bool:
-        """Whether runs can give paired counterfactuals: the convex (logistic) head only."""
-        return self.head.convex
+    def counterfactuals(self) -> str | None:
+        """How runs give paired counterfactuals: ``"newton"`` (the convex head: Newton steps,
+        exact up to about 1e-6), ``"last-layer"`` (AdamW heads trained with ``bt`` or
+        ``label_smoothing``: last-layer Gauss-Newton influence over a damping grid,
+        ``rmlens.rewards._influence``), or None (other objectives)."""
+        if self.head.convex:
+            return "newton"
+        return "last-layer" if self.head.objective in OBJECTIVES else None
 
     def prepare(
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
@@ -163,8 +169,13 @@ class FrozenHeadTrainer:
         if groups is not None:
             if not self.counterfactuals:
                 raise ValueError(
-                    f"paired counterfactuals need head='logistic'; this trainer's head is "
-                    f"{self.head.head!r}"
+                    f"paired counterfactuals need head='logistic', or an objective of "
+                    f"{OBJECTIVES}; this trainer's is {self.head.objective!r}"
+                )
+            if self.check_exact_ and self.counterfactuals != "newton":
+                raise ValueError(
+                    "check_exact refits the convex head (head='logistic'); last-layer "
+                    "influence has no exact refit (set check_exact=0)"
                 )
             self.groups_codes_ = np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
         return self.features_.kept
@@ -202,12 +213,32 @@ class FrozenHeadTrainer:
         metrics.update(_training_record(rm))
         metrics.update(describe_objective(rm.objective_, self.bias))
         p = p_cf = None
-        if self.groups_codes_ is not None:
+        if self.groups_codes_ is not None and self.counterfactuals == "last-layer":
+            p, p_cf, lambdas = self._influence(rm, train_index, val_index)
+            metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
+        elif self.groups_codes_ is not None:
             with one_blas_thread():
                 p, p_cf, exactness = self._paired(rm, train_index, val_index, seed)
             if exactness is not None:
                 metrics["exactness"] = exactness
         return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm), p, p_cf)
+
+    def _influence(self, rm: HeadRM, train_index, val_index):
+        """p and p_cf over the damping grid of every usable pair, from the head's last
+        layer (``rmlens.rewards._influence``)."""
+        f, cfg = self.features_, self.head
+        phi_c, u = rm.last_layer(f.chosen)
+        phi_r, _ = rm.last_layer(f.rejected)
+        inside, outside = inside_outside(len(phi_c), f.kept, train_index, val_index)
+        offset = None
+        if cfg.use_margin and self.margin_ is not None:
+            offset = -np.nan_to_num(self.margin_)
+        target = 1.0 - cfg.smoothing if cfg.objective == "label_smoothing" else 1.0
+        p, p_cf, lambdas = last_layer_counterfactuals(
+            phi_c - phi_r, u, self.groups_codes_, inside, outside, offset=offset, target=target
+        )
+        p[~np.asarray(f.kept, dtype=bool)] = np.nan
+        return p, p_cf, lambdas
 
     def _paired(self, rm: HeadRM, train_index, val_index, seed: int):
         """p and p_cf of every usable pair (``rmlens.rewards._convex.counterfactuals``), and
@@ -215,10 +246,7 @@ class FrozenHeadTrainer:
         f = self.features_
         problem = rm.pair_problem(f.chosen, f.rejected, self.margin_, self.bias_)
         keep = f.chosen.shape[1]  # poe: the bias expert's coordinates train, never score
-        inside = np.zeros(len(problem.z), dtype=bool)
-        inside[train_index] = True
-        outside = np.asarray(f.kept, dtype=bool) & ~inside
-        outside[val_index] = False
+        inside, outside = inside_outside(len(problem.z), f.kept, train_index, val_index)
         codes = self.groups_codes_
         p = np.full(len(inside), np.nan)
         kept = np.asarray(f.kept, dtype=bool)  # validation pairs too (their quality is shown)
@@ -230,6 +258,15 @@ class FrozenHeadTrainer:
                 problem, rm, codes, inside, outside, p, p_cf, self.check_exact_, seed, keep
             )
         return p, p_cf, exactness
+
+
+def inside_outside(n: int, kept, train_index, val_index) -> tuple[np.ndarray, np.ndarray]:
+    """A run's training pairs, and the usable pairs it holds out (validation: neither)."""
+    inside = np.zeros(n, dtype=bool)
+    inside[train_index] = True
+    outside = np.asarray(kept, dtype=bool) & ~inside
+    outside[val_index] = False
+    return inside, outside
 
 
 def _training_record(rm: HeadRM) -> dict:

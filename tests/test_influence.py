@@ -16,7 +16,7 @@ from rmlens.memorization._runs import load_matrices, load_runs
 from rmlens.rewards import HeadConfig, TrainConfig
 from rmlens.rewards._convex import LogisticProblem, fit_logistic, refit
 from rmlens.rewards._influence import last_layer_counterfactuals
-from test_paired import word_pairs
+from test_paired import cli_audit, word_pairs
 
 
 def _case(n=10, d=3, seed=0):
@@ -190,3 +190,16 @@ def test_finetuned_explicit_rm_gives_paired_counterfactuals(tiny_causal_dir, tmp
     np.testing.assert_allclose(scores.p, expit(scores.r_chosen - scores.r_rejected), atol=1e-6)
     assert len(manifest["metrics"]["damping_l2"]) == len(manifest["metrics"]["damping_grid"])
     assert table.cm.notna().all()
+
+
+def test_cli_mlp_paired_audit_says_how_it_was_calibrated(
+    tmp_path, tiny_encoder_dir, monkeypatch, capsys
+):
+    code, _, out = cli_audit(tmp_path, tiny_encoder_dir, monkeypatch, "--head", "mlp",
+                             "--hidden-dim", "16", "--estimator", "paired")  # fmt: skip
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "last-layer Gauss-Newton influence" in printed
+    assert "Last-layer influence: damping" in printed and "Spearman" in printed
+    page = (out / "report.html").read_text()
+    assert "Last-layer influence: damping" in page

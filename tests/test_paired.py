@@ -330,16 +330,25 @@ def test_cli_refuses_what_cannot_apply(tmp_path, capsys, flags, named):
     assert not (tmp_path / "o").exists()
 
 
-def test_cli_paired_audit_and_its_summary(tmp_path, tiny_encoder_dir, monkeypatch, capsys):
+def cli_audit(tmp_path, encoder, monkeypatch, *flags: str):
+    """``rmlens memorize`` of ``word_pairs()`` with the tiny encoder, 6 runs of 3 folds:
+    its exit code, data file and experiment directory."""
     from rmlens.cli import main
 
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "pairs.jsonl"
     word_pairs().to_json(data, orient="records", lines=True)
     out = tmp_path / "cli"
-    code = main(["memorize", "--data", str(data), "--out", str(out), "--model",
-                 str(tiny_encoder_dir), "--runs", "6", "--folds", "3", "--check-exact", "2",
-                 "--l2-grid", "10,100", "--quiet"])  # fmt: skip
+    code = main(["memorize", "--data", str(data), "--out", str(out), "--model", str(encoder),
+                 "--runs", "6", "--folds", "3", "--quiet", *flags])  # fmt: skip
+    return code, data, out
+
+
+def test_cli_paired_audit_and_its_summary(tmp_path, tiny_encoder_dir, monkeypatch, capsys):
+    from rmlens.cli import main
+
+    code, data, out = cli_audit(tmp_path, tiny_encoder_dir, monkeypatch, "--check-exact", "2",
+                                "--l2-grid", "10,100")  # fmt: skip
     assert code == 0
     printed = capsys.readouterr()
     assert "Estimator: paired" in printed.out and "Exactness against 12 refitted" in printed.out

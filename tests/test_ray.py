@@ -160,3 +160,24 @@ def test_paired_audit_under_ray_gives_the_local_tables(ray_session, tiny_encoder
     pd.testing.assert_frame_equal(scores, here)
     summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
     assert summary["estimator"] == "paired" and summary["exactness"]["groups"] == 12
+
+
+def test_last_layer_paired_audit_under_ray_gives_the_local_tables(
+    ray_session, tiny_encoder_dir, tmp_path
+):
+    pairs = make_pairs()
+    cache = tmp_path / "cache"
+    head = HeadConfig(head="mlp", hidden_dim=8, epochs=3)
+    cfg = AuditConfig(runs=6, folds=3, n_boot=40, estimator="paired", head=head)
+
+    def trainer():
+        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=head, cache_dir=cache)
+
+    local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
+    remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),
+                   quiet=True)  # fmt: skip
+    pd.testing.assert_frame_equal(local, remote)
+    scores = pd.read_parquet(tmp_path / "ray" / "runs/003/scores.parquet")
+    assert "p_cf_grid" in scores and "p_cf" not in scores
+    summary = json.loads((tmp_path / "ray" / "summary.json").read_text())
+    assert summary["estimator"] == "paired" and "damping" in summary

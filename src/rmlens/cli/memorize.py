@@ -105,6 +105,10 @@ def print_summary(out: Path) -> None:
             f"{exact['effect_spearman']:.4f}",
             markup=False,
         )
+    if summary.get("damping"):
+        from rmlens.memorization._damping import damping_sentence
+
+        console.print(damping_sentence(summary["damping"]), markup=False)
     reliability = summary.get("reliability")
     if reliability:
         console.print(reliability_table(reliability))

@@ -157,3 +157,23 @@ def damping_warning(damping: dict | None) -> dict | None:
     if not parts:
         return None
     return {"code": "paired_influence", "message": "; ".join(parts)}
+
+
+def damping_sentence(damping: dict) -> str:
+    """summary.json's ``damping`` in one sentence, for the console and the report."""
+    text = (
+        f"Last-layer influence: damping {damping['damping']:.3g} x tr(G)/d, calibrated so "
+        "that the mean paired CM equals brute force's over these runs"
+    )
+    if "brute_mean_cm" in damping:
+        text += f" ({damping['brute_mean_cm']:.4f})"
+    check = damping.get("brute_check") or {}
+    if np.isfinite(check.get("spearman", float("nan"))):
+        text += (
+            f"; against the same runs' brute-force CM: Spearman {check['spearman']:.2f}, "
+            f"{check['share_of_ceiling']:.0%} of the {check['ceiling']:.2f} that the two "
+            f"reliabilities allow (brute force's: {check['brute_reliability']:.2f})"
+        )
+    if damping.get("edge"):
+        text += f"; {damping['edge']}"
+    return text

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmlens.memorization._damping import damping_sentence
+
 from ._html import (
     card,
     clean,
@@ -284,6 +286,9 @@ def _estimator_block(summary: dict[str, Any]) -> str:
             f"{esc(fmt(exact.get('median_abs_effect'), 4))}; Spearman of the effects "
             f"{esc(fmt(exact.get('effect_spearman'), 4))}.</p>"
         )
+    damping = summary.get("damping")
+    if isinstance(damping, dict) and "damping" in damping:
+        html += f'<p class="note">{esc(damping_sentence(damping))}.</p>'
     return html
 
 

@@ -8,20 +8,25 @@ with w = u. Its Gauss-Newton Hessian over the run's training pairs,
 
     H = Z' diag(p (1 - p)) Z + lambda I,
 
-turns a group's gradient into its counterfactual, one damped Newton step per group
-(``_convex.counterfactuals`` with ``steps=1``, Woodbury per group):
+turns a group's gradient into its counterfactual, one damped Newton step per group (the
+step of ``_convex.counterfactuals`` with ``steps=1``):
 
-    u_G = u - sign (H + sign Z_G' D_G Z_G)^-1 Z_G' g_G.
+    u_G = u - sign (H + sign Z_G' D_G Z_G)^-1 Z_G' g_G,
 
-Why this approximation: it costs one d x d inverse per run and damping value (d the hidden
-size) plus a pass that every run makes anyway (the representations of every pair), so a
-fine-tuned run's counterfactuals cost seconds, not trainings; it is exact for the convex head
-it generalizes; and it keeps the group structure (a k x k solve per group) that per-pair
-influence scores (TracIn, TRAK) give up. What it leaves out: the change of phi itself
-(the backbone or the head's first layer) and early stopping, under which u is no optimum.
-Both change the *size* of a group's effect far more than its *ranking*, so the damping
-lambda is not taken from the training (the lambda that would make an early-stopped u
-stationary gives effects near 0) but calibrated: each run gives the counterfactuals over a
+so with A = H^-1 and M = Z_G A Z_G' (k x k), the group's new reward differences are
+Z_G u - sign M (I + sign D_G M)^-1 g_G (push-through). One eigendecomposition
+G = V diag(e) V' serves the whole damping grid: M = Y_G diag(1 / (e + lambda)) Y_G' with
+Y = Z V.
+
+Why this approximation: it costs one eigendecomposition of a d x d matrix per run (d the
+hidden size) plus a pass that every run makes anyway (the representations of every pair), so
+a fine-tuned run's counterfactuals cost seconds, not trainings; it is the convex head's own
+step, so exact where that is; and it keeps the group structure (a k x k solve per group)
+that per-pair influence scores (TracIn, TRAK) give up. What it leaves out: the change of
+phi itself (the backbone or the head's first layer) and early stopping, under which u is no
+optimum. Both change the *size* of a group's effect far more than its *ranking*, so the
+damping lambda is not taken from the training (the lambda that would make an early-stopped
+u stationary gives effects near 0) but calibrated: each run gives the counterfactuals over a
 grid of damping values, and the audit keeps the value at which the mean paired CM equals
 brute force's mean CM over the same runs (a mean over every pair, so reliable where
 brute-force CM per pair is not; ``rmlens.memorization._damping``).
@@ -32,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from rmlens.rewards._convex import LogisticProblem, counterfactuals, one_blas_thread
+from rmlens.rewards._convex import one_blas_thread
 
 # The damping grid, relative to the mean curvature tr(G) / d of the Gauss-Newton matrix
 # G = Z' diag(p (1 - p)) Z of the run's training pairs (so the grid does not depend on the
@@ -84,18 +89,35 @@ def last_layer_counterfactuals(
     """
     z = np.asarray(z, dtype=np.float64)
     u = np.asarray(u, dtype=np.float64)
-    n = len(z)
+    n, d = z.shape
     o = np.zeros(n) if offset is None else np.asarray(offset, dtype=np.float64)
-    problem = LogisticProblem(z, np.ones(n), o, float(target))
-    train = problem.take(inside)
-    p_train = expit(train.z @ u + train.o)
-    curvature = float((p_train * (1 - p_train)) @ np.einsum("ij,ij->i", train.z, train.z))
-    scale = max(curvature / z.shape[1], np.finfo(float).tiny)
-    lambdas = scale * np.asarray(damping, dtype=np.float64)
-    p = expit(z @ u)
+    fitted = expit(z @ u + o)
+    g = fitted - float(target)  # each pair's loss gradient in its reward difference
+    c = fitted * (1 - fitted)  # and its curvature
     with one_blas_thread():
-        p_cf = np.column_stack([
-            counterfactuals(problem, u, float(lam), groups, inside, outside, steps=1)
-            for lam in lambdas
-        ])  # fmt: skip
-    return p, p_cf, lambdas
+        train = z[inside] * np.sqrt(c[inside])[:, None]
+        e, v = np.linalg.eigh(train.T @ train)  # G = V diag(e) V'
+        e = np.clip(e, 0.0, None)
+        lambdas = max(float(e.sum()) / d, np.finfo(float).tiny) * np.asarray(damping, float)
+        y = z @ v  # (n, d): z in G's eigenbasis, so z A z' = sum_k y_k^2 / (e_k + lambda)
+        inv = 1.0 / (e[:, None] + lambdas[None, :])  # (d, K)
+        p_cf = np.full((n, len(lambdas)), np.nan)
+        used = np.flatnonzero(inside | outside)
+        order = used[np.argsort(groups[used], kind="stable")]
+        bounds = np.flatnonzero(np.diff(groups[order])) + 1
+        parts = [r for r in np.split(order, bounds) if len(r)]
+        scored = z @ u
+        single = np.concatenate([r for r in parts if len(r) == 1] or [np.zeros(0, int)])
+        if len(single):  # k = 1: M = z A z' is a scalar per damping value
+            m = (y[single] ** 2) @ inv  # (s, K)
+            sign = np.where(inside[single], -1.0, 1.0)[:, None]
+            x = g[single, None] / (1 + sign * c[single, None] * m)
+            p_cf[single] = expit(scored[single, None] - sign * m * x)
+        for rows in (r for r in parts if len(r) > 1):
+            sign = -1.0 if inside[rows[0]] else 1.0
+            yg = y[rows]
+            for k in range(len(lambdas)):
+                m = (yg * inv[:, k]) @ yg.T  # M = Z_G A Z_G' (k x k)
+                x = np.linalg.solve(np.eye(len(rows)) + sign * c[rows, None] * m, g[rows])
+                p_cf[rows, k] = expit(scored[rows] - sign * m @ x)
+    return expit(scored), p_cf, lambdas

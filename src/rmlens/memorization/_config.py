@@ -152,9 +152,8 @@ class AuditConfig(Config):
         default=None,
         metadata={
             "help": "Paired estimator with --head logistic: per run, refit the head exactly "
-            "with this many random "
-            "groups removed or added, and report how far the counterfactuals are from the "
-            "refits (0: no check).",
+            "with this many random groups removed or added, and report how far the "
+            "counterfactuals are from the refits (0: no check).",
             "unset": f"{CHECK_EXACT} with the paired estimator",
         },
     )

@@ -285,5 +285,6 @@ def _from_long_tables(out: Path, runs: int) -> RunMatrices:
         values = np.stack(scores.p_cf_grid.to_numpy())
         grid = np.full((*p.shape, values.shape[1]), np.nan)
         grid[cell] = values
-        p_cf, calibration = calibrate(p, grid, member, val)
+        manifest = json.loads((run_dir(out, finished[0]) / "manifest.json").read_text())
+        p_cf, calibration = calibrate(p, grid, member, val, manifest["metrics"]["damping_grid"])
     return RunMatrices(ids, finished, p, member, val, p_cf, calibration)

@@ -21,7 +21,7 @@ from rmlens.data import fingerprint
 from rmlens.progress import stderr
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._influence import DAMPING, OBJECTIVES, last_layer_counterfactuals
+from rmlens.rewards._influence import DAMPING, OBJECTIVES, bt_terms, last_layer_counterfactuals
 from rmlens.rewards._loop import length_batches, score_examples, train_loop
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._nets import (
@@ -359,10 +359,7 @@ class _TunedTrainer:
         r = h @ u + float(self.net_.head.bias.detach())
         kept = np.asarray(self.kept_, dtype=bool)
         inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
-        offset = None
-        if cfg.use_margin and self.margin_ is not None:
-            offset = -np.nan_to_num(self.margin_)
-        target = 1.0 - cfg.smoothing if cfg.objective == "label_smoothing" else 1.0
+        offset, target = bt_terms(cfg, self.margin_)
         p, p_cf, lambdas = last_layer_counterfactuals(
             h[:, 0] - h[:, 1], u, self.groups_codes_, inside, outside, offset=offset,
             target=target,

@@ -47,6 +47,15 @@ DAMPING = tuple(float(x) for x in 10.0 ** np.arange(-4, 4.01, 0.5))
 OBJECTIVES = ("bt", "label_smoothing")  # objectives whose last layer is the logistic problem
 
 
+def bt_terms(config, margin) -> tuple[np.ndarray | None, float]:
+    """The logistic problem's offsets (minus the margin, with ``use_margin``) and target
+    (1 - eps for ``label_smoothing``) of a ``HeadConfig`` or ``TrainConfig``."""
+    offset = None
+    if config.use_margin and margin is not None:
+        offset = -np.nan_to_num(np.asarray(margin, dtype=float))
+    return offset, 1.0 - config.smoothing if config.objective == "label_smoothing" else 1.0
+
+
 def last_layer_counterfactuals(
     z: np.ndarray,
     u: np.ndarray,

@@ -17,7 +17,7 @@ from scipy.special import expit
 from rmlens.backbones import featurize, load_backbone
 from rmlens.rewards._convex import counterfactuals, one_blas_thread, refit
 from rmlens.rewards._head import HeadConfig, HeadRM
-from rmlens.rewards._influence import DAMPING, OBJECTIVES, last_layer_counterfactuals
+from rmlens.rewards._influence import DAMPING, OBJECTIVES, bt_terms, last_layer_counterfactuals
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._objectives import BIAS_OBJECTIVES
 from rmlens.rewards._saved import ExplicitHeadRM
@@ -230,10 +230,7 @@ class FrozenHeadTrainer:
         phi_c, u = rm.last_layer(f.chosen)
         phi_r, _ = rm.last_layer(f.rejected)
         inside, outside = inside_outside(len(phi_c), f.kept, train_index, val_index)
-        offset = None
-        if cfg.use_margin and self.margin_ is not None:
-            offset = -np.nan_to_num(self.margin_)
-        target = 1.0 - cfg.smoothing if cfg.objective == "label_smoothing" else 1.0
+        offset, target = bt_terms(cfg, self.margin_)
         p, p_cf, lambdas = last_layer_counterfactuals(
             phi_c - phi_r, u, self.groups_codes_, inside, outside, offset=offset, target=target
         )

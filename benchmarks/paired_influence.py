@@ -18,7 +18,8 @@ runs). Printed per setting:
   noisy measures of one quantity reach, and the share of it;
 - mean CM of each against the reference's (the calibration's check on independent runs);
 - wall time per run (the median time between runs' manifests) of the paired audit against
-  the reference's.
+  the reference's, and for the MLP head a 25-run brute and a 25-run paired audit timed in
+  turn in this process.
 
 ``--work DIR`` keeps the audits (an interrupted benchmark resumes where it stopped). Not
 part of the tests.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +116,15 @@ def bench_mlp(dataset: str, reference_runs: int, work: Path) -> None:
     audit(pairs, base.replace(runs=reference_runs, seed=1, estimator="brute"), ref,
           trainer=trainer(), quiet=True)  # fmt: skip
     report(f"frozen minilm, MLP head, {dataset} ({len(pairs)} pairs)", paired, ref)
+    seconds = {}
+    for i, estimator in enumerate(("brute", "paired", "brute", "paired")):  # a noisy machine
+        start = time.perf_counter()
+        audit(pairs, base.replace(runs=RUNS, seed=0, estimator=estimator),
+              work / f"mlp-{dataset}-timing-{i}", trainer=trainer(), quiet=True)
+        seconds.setdefault(estimator, []).append(time.perf_counter() - start)
+    print(f"wall of a {RUNS}-run audit (fresh directories, same plan, interleaved): paired "
+          f"{min(seconds['paired']):.1f} s, brute {min(seconds['brute']):.1f} s (ratio of the "
+          f"best of two: {min(seconds['paired']) / min(seconds['brute']):.2f}x)")
 
 
 def bench_lora(reference_runs: int, work: Path) -> None:

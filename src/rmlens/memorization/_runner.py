@@ -105,8 +105,9 @@ OUTPUT_ERRORS = {
 
 
 PAIRED_SIGNIFICANCE = (
-    "paired CM: a convex head fitted with a pair's group almost always scores that pair "
-    "higher than without it (a training pair's influence on itself is positive), and the "
+    "paired CM: an RM's step with a pair's group (the convex head's, or the last layer's) "
+    "almost always scores that pair higher than without it (a training pair's influence on "
+    "itself is positive), and the "
     "paired differences share each run's noise, so nearly every pair's interval lies above "
     "0. Significance here says the estimate is precise, not that the pair stands out; CM's "
     "size (the memorized category) does"

@@ -14,6 +14,7 @@ out.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 from rmlens.memorization._estimate import run_sides, side_means
 
@@ -90,6 +91,15 @@ def blend(p_cf_grid: np.ndarray, k: int, t: float) -> np.ndarray:
     if t == 0:
         return p_cf_grid[:, k]
     return (1 - t) * p_cf_grid[:, k] + t * p_cf_grid[:, k + 1]
+
+
+def grid_matrix(column: pd.Series, shape: tuple[int, int], cell) -> np.ndarray:
+    """Long tables' ``p_cf_grid`` (one list per row) as (n_pairs, n_runs, K), NaN where no
+    row gives a (pair, run) cell; ``cell`` the rows' (pair, run) positions."""
+    values = np.stack(column.to_numpy())
+    grid = np.full((*shape, values.shape[1]), np.nan)
+    grid[cell] = values
+    return grid
 
 
 def calibrate(p, p_cf_grid, member, val, grid=None) -> tuple[np.ndarray, dict]:

@@ -186,16 +186,13 @@ def estimate(
     p = np.full((len(ids), len(runs)), np.nan)  # (n_pairs, n_runs); NaN: run did not score it
     row, col = ids.get_indexer(scores.id), np.searchsorted(runs, scores.run.to_numpy())
     p[row, col] = expit(scores.r_chosen.to_numpy() - scores.r_rejected.to_numpy())
-    p_cf = grid = None
+    p_cf = None
     if "p_cf" in scores:
         p[row, col] = scores.p.to_numpy(float)
         p_cf = np.full(p.shape, np.nan)
         p_cf[row, col] = scores.p_cf.to_numpy(float)
     elif "p_cf_grid" in scores:  # last-layer influence: calibrated below
         p[row, col] = scores.p.to_numpy(float)
-        values = np.stack(scores.p_cf_grid.to_numpy())
-        grid = np.full((*p.shape, values.shape[1]), np.nan)
-        grid[row, col] = values
     known = np.zeros(p.shape, dtype=bool)
     member = np.zeros(p.shape, dtype=bool)
     m_row = ids.get_indexer(membership.id)
@@ -209,9 +206,10 @@ def estimate(
     if "validation" in membership:
         val = membership.validation.to_numpy(bool)[ok]
         p[m_row[ok][val], m_col[ok][val]] = np.nan  # neither in nor out
-    if grid is not None:
-        from rmlens.memorization._damping import calibrate
+    if "p_cf_grid" in scores:
+        from rmlens.memorization._damping import calibrate, grid_matrix
 
+        grid = grid_matrix(scores.p_cf_grid, p.shape, (row, col))
         p_cf, _ = calibrate(p, grid, member, np.zeros(p.shape, dtype=bool))
     table = memorization_scores(p, member, p_cf=p_cf, n_boot=n_boot, seed=seed)
     table.insert(0, "id", ids.to_numpy())

@@ -29,7 +29,14 @@ from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens.memorization._damping import blend, brute_cm, calibrate, choose_damping, run_sums
+from rmlens.memorization._damping import (
+    blend,
+    brute_cm,
+    calibrate,
+    choose_damping,
+    grid_matrix,
+    run_sums,
+)
 from rmlens.memorization._estimate import run_sides
 
 
@@ -282,9 +289,7 @@ def _from_long_tables(out: Path, runs: int) -> RunMatrices:
         p_cf[cell] = scores.p_cf.to_numpy(float)
     elif "p_cf_grid" in scores:
         p[cell] = scores.p.to_numpy(float)
-        values = np.stack(scores.p_cf_grid.to_numpy())
-        grid = np.full((*p.shape, values.shape[1]), np.nan)
-        grid[cell] = values
+        grid = grid_matrix(scores.p_cf_grid, p.shape, cell)
         manifest = json.loads((run_dir(out, finished[0]) / "manifest.json").read_text())
         p_cf, calibration = calibrate(p, grid, member, val, manifest["metrics"]["damping_grid"])
     return RunMatrices(ids, finished, p, member, val, p_cf, calibration)

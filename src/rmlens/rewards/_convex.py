@@ -194,11 +194,11 @@ def counterfactuals(
     train = problem.take(inside)
     a = inverse_hessian(train, w, lam)
     p_cf = np.full(len(groups), np.nan)
-    order = np.flatnonzero(inside | outside)
-    order = order[np.argsort(groups[order], kind="stable")]
-    za = problem.z[order] @ a  # (m, d): one matrix product for every group
-    bounds = np.flatnonzero(np.diff(groups[order])) + 1
-    parts = [(r, z) for r, z in zip(np.split(order, bounds), np.split(za, bounds)) if len(r)]
+    rows = group_rows(groups, inside | outside)
+    if not rows:
+        return p_cf
+    za = problem.z[np.concatenate(rows)] @ a  # (m, d): one matrix product for every group
+    parts = list(zip(rows, np.split(za, np.cumsum([len(r) for r in rows])[:-1])))
     refined = [steps > 1 and len(r) > refine_share * len(train.z) for r, _ in parts]
     single = [part for part, more in zip(parts, refined) if not more and len(part[0]) == 1]
     if single:
@@ -219,6 +219,13 @@ def counterfactuals(
         for j, (group, _) in enumerate(firsts):
             p_cf[group.rows] = expit(problem.z[group.rows, :keep] @ new_w[:keep, j])
     return p_cf
+
+
+def group_rows(groups: np.ndarray, used: np.ndarray) -> list[np.ndarray]:
+    """The rows of each group among the pairs ``used`` (a bool mask), group by group."""
+    order = np.flatnonzero(used)
+    order = order[np.argsort(groups[order], kind="stable")]
+    return [r for r in np.split(order, np.flatnonzero(np.diff(groups[order])) + 1) if len(r)]
 
 
 def _single_steps(problem: LogisticProblem, rows, za, w, sign, keep: int) -> np.ndarray:

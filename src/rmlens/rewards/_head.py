@@ -96,13 +96,21 @@ class RewardHead(nn.Module):
             self.net = nn.Sequential(
                 nn.Linear(dim, config.hidden_dim), nn.GELU(), nn.Linear(config.hidden_dim, 1)
             )
-        last = self.net if isinstance(self.net, nn.Linear) else self.net[-1]
-        nn.init.zeros_(last.weight)  # every pair starts at r+ - r- = 0: no random reward offsets
-        nn.init.zeros_(last.bias)
+        nn.init.zeros_(self.last.weight)  # every pair starts at r+ - r- = 0: no reward offsets
+        nn.init.zeros_(self.last.bias)
+
+    @property
+    def last(self) -> nn.Linear:
+        return self.net if isinstance(self.net, nn.Linear) else self.net[-1]
+
+    def hidden(self, h: torch.Tensor) -> torch.Tensor:
+        """What the last linear layer reads: the standardized features (linear head) or the
+        MLP's hidden units, (B, h)."""
+        z = self.drop((h - self.mean) / self.scale)  # (B, d)
+        return z if isinstance(self.net, nn.Linear) else self.net[:-1](z)
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        z = (h - self.mean) / self.scale  # (B, d)
-        return self.net(self.drop(z)).squeeze(-1)  # (B,)
+        return self.last(self.hidden(h)).squeeze(-1)  # (B,)
 
 
 class HeadRM:
@@ -336,14 +344,9 @@ class HeadRM:
         the hidden units of an MLP head)."""
         if not hasattr(self, "head_"):
             raise RuntimeError("This HeadRM instance is not fitted yet. Call 'fit' first.")
-        net = self.head_.net
-        body, last = (None, net) if isinstance(net, nn.Linear) else (net[:-1], net[-1])
         with torch.inference_mode():
-            phi = (torch.as_tensor(np.asarray(x), dtype=torch.float32) - self.head_.mean)
-            phi = phi / self.head_.scale
-            if body is not None:
-                phi = body(phi)
-            return phi.double().numpy(), last.weight.detach().double().numpy()[0]
+            phi = self.head_.hidden(torch.as_tensor(np.asarray(x), dtype=torch.float32))
+            return phi.double().numpy(), self.head_.last.weight.double().numpy()[0]
 
     def score(self, x) -> np.ndarray:
         """Rewards (n,) of features (n, d)."""

@@ -37,7 +37,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from rmlens.rewards._convex import one_blas_thread
+from rmlens.rewards._convex import group_rows, one_blas_thread
 
 # The damping grid, relative to the mean curvature tr(G) / d of the Gauss-Newton matrix
 # G = Z' diag(p (1 - p)) Z of the run's training pairs (so the grid does not depend on the
@@ -111,10 +111,7 @@ def last_layer_counterfactuals(
         y = z @ v  # (n, d): z in G's eigenbasis, so z A z' = sum_k y_k^2 / (e_k + lambda)
         inv = 1.0 / (e[:, None] + lambdas[None, :])  # (d, K)
         p_cf = np.full((n, len(lambdas)), np.nan)
-        used = np.flatnonzero(inside | outside)
-        order = used[np.argsort(groups[used], kind="stable")]
-        bounds = np.flatnonzero(np.diff(groups[order])) + 1
-        parts = [r for r in np.split(order, bounds) if len(r)]
+        parts = group_rows(groups, inside | outside)
         scored = z @ u
         single = np.concatenate([r for r in parts if len(r) == 1] or [np.zeros(0, int)])
         if len(single):  # k = 1: M = z A z' is a scalar per damping value

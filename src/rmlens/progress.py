@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -35,3 +36,15 @@ def progress_bar(label: str, *, total: int, quiet: bool = False) -> Iterator[Cal
     with Progress(*columns, console=stderr, transient=False) as bar:
         task = bar.add_task(label, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+log = logging.getLogger("rmlens")
+
+
+def status(message: str) -> None:
+    """Say what a step is doing (``rmlens`` logger, level INFO).
+
+    Silent in a Python session unless logging is configured; the command line shows it on
+    stderr unless ``--quiet``.
+    """
+    log.info(message)

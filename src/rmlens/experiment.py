@@ -1,0 +1,248 @@
+"""One experiment directory: its record, plan, runs and tables, and the one resume check.
+
+Every command that writes a directory (DESIGN.md section 6) writes it through
+:class:`ExperimentDir`, and every reader reads it through the same class, so the layout is
+written down once::
+
+    DIR/config.json             the record: settings, data fingerprint, version
+    DIR/plan.parquet            run, group, in_train, validation (an audit's run plan)
+    DIR/runs/<run:03d>/         scores.parquet, rm/, and manifest.json written last
+                                (or error.json for a run that failed for good)
+    DIR/<table>.parquet|.json   the tables
+
+All writes are atomic (``rmlens._io``). A run is finished when its manifest parses and names
+its training pairs and its scores exist; anything else in its folder is redone, never read.
+An RM folder of ``rmlens train`` is an experiment directory whose record is ``train.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from rmlens._errors import InputError
+from rmlens._io import write_json, write_parquet
+from rmlens._params import dict_changes
+
+RECORD = "config.json"
+PLAN = "plan.parquet"
+MANIFEST = "manifest.json"
+SCORES = "scores.parquet"
+
+
+def shown(value: Any) -> str:
+    """A setting as the record holds it: strings quoted, None as null."""
+    return json.dumps(value) if isinstance(value, (str, list, dict, type(None))) else str(value)
+
+
+class ExperimentDir:
+    """The folder ``path`` of one experiment (see the module docstring).
+
+    Parameters
+    ----------
+    path : path
+        The folder; it need not exist yet (:meth:`create`).
+    record : str
+        File name of the record inside the folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> exp = ExperimentDir(tempfile.mkdtemp()).create()
+    >>> exp.resume({"settings": {"runs": 4}, "data_sha1": "ab"}, what="an audit") is None
+    True
+    >>> _ = exp.write_record({"settings": {"runs": 4}, "data_sha1": "ab"})
+    >>> exp.resume({"settings": {"runs": 6}, "data_sha1": "ab"}, what="an audit")
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    rmlens._errors.InputError: `out` ... with another configuration: runs 4 (saved) vs 6 (now); ...
+    """
+
+    def __init__(self, path: str | Path, record: str = RECORD):
+        self.path = Path(path)
+        self.record_name = record
+
+    def __repr__(self) -> str:
+        return f"ExperimentDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    def __truediv__(self, name: str) -> Path:
+        return self.path / name
+
+    # -- the folder and its files ---------------------------------------------------------
+
+    def create(self) -> ExperimentDir:
+        """Make the folder (and its parents); a file in its place is bad input."""
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError(f"`out` {self.path}: is a file, not a directory; choose another `out`")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise InputError(
+                f"`out` {self.path}: cannot create the directory ({err.strerror})"
+            ) from err
+        return self
+
+    def read_json(self, name: str, *, required: bool = True) -> Any:
+        """The JSON file ``name``; None when absent and not ``required``."""
+        path = self.path / name
+        if not path.is_file():
+            if required:
+                raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
+            return None
+        try:
+            return json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError) as err:
+            raise InputError(f"{path}: not valid JSON ({err}); delete it") from None
+
+    def write_json(self, obj: Any, name: str) -> Path:
+        return write_json(obj, self.path / name)
+
+    def read_table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+        path = self.path / name
+        if not path.is_file():
+            raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
+        try:
+            return pd.read_parquet(path, columns=columns)
+        except Exception as err:  # noqa: BLE001 - any reader failure is bad input
+            raise InputError(f"{path}: not a readable Parquet file ({err})") from None
+
+    def write_table(self, frame: pd.DataFrame, name: str) -> Path:
+        return write_parquet(frame, self.path / name)
+
+    def clean_stale(self, folder: Path | None = None) -> None:
+        """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``."""
+        folder = self.path if folder is None else folder
+        if not folder.is_dir():
+            return
+        for path in folder.glob(".*.tmp"):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+
+    # -- the record and the one resume check ----------------------------------------------
+
+    @property
+    def has_record(self) -> bool:
+        return (self.path / self.record_name).is_file()
+
+    def read_record(self) -> dict | None:
+        """The saved record, None when there is none yet."""
+        record = self.read_json(self.record_name, required=False)
+        if record is not None and not isinstance(record, dict):
+            raise InputError(
+                f"{self.path / self.record_name}: expected a JSON object, "
+                f"found {type(record).__name__}"
+            )
+        return record
+
+    def write_record(self, record: dict) -> Path:
+        return self.write_json(record, self.record_name)
+
+    def resume(
+        self,
+        record: dict,
+        *,
+        what: str,
+        settings: Callable[[dict], dict] = lambda r: r.get("settings") or {},
+        data_keys: tuple[str, ...] = ("data_sha1",),
+        hint: str = "",
+    ) -> dict | None:
+        """Check that the experiment saved here is the one ``record`` describes.
+
+        Returns the saved record (None for a new directory). Raises :class:`InputError`
+        naming every setting that differs and whether the data did, in one wording for every
+        command: ``settings(record)`` is the part that makes the tables (compared field by
+        field, dotted names for nested ones), ``data_keys`` the fingerprints of the data.
+        ``hint`` is said after the settings (how to resume instead).
+        """
+        saved = self.read_record()
+        if saved is None:
+            return None
+        changes = dict_changes(settings(saved), json.loads(json.dumps(settings(record))))
+        text = ", ".join(
+            f"{name} {shown(then)} (saved) vs {shown(now)} (now)" if i == 0
+            else f"{name} {shown(then)} vs {shown(now)}"
+            for i, (name, then, now) in enumerate(changes)
+        )  # fmt: skip
+        data = None
+        if any(saved.get(k) != record.get(k) for k in data_keys):
+            data = other_data(saved, record, data_keys)
+        if not text and data is None:
+            return saved
+        parts = [f"another configuration: {text}{hint}"] if text else []
+        parts += [data] if data else []
+        raise InputError(
+            f"`out` {self.path} holds {what} with {'; and '.join(parts)}; use another `out`, "
+            f"or the saved settings and data (its {self.record_name}) to resume it"
+        )
+
+    # -- the plan and the runs ------------------------------------------------------------
+
+    def read_plan(self, columns: list[str] | None = None) -> pd.DataFrame:
+        return self.read_table(PLAN, columns)
+
+    def write_plan(self, plan: pd.DataFrame) -> Path:
+        return self.write_table(plan, PLAN)
+
+    def n_runs(self) -> int:
+        """The plan's run count (plan.parquet), which a target reliability grows."""
+        path = self.path / PLAN
+        if not path.is_file():
+            raise InputError(f"{self.path}: no {PLAN} (not an audit directory)")
+        try:
+            column = pq.read_table(path, columns=["run"]).column("run").to_numpy()
+        except Exception as err:  # noqa: BLE001 - an unreadable plan is bad input
+            raise InputError(f"{path}: not a readable plan ({err})") from None
+        return int(column.max()) + 1 if len(column) else 0
+
+    @property
+    def has_runs(self) -> bool:
+        return (self.path / "runs").is_dir()
+
+    def run_dir(self, run: int) -> Path:
+        return self.path / "runs" / f"{run:03d}"
+
+    def run_done(self, run: int) -> bool:
+        folder = self.run_dir(run)
+        manifest = folder / MANIFEST
+        if not manifest.exists() or not (folder / SCORES).exists():
+            return False
+        try:
+            return "train_ids" in json.loads(manifest.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return False
+
+    def finished_runs(self, n_runs: int | None = None) -> list[int]:
+        """Runs 0 to ``n_runs`` - 1 (the plan's count when None) that are finished."""
+        n_runs = self.n_runs() if n_runs is None else n_runs
+        return [r for r in range(n_runs) if self.run_done(r)]
+
+    def manifest(self, run: int) -> dict:
+        return json.loads((self.run_dir(run) / MANIFEST).read_text())
+
+    def scores_path(self, run: int) -> Path:
+        return self.run_dir(run) / SCORES
+
+
+def other_data(saved: dict, record: dict, keys: tuple[str, ...]) -> str:
+    """How the data differ: pair counts when they do, and the fingerprints."""
+    n_old, n_now = saved.get("n_pairs"), record.get("n_pairs")
+    size = f"{n_old} pairs (saved) vs {n_now} (now), " if n_old != n_now else (
+        f"{n_now} pairs, " if n_now is not None else ""
+    )
+    key = next(k for k in keys if saved.get(k) != record.get(k))
+    return (
+        f"other data ({size}fingerprint {saved.get(key)} vs {record.get(key)}: "
+        "pairs, margins or groups changed)"
+    )

@@ -1,0 +1,102 @@
+"""ExperimentDir: the one layout of an experiment directory and the one resume check."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from rmlens._errors import InputError
+from rmlens.experiment import ExperimentDir
+
+
+def record(**settings):
+    return {"settings": {"runs": 4, "head": {"epochs": 2}, **settings}, "data_sha1": "aa",
+            "n_pairs": 10}  # fmt: skip
+
+
+def test_a_new_directory_has_nothing_to_resume(tmp_path):
+    exp = ExperimentDir(tmp_path / "new").create()
+    assert exp.path.is_dir()
+    assert exp.resume(record(), what="an audit") is None
+
+
+def test_the_same_experiment_resumes_with_its_saved_record(tmp_path):
+    exp = ExperimentDir(tmp_path).create()
+    saved = {**record(), "version": "0.0.1"}
+    exp.write_record(saved)
+    assert exp.resume(record(), what="an audit") == saved
+
+
+def test_the_refusal_names_each_setting_and_the_data(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    exp.write_record(record())
+    with pytest.raises(InputError) as err:
+        exp.resume(record(runs=6, head={"epochs": 3}), what="an audit")
+    message = str(err.value)
+    assert message == (
+        f"`out` {tmp_path} holds an audit with another configuration: runs 4 (saved) vs 6 "
+        "(now), head.epochs 2 vs 3; use another `out`, or the saved settings and data "
+        "(its config.json) to resume it"
+    )
+    other = {**record(runs=6), "data_sha1": "bb", "n_pairs": 12}
+    with pytest.raises(InputError, match=r"vs 6 \(now\); and other data \(10 pairs \(saved\) "
+                       r"vs 12 \(now\), fingerprint aa vs bb"):
+        exp.resume(other, what="an audit")
+    with pytest.raises(InputError, match=r"holds an RM with other data \(10 pairs, fingerprint"):
+        exp.resume({**record(), "data_sha1": "cc"}, what="an RM")
+
+
+def test_the_hint_follows_the_settings(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    exp.write_record(record())
+    with pytest.raises(InputError, match=r"vs 5 \(now\) \(grew\); use another"):
+        exp.resume(record(runs=5), what="an audit", hint=" (grew)")
+
+
+def test_a_custom_view_and_record_file(tmp_path):
+    exp = ExperimentDir(tmp_path, record="train.json")
+    exp.write_record({"train_config": {"lr": 1.0}, "data_sha1": "x", "eval_sha1": None})
+    view = {"settings": lambda r: r["train_config"], "data_keys": ("data_sha1", "eval_sha1")}
+    same = {"train_config": {"lr": 1.0}, "data_sha1": "x", "eval_sha1": None}
+    assert exp.resume(same, what="an RM", **view)["train_config"] == {"lr": 1.0}
+    with pytest.raises(InputError, match=r"lr 1.0 \(saved\) vs 2.0 .*\(its train.json\)"):
+        exp.resume({**same, "train_config": {"lr": 2.0}}, what="an RM", **view)
+    with pytest.raises(InputError, match="other data"):
+        exp.resume({**same, "eval_sha1": "e"}, what="an RM", **view)
+
+
+def test_bad_records_and_folders_are_bad_input(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(InputError, match=r"config.json: not valid JSON"):
+        ExperimentDir(tmp_path).read_record()
+    (tmp_path / "config.json").write_text("[1]")
+    with pytest.raises(InputError, match="expected a JSON object, found list"):
+        ExperimentDir(tmp_path).read_record()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(InputError, match="is a file, not a directory"):
+        ExperimentDir(tmp_path / "file").create()
+    with pytest.raises(InputError, match="no plan.parquet"):
+        ExperimentDir(tmp_path).n_runs()
+
+
+def test_a_run_is_finished_only_with_scores_and_a_manifest_naming_its_pairs(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    exp.write_plan(pd.DataFrame({"run": [0, 0, 1, 2], "group": list("abca")}))
+    assert exp.n_runs() == 3
+    for run in range(3):
+        exp.write_table(pd.DataFrame({"id": ["p"]}), f"runs/{run:03d}/scores.parquet")
+    exp.write_json({"train_ids": ["p"]}, "runs/000/manifest.json")
+    exp.write_json({"run": 1}, "runs/001/manifest.json")  # no train_ids: unfinished
+    (exp.run_dir(2) / "manifest.json").write_text("{trunc")
+    assert exp.finished_runs() == [0]
+    assert exp.manifest(0) == {"train_ids": ["p"]}
+    assert exp.scores_path(0).is_file()
+
+
+def test_stale_temporary_files_are_removed(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    (tmp_path / ".x.json.1.tmp").write_text("half")
+    (tmp_path / ".rm.ab.tmp").mkdir()
+    (tmp_path / "kept.json").write_text(json.dumps({}))
+    exp.clean_stale()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]

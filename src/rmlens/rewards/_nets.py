@@ -86,7 +86,7 @@ def wrap_lora(model: nn.Module, config: TrainConfig) -> nn.Module:
             warnings.simplefilter("ignore", FutureWarning)
             return get_peft_model(model, lora_config(config))
     except ValueError as err:
-        raise InputError(f"--lora-targets {config.lora_targets!r}: {err}") from err
+        raise InputError(f"`lora_targets` {config.lora_targets!r}: {err}") from err
 
 
 def reset_lora(model: nn.Module) -> None:

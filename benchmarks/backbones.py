@@ -66,7 +66,7 @@ def subsample(pairs: pd.DataFrame, n: int | None, seed: int) -> pd.DataFrame:
 def head_audit(pairs, backbone, name: str, cache: Path, folds: int, out: Path) -> dict:
     """The audit's own frozen heads over one repeat of grouped K-fold; accuracies and times."""
     config = AuditConfig(model=name, runs=folds, folds=folds, n_boot=0)
-    trainer = FrozenHeadTrainer(model=name, head=config.head, backbone=backbone, cache_dir=cache)
+    trainer = FrozenHeadTrainer(config.head, model=name, backbone=backbone, cache_dir=cache)
     fit_score, seconds = trainer.fit_score, []
 
     def timed_fit_score(*args, **kwargs):

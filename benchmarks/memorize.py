@@ -21,7 +21,7 @@ import torch
 from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import FrozenHeadTrainer, HeadRM
+from rmlens.rewards import FrozenHeadTrainer
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared/data/hh-rlhf-harmless-base-test.jsonl.gz"
 
@@ -52,7 +52,7 @@ def naive_runs(pairs, n_runs: int) -> float:
         xc = _encode_in_order(bb, texts_c)
         xr = _encode_in_order(bb, texts_r)
         train = rng.uniform(size=len(pairs)) < 0.8
-        HeadRM().fit(xc[train], xr[train]).score(xc)
+        FrozenHeadTrainer().fit_features(xc[train], xr[train]).head_.score_features(xc)
 
     seconds, _ = timed(lambda: [one_run() for _ in range(n_runs)])
     return seconds

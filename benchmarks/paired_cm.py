@@ -90,7 +90,7 @@ def reliability_at(m, n_runs: int, folds: int) -> float:
 
 def run_audit(pairs, cache: Path, out: Path, runs: int, seed: int, **kw) -> tuple[float, Path]:
     config = AuditConfig(runs=runs, seed=seed, n_boot=0, **kw)
-    trainer = FrozenHeadTrainer(model="minilm", head=config.head, cache_dir=cache)
+    trainer = FrozenHeadTrainer(config.head, model="minilm", cache_dir=cache)
     start = time.perf_counter()
     audit(pairs, config, out, trainer=trainer, quiet=True)
     return time.perf_counter() - start, out

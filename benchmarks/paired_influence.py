@@ -106,7 +106,7 @@ def bench_mlp(dataset: str, reference_runs: int, work: Path) -> None:
     cache = work / "cache"
 
     def trainer():
-        return FrozenHeadTrainer(model="minilm", head=head, cache_dir=cache)
+        return FrozenHeadTrainer(head, model="minilm", cache_dir=cache)
 
     trainer().prepare(pairs, quiet=True)  # warm the embedding cache for both audits
     base = AuditConfig(n_boot=0, head=head)

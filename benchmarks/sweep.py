@@ -1,7 +1,7 @@
 """Benchmark: rmlens's prefix-cached token sweep vs the naive per-candidate method.
 
 The RM is SmolLM2-135M-Instruct (the ``smollm2-135m`` preset) with a linear Bradley-Terry
-head. By default the head is trained here with ``rmlens.rewards.HeadRM`` on 300 pairs of
+head. By default the head is trained here with ``rmlens.rewards.FrozenHeadTrainer`` on 300 pairs of
 the shared HH-RLHF harmless-base test file (cached under ``$RMLENS_CACHE/rms``); pass
 ``--rm DIR`` to benchmark another rmlens RM folder.
 
@@ -48,7 +48,7 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
     """
     from rmlens.backbones import encode_pair_text, featurize, load_backbone
     from rmlens.data import load_pairs
-    from rmlens.rewards import HeadConfig, HeadRM, pairwise_accuracy, save_head_rm
+    from rmlens.rewards import FrozenHeadTrainer, HeadConfig, pairwise_accuracy, save_head_rm
 
     if (out / "rm_config.json").is_file():
         return out
@@ -65,10 +65,15 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
     f_test = featurize(backbone, test)
     seconds = time.perf_counter() - start
     config = HeadConfig(head="linear", epochs=60, lr=3e-3, weight_decay=0.01, seed=seed)
-    rm = HeadRM(config).fit(f_train.chosen[f_train.kept], f_train.rejected[f_train.kept])
+    trainer = FrozenHeadTrainer(config)
+    rm = trainer.fit_features(f_train.chosen[f_train.kept], f_train.rejected[f_train.kept]).head_
     metrics = {
-        "train_accuracy": pairwise_accuracy(rm.score(f_train.chosen), rm.score(f_train.rejected)),
-        "test_accuracy": pairwise_accuracy(rm.score(f_test.chosen), rm.score(f_test.rejected)),
+        "train_accuracy": pairwise_accuracy(
+            rm.score_features(f_train.chosen), rm.score_features(f_train.rejected)
+        ),
+        "test_accuracy": pairwise_accuracy(
+            rm.score_features(f_test.chosen), rm.score_features(f_test.rejected)
+        ),
         "n_train": int(f_train.kept.sum()), "n_test": int(len(test)),
         "n_eligible": int(len(short)), "featurize_seconds": round(seconds, 1),
     }

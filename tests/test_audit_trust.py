@@ -12,7 +12,7 @@ from rmlens.memorization import AuditConfig, audit, categorize, memorization_sco
 from rmlens.memorization._plan import carve_validation, make_plan, planned_runs, runs_needed
 from rmlens.memorization._quality import audit_warnings, rm_quality, split_quality
 from rmlens.memorization._summary import cm_significant
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig, HeadRM
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]
@@ -43,9 +43,7 @@ def trainer(tiny_encoder_dir, tmp_path):
 
     def make(config: AuditConfig | None = None) -> FrozenHeadTrainer:
         head = (config or regime()).resolved().head
-        return FrozenHeadTrainer(
-            model=str(tiny_encoder_dir), head=head, cache_dir=tmp_path / "cache"
-        )
+        return FrozenHeadTrainer(head, model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
 
     return make
 
@@ -149,12 +147,17 @@ def test_head_keeps_the_best_epoch_and_stops_early():
     xc = np.where(flip[:, None], xr, x)
     xr = np.where(flip[:, None], x, xr)
     cfg = HeadConfig(head="mlp", epochs=200, patience=4, lr=1e-2, weight_decay=0.0)
-    rm = HeadRM(cfg).fit(xc[:100], xr[:100], validation=(xc[100:], xr[100:]))
+    trainer = FrozenHeadTrainer(cfg)
+    rm = trainer.fit_features(xc[:100], xr[:100], validation=(xc[100:], xr[100:])).head_
     losses = [h["val_loss"] for h in rm.history_]
     assert rm.n_epochs_ < 200 and rm.n_epochs_ == rm.best_epoch_ + 4
     assert losses[rm.best_epoch_ - 1] == min(losses)
-    best = HeadRM(cfg.replace(epochs=rm.best_epoch_, patience=0)).fit(xc[:100], xr[:100])
-    np.testing.assert_allclose(rm.score(xc), best.score(xc), rtol=1e-5, atol=1e-6)
+    best = FrozenHeadTrainer(cfg.replace(epochs=rm.best_epoch_, patience=0)).fit_features(
+        xc[:100], xr[:100]
+    ).head_
+    np.testing.assert_allclose(
+        rm.score_features(xc), best.score_features(xc), rtol=1e-5, atol=1e-6
+    )
 
 
 def test_validation_is_required_for_early_stopping_and_finetune_eval_split_is_refused():

@@ -14,9 +14,9 @@ from rmlens.rewards import (
     FrozenHeadTrainer,
     HeadConfig,
     load_rm,
-    member_pair_scores,
     pairwise_accuracy,
 )
+from rmlens.rewards._ensemble import member_pair_scores
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
 from rmlens.rewards import (
     EnsembleRM,
@@ -18,9 +18,10 @@ from rmlens.rewards import (
     make_trainer,
     train_rm,
 )
-from rmlens.rewards._loop import lr_factor, ranking_loss
+from rmlens.rewards._loop import lr_factor
 from rmlens.rewards._nets import ExplicitNet, trainable_state
 from rmlens.rewards._packing import collate, make_example
+from rmlens.rewards.losses import ranking_loss
 
 PROMPTS = [
     "what is the best thing ever ?",
@@ -265,7 +266,8 @@ def test_pairs_identical_after_truncation_are_dropped(tiny_causal_dir):
         }
     )
     trainer = ExplicitRMTrainer(config(tiny_causal_dir, max_length=10))
-    trainer.fit(pairs, quiet=True)
+    with pytest.warns(RmlensWarning, match="1 pairs dropped: chosen and rejected identical"):
+        trainer.fit(pairs, quiet=True)
     assert trainer.n_dropped_ == 1
     assert trainer.prepare(pairs, quiet=True).tolist() == [False, True]
 

@@ -11,10 +11,9 @@ from rmlens._errors import InputError
 from rmlens.rewards import (
     ImplicitRMTrainer,
     TrainConfig,
-    implicit_reward,
     load_rm,
-    response_logps,
 )
+from rmlens.rewards._implicit import implicit_reward, response_logps
 from rmlens.rewards._nets import load_causal_lm
 from rmlens.rewards._packing import collate, make_example
 

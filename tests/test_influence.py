@@ -118,7 +118,7 @@ def test_calibrate_by_hand():
 
 @pytest.fixture(scope="module")
 def mlp_audit(tmp_path_factory, tiny_encoder_dir):
-    from rmlens.rewards._trainer import FrozenHeadTrainer
+    from rmlens.rewards import FrozenHeadTrainer
 
     root = tmp_path_factory.mktemp("influence")
     pairs = word_pairs()
@@ -126,7 +126,7 @@ def mlp_audit(tmp_path_factory, tiny_encoder_dir):
                       head=HeadConfig(head="mlp", hidden_dim=16, epochs=6))  # fmt: skip
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head,
+        return FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir),
                                  cache_dir=root / "cache")  # fmt: skip
 
     out = root / "a"

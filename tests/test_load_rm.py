@@ -22,9 +22,9 @@ from rmlens.rewards import (
     TrainConfig,
     TunedRM,
     load_rm,
-    member_pair_scores,
     train_rm,
 )
+from rmlens.rewards._ensemble import member_pair_scores
 from rmlens.tokens import sweep_prompt, token_scorer
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rmlens"

@@ -11,8 +11,9 @@ import torch
 from conftest import length_pairs
 from rmlens.attribution import bias_features
 from rmlens.cli import main
-from rmlens.rewards import HeadConfig, HeadRM, Objective, PairExtras
-from rmlens.rewards._objectives import (
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig, Objective
+from rmlens.rewards.losses import (
+    PairExtras,
     bt,
     dro_weights,
     fit_bias_model,
@@ -90,13 +91,13 @@ def test_dro_step_by_hand_and_weights_move_toward_the_worst_group():
     wins = one_rule ^ flip
     nc, nr = np.where(wins[:, None], xa, xb), np.where(wins[:, None], xb, xa)
     cfg = HeadConfig(objective="group_dro", epochs=10, patience=0, dro_step=0.5)
-    q = HeadRM(cfg).fit(nc, nr, groups=group).objective_.q
+    q = FrozenHeadTrainer(cfg).fit_features(nc, nr, groups=group).head_.objective_.q
     assert q[1] > 0.57
     worst = {}
     for name in ("bt", "group_dro"):
         cfg = HeadConfig(objective=name, epochs=60, patience=0, dro_step=0.05)
-        rm = HeadRM(cfg).fit(xc, xr, groups=group)
-        d = rm.score(xc) - rm.score(xr)
+        rm = FrozenHeadTrainer(cfg).fit_features(xc, xr, groups=group).head_
+        d = rm.score_features(xc) - rm.score_features(xr)
         worst[name] = min((d[group == g] > 0).mean() for g in (0, 1))
     assert worst["group_dro"] > worst["bt"] + 0.05  # measured: 0.645 -> 0.76
 
@@ -117,10 +118,10 @@ def test_poe_leaves_the_main_rm_near_zero_when_the_bias_decides():
     val = (xc[1600:], xr[1600:], None, dphi[1600:])
     d = {}
     for name in ("bt", "poe"):
-        rm = HeadRM(HeadConfig(objective=name, epochs=100, patience=5)).fit(
+        rm = FrozenHeadTrainer(HeadConfig(objective=name, epochs=100, patience=5)).fit_features(
             xc[:1600], xr[:1600], bias=dphi[:1600], validation=val
-        )
-        d[name] = np.abs(rm.score(xc) - rm.score(xr)).mean()
+        ).head_
+        d[name] = np.abs(rm.score_features(xc) - rm.score_features(xr)).mean()
         if name == "poe":
             assert rm.objective_.describe()["bias_weights"][0] == pytest.approx(2.0, abs=0.3)
     assert d["bt"] > 0.5
@@ -140,7 +141,9 @@ def test_objective_validation_loss_and_missing_inputs():
     with pytest.raises(ValueError, match="group"):
         Objective("group_dro")
     with pytest.raises(ValueError, match="bias features"):
-        HeadRM(HeadConfig(objective="reweight", epochs=1)).fit(np.ones((3, 2)), np.zeros((3, 2)))
+        FrozenHeadTrainer(HeadConfig(objective="reweight", epochs=1)).fit_features(
+            np.ones((3, 2)), np.zeros((3, 2))
+        )
 
 
 def test_bias_features_by_hand():

@@ -21,7 +21,7 @@ from rmlens.memorization._paired import (
     exactness_warning,
     group_share,
 )
-from rmlens.rewards import HeadConfig, HeadRM
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 from rmlens.rewards._convex import LogisticProblem, counterfactuals, fit_logistic, refit
 
 
@@ -244,12 +244,14 @@ def test_logistic_head_objectives():
     val = (xc[60:], xr[60:], None, bias[60:])
     for objective in ("bt", "label_smoothing", "poe", "reweight"):
         cfg = HeadConfig(head="logistic", objective=objective)
-        rm = HeadRM(cfg).fit(xc[:60], xr[:60], bias=bias[:60], validation=val)
+        rm = FrozenHeadTrainer(cfg).fit_features(
+            xc[:60], xr[:60], bias=bias[:60], validation=val
+        ).head_
         assert rm.l2_ in cfg.l2_grid
         assert 3 <= len(rm.history_) <= len(cfg.l2_grid)  # the path stops past the best
         best = min(h["val_loss"] for h in rm.history_)
         assert rm.history_[rm.best_step_ - 1]["val_loss"] == best
-        d = rm.score(xc) - rm.score(xr)
+        d = rm.score_features(xc) - rm.score_features(xr)
         problem = rm.pair_problem(xc, xr, bias=bias)
         np.testing.assert_allclose(d, problem.z[:, :6] @ rm.w_[:6], atol=1e-4)
     with pytest.raises(ValueError, match="group_dro"):
@@ -270,13 +272,13 @@ def word_pairs(n: int = 120, users: int = 24) -> pd.DataFrame:
 
 
 def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
-    from rmlens.rewards._trainer import FrozenHeadTrainer
+    from rmlens.rewards import FrozenHeadTrainer
 
     pairs = word_pairs()
     cfg = AuditConfig(runs=6, folds=3, n_boot=50, check_exact=3)
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head,
+        return FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir),
                                  cache_dir=tmp_path / "cache")  # the audit's check_exact
 
     out = tmp_path / "a"
@@ -366,13 +368,13 @@ def test_compare_and_attribute_read_paired_audits(tmp_path, tiny_encoder_dir):
     from rmlens.attribution import AttributeConfig, attribute
     from rmlens.comparison import CompareConfig, compare
     from rmlens.memorization._runs import load_matrices
-    from rmlens.rewards._trainer import FrozenHeadTrainer
+    from rmlens.rewards import FrozenHeadTrainer
 
     pairs = word_pairs()
     cfg = AuditConfig(runs=6, folds=3, n_boot=30)
 
     def trainer(head):
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=head,
+        return FrozenHeadTrainer(head, model=str(tiny_encoder_dir),
                                  cache_dir=tmp_path / "cache")  # fmt: skip
 
     paired = audit(pairs, cfg, tmp_path / "paired", trainer=trainer(cfg.head), quiet=True)
@@ -419,10 +421,10 @@ def test_small_groups_take_the_newton_step_alone(size):
 
 
 def test_target_reliability_reads_the_paired_scores(tmp_path, tiny_encoder_dir):
-    from rmlens.rewards._trainer import FrozenHeadTrainer
+    from rmlens.rewards import FrozenHeadTrainer
 
     cfg = AuditConfig(runs=6, folds=3, n_boot=0, target_reliability=0.9, max_runs=30)
-    trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head,
+    trainer = FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir),
                                 cache_dir=tmp_path / "cache")  # fmt: skip
     audit(word_pairs(), cfg, tmp_path / "a", trainer=trainer, quiet=True)
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())

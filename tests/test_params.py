@@ -15,7 +15,8 @@ from rmlens._errors import InputError
 from rmlens._params import Config, ParamConflict, ParamError, dict_changes
 
 CONFIGS = {
-    "rmlens.rewards._config": ["TrainConfig", "HeadConfig"],
+    "rmlens.rewards.finetune": ["TrainConfig"],
+    "rmlens.rewards.frozen": ["HeadConfig"],
     "rmlens.memorization._config": ["AuditConfig"],
     "rmlens.attribution._attribute": ["AttributeConfig"],
     "rmlens.evaluation._evaluate": ["EvaluateConfig"],

@@ -148,7 +148,7 @@ def test_paired_audit_under_ray_gives_the_local_tables(ray_session, tiny_encoder
     cfg = AuditConfig(runs=6, folds=3, n_boot=40, estimator="paired", check_exact=2)
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=cfg.head, cache_dir=cache)
+        return FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir), cache_dir=cache)
 
     local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
     remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),
@@ -171,7 +171,7 @@ def test_last_layer_paired_audit_under_ray_gives_the_local_tables(
     cfg = AuditConfig(runs=6, folds=3, n_boot=40, estimator="paired", head=head)
 
     def trainer():
-        return FrozenHeadTrainer(model=str(tiny_encoder_dir), head=head, cache_dir=cache)
+        return FrozenHeadTrainer(head, model=str(tiny_encoder_dir), cache_dir=cache)
 
     local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
     remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),

@@ -121,7 +121,7 @@ def test_audit_writes_reliability(tiny_encoder_dir, tmp_path):
     head = HeadConfig(epochs=5, batch_size=16, lr=3e-3)
     config = AuditConfig(runs=6, folds=2, n_boot=20, head=head)
     trainer = FrozenHeadTrainer(
-        model=str(tiny_encoder_dir), head=config.resolved().head, cache_dir=tmp_path / "cache"
+        config.resolved().head, model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache"
     )
     out = tmp_path / "audit"
     audit(make_pairs(), config, out, trainer=trainer, quiet=True)

@@ -83,7 +83,7 @@ def test_bare_linear_head_file(models, tmp_path):
 
 
 def test_headrm_scores_equal_sweep_scores(models, tmp_path):
-    """Train/score consistency: HeadRM on featurize() features == the sweep's scores."""
+    """Train/score consistency: a head fitted on featurize() features == the sweep's scores."""
     backbone = backbones.load_backbone(str(models["root"] / "backbone"))
     prompt = DEFAULT_PROMPTS[1]
     tok = models["tok"]
@@ -91,10 +91,11 @@ def test_headrm_scores_equal_sweep_scores(models, tmp_path):
     pairs = pd.DataFrame({"id": [str(i) for i in range(15)], "prompt": prompt,
                           "chosen": words[:15], "rejected": words[15:]})
     feats = backbones.featurize(backbone, pairs, cache_dir=False, quiet=True)
-    rm = rewards.HeadRM(rewards.HeadConfig(epochs=3)).fit(feats.chosen, feats.rejected)
+    trainer = rewards.FrozenHeadTrainer(rewards.HeadConfig(epochs=3))
+    rm = trainer.fit_features(feats.chosen, feats.rejected).head_
     folder = save_head_rm(tmp_path / "rm", str(models["root"] / "backbone"), head=rm)
     frame, _ = sweep_prompt(sweepable(folder), prompt, token_ids=np.arange(40, 55))
-    np.testing.assert_allclose(frame.score, rm.score(feats.chosen), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(frame.score, rm.score_features(feats.chosen), rtol=1e-4, atol=1e-5)
 
 
 def test_cli_sweep_writes_outputs_and_resumes(models, tmp_path, capsys):

@@ -11,7 +11,7 @@ from rmlens._errors import InputError
 from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.generalization._config import GeneralizeConfig, default_train
-from rmlens.rewards._config import TrainConfig
+from rmlens.rewards.finetune import TrainConfig
 
 GENERALIZE = [
     Section(GeneralizeConfig),

@@ -10,7 +10,8 @@ from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig, audit_head, audit_train
-from rmlens.rewards._config import HeadConfig, TrainConfig
+from rmlens.rewards.finetune import TrainConfig
+from rmlens.rewards.frozen import HeadConfig
 
 # The audit owns these: one backbone, one length and one seed for every run.
 TRAIN_OWNED_BY_AUDIT = ("model", "max_length", "seed", "ensemble")

@@ -10,7 +10,8 @@ from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.comparison._config import CompareConfig, MitigateConfig
 from rmlens.memorization._config import AuditConfig, audit_head, audit_train
-from rmlens.rewards._config import HeadConfig, TrainConfig
+from rmlens.rewards.finetune import TrainConfig
+from rmlens.rewards.frozen import HeadConfig
 
 # the audit owns these (as in memorize); the objective is what mitigate varies
 TRAIN_OWNED = ("model", "max_length", "seed", "ensemble", "objective")

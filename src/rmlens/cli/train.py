@@ -21,7 +21,8 @@ from rmlens.cli._options import (
     save_config,
     with_parameters,
 )
-from rmlens.rewards._config import ScoreConfig, TrainConfig
+from rmlens.rewards._config import ScoreConfig
+from rmlens.rewards.finetune import TrainConfig
 
 TRAIN = [Section(TrainConfig)]
 SCORE = [Section(ScoreConfig)]

@@ -22,7 +22,7 @@ from rmlens.comparison._config import CompareConfig
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.rewards import OBJECTIVES
-from rmlens.rewards._objectives import BIAS_OBJECTIVES
+from rmlens.rewards.losses import BIAS_OBJECTIVES
 
 
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:

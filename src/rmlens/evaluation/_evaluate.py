@@ -32,7 +32,8 @@ from rmlens.evaluation._posthoc import (
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.progress import stderr
-from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy
+from rmlens.rewards import EnsembleRM, load_rm, pairwise_accuracy
+from rmlens.rewards._ensemble import member_pair_scores
 
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:

@@ -270,7 +270,7 @@ class LengthCalibratedRM:
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
         """Calibrated rewards (n,) of (prompt, response) texts."""
-        from rmlens.rewards import member_scores
+        from rmlens.rewards._ensemble import member_scores
 
         raw = member_scores(self.rm, prompts, responses).mean(axis=0)
         return self.calibrator.transform(raw, response_lengths(responses))

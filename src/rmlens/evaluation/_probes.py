@@ -28,7 +28,7 @@ import pandas as pd
 
 from rmlens.data import SynthConfig
 from rmlens.progress import progress_bar
-from rmlens.rewards import member_scores
+from rmlens.rewards._ensemble import member_scores
 
 SIDES = ("chosen", "rejected")
 

@@ -22,7 +22,7 @@ import numpy as np
 from rmlens._errors import InputError
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._runs import RunFailure, RunOutput
-from rmlens.rewards import PairTrainer
+from rmlens.rewards._trainer import Trainer as PairTrainer
 
 
 @dataclass

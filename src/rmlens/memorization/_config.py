@@ -13,8 +13,10 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.rewards._config import MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards._config import MODEL_HELP
 from rmlens.rewards._influence import OBJECTIVES as INFLUENCE_OBJECTIVES
+from rmlens.rewards.finetune import TrainConfig
+from rmlens.rewards.frozen import HeadConfig
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with

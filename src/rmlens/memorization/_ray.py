@@ -31,7 +31,7 @@ from rmlens.memorization._backends import (
 )
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._runs import RunFailure, RunOutput
-from rmlens.rewards import PairTrainer
+from rmlens.rewards._trainer import Trainer as PairTrainer
 
 
 def import_ray():

@@ -88,7 +88,8 @@ from rmlens.memorization._runs import (
 )
 from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
 from rmlens.progress import progress_bar, stderr
-from rmlens.rewards import FrozenHeadTrainer, PairTrainer, make_trainer
+from rmlens.rewards import FrozenHeadTrainer, make_trainer
+from rmlens.rewards._trainer import Trainer as PairTrainer
 
 __all__ = ["audit", "finish", "load_runs", "resolve_groups", "run_done"]
 
@@ -265,8 +266,8 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)
     return FrozenHeadTrainer(
+        config.head,
         model=config.model,
-        head=config.head,
         max_length=config.max_length,
         batch_size=config.encode_batch_size,
         bias=bias,

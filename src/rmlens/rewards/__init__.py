@@ -1,22 +1,36 @@
-"""Reward models: heads, losses, training, metrics."""
+"""Reward models: one trainer per mode, one interface to score, the losses.
+
+- ``frozen``: :class:`HeadConfig` and :class:`FrozenHeadTrainer` (heads on frozen features).
+- ``finetune``: :class:`TrainConfig`, :class:`ExplicitRMTrainer`, :class:`ImplicitRMTrainer`
+  (``make_trainer`` picks one) and ``train_rm`` (``rmlens train``).
+- Every trainer follows one contract (``Trainer``): ``Trainer(config).fit(pairs) -> self``,
+  the fitted RM in ``rm_``, ``score(pairs)``; ``prepare`` + ``fit_score`` per audit run.
+- Every RM is a :class:`RewardModel` (texts in, rewards out: ``score(prompts, responses)``,
+  ``score_pairs(pairs)``): ``ExplicitHeadRM``, ``TunedRM``, ``EnsembleRM``,
+  ``SequenceClassifierRM``; ``load_rm`` loads any of them. ``HeadRM`` is a fitted head alone
+  (features in: ``score_features``).
+- ``losses``: every loss and objective.
+"""
 
 from rmlens._lazy import attach
 
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_config": ["HeadConfig", "TrainConfig"],
-        "_ensemble": ["EnsembleRM", "member_pair_scores", "member_scores"],
-        "_finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
-        "_head": ["HeadRM", "RewardHead"],
-        "_implicit": ["implicit_reward", "response_logps"],
-        "_losses": ["bradley_terry_loss", "centering_loss", "plackett_luce_loss"],
-        "_metrics": ["pairwise_accuracy", "reward_stats"],
-        "_objectives": ["OBJECTIVES", "Objective", "PairExtras"],
-        "_load": ["LOADERS", "RM_PRESETS", "load_experiment", "load_rm"],
-        "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
+        "frozen": ["FrozenHeadTrainer", "HeadConfig"],
+        "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "TrainConfig", "make_trainer"],
+        "_trainer": ["Trainer"],
         "_train": ["train_rm"],
-        "_trainer": ["FrozenHeadTrainer", "PairTrainer", "RunScores"],
+        "_head": ["HeadRM"],
+        "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_tuned": ["TunedRM"],
+        "_ensemble": ["EnsembleRM"],
+        "_load": ["RM_PRESETS", "load_experiment", "load_rm"],
+        "losses": [
+            "OBJECTIVES", "Objective", "bradley_terry_loss", "centering_loss",
+            "plackett_luce_loss",
+        ],
+        # to move to rmlens.stats (another part of the redesign)
+        "_metrics": ["pairwise_accuracy", "reward_stats"],
     },
 )

@@ -20,10 +20,10 @@ import pandas as pd
 import rmlens
 from rmlens._io import write_json
 from rmlens.backbones import featurize
-from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM
+from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
 
 
-class EnsembleRM:
+class EnsembleRM(RewardModel):
     """Several RMs scored together; the ensemble's reward is the members' mean reward.
 
     Parameters
@@ -208,7 +208,7 @@ def member_scores(
             {"prompt": list(prompts), "chosen": list(responses), "rejected": list(responses)}
         )
         x = featurize(backbone, frame, cache_dir=cache_dir, quiet=quiet).chosen
-        return np.stack([h.score(x) for h in heads]).astype(float)
+        return np.stack([h.score_features(x) for h in heads]).astype(float)
     rows = [np.asarray(m.score(list(prompts), list(responses)), dtype=float) for m in _members(rm)]
     return np.stack(rows)
 
@@ -225,8 +225,8 @@ def member_pair_scores(
     if stack is not None:
         backbone, heads, cache_dir = stack
         f = featurize(backbone, pairs, cache_dir=cache_dir, quiet=quiet)
-        rc = np.stack([h.score(f.chosen) for h in heads]).astype(float)
-        rr = np.stack([h.score(f.rejected) for h in heads]).astype(float)
+        rc = np.stack([h.score_features(f.chosen) for h in heads]).astype(float)
+        rr = np.stack([h.score_features(f.rejected) for h in heads]).astype(float)
         return rc, rr, np.asarray(f.kept, dtype=bool)
     rcs, rrs = [], []
     for m in _members(rm):

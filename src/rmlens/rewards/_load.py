@@ -174,10 +174,10 @@ def _load_implicit_pair(
 ):
     """An implicit RM named by two causal LMs: beta * (log pi(y|x) - log pi_ref(y|x))."""
     from rmlens.backbones import Backbone
-    from rmlens.rewards._config import TrainConfig
     from rmlens.rewards._implicit import ImplicitNet
     from rmlens.rewards._nets import load_causal_lm
     from rmlens.rewards._tuned import TunedRM
+    from rmlens.rewards.finetune import TrainConfig
 
     for key in ("policy", "reference"):
         if key not in config:
@@ -225,6 +225,15 @@ def load_experiment(path: str | Path, **kwargs: Any) -> EnsembleRM:
 
 
 def _load_experiment(path: Path, options: dict) -> EnsembleRM:
+    """Each finished run's RM of an experiment directory, as one ensemble.
+
+    A layering exception, to move to the experiment directory (``ExperimentDir``): this
+    reads memorization's files, namely ``config.json`` and ``runs/`` (only their presence,
+    ``is_experiment_dir``), the run folders ``runs/<run>/`` that hold both
+    ``rm/rm_config.json`` and ``manifest.json`` (a run without its manifest is unfinished),
+    each run's ``rm/`` (through ``_load``), and the manifest's ``train_ids`` and ``val_ids``
+    (lists of pair ids; missing: empty). The run folder's name is the member's name.
+    """
     run_dirs = sorted(
         p for p in (path / "runs").iterdir()
         if (p / "rm" / RM_CONFIG).is_file() and (p / "manifest.json").is_file()

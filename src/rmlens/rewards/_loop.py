@@ -1,32 +1,26 @@
-"""The fine-tuning loop: length-grouped batches, gradient accumulation, warmup then decay,
-evaluation each epoch, early stopping, and checkpoints that resume exactly.
-
-A checkpoint is a folder ``step-*`` holding ``trainable.safetensors`` (the trained tensors),
-``optimizer.safetensors`` (AdamW moments), ``rng.safetensors`` and ``state.json``;
-``latest.json`` names the newest one and is written last, so a crash mid-save leaves the
-previous checkpoint in force. Nothing is unpickled.
+"""The fine-tuning loop of ``rmlens.rewards.finetune``'s trainers: length-grouped batches,
+gradient accumulation, warmup then decay, evaluation each epoch, early stopping, and
+checkpoints that resume exactly (``_checkpoint``); the loss is ``losses.ranking_loss``.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 
-from rmlens._errors import InputError
-from rmlens._io import write_atomic, write_json
 from rmlens.progress import progress_bar
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._losses import centering_loss, plackett_luce_loss
+from rmlens.rewards._checkpoint import restore, save
 from rmlens.rewards._nets import load_trainable, trainable_state
-from rmlens.rewards._objectives import Objective, PairExtras, bt
 from rmlens.rewards._packing import Example, collate, length_batches
+from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
+
+if TYPE_CHECKING:
+    from rmlens.rewards.finetune import TrainConfig
 
 
 @dataclass
@@ -64,36 +58,6 @@ def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
     if schedule == "cosine":
         return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
     return 1.0
-
-
-def ranking_loss(
-    rewards: torch.Tensor,
-    valid: torch.Tensor,
-    margin: torch.Tensor,
-    config: TrainConfig,
-    objective: Objective | None = None,
-    extras: PairExtras | None = None,
-    weight: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Bradley-Terry (K = 2, optional margin), the pair ``objective`` (``extras``: the batch's
-    bias features and groups, ``weight``: its ``reweight`` weights) or Plackett-Luce on
-    (B, K) rewards, best first, plus reward centering coef * mean((sum_k r_k)^2)
-    (== mean((r+ + r-)^2) for pairs)."""
-    m = margin if config.use_margin else None
-    d = rewards[:, 0] - rewards[:, 1]
-    if config.loss == "plackett-luce":
-        loss = plackett_luce_loss(rewards, valid)
-    elif objective is None:
-        loss = bt(d, m).mean()
-    else:
-        extras = extras or PairExtras()
-        loss = objective(d.float(), PairExtras(m, extras.dphi, extras.group), weight)
-    if config.center_coef:
-        if rewards.shape[1] == 2:
-            loss = loss + config.center_coef * centering_loss(rewards[:, 0], rewards[:, 1])
-        else:
-            loss = loss + config.center_coef * ((rewards * valid).sum(1) ** 2).mean()
-    return loss
 
 
 class _Stats:
@@ -247,7 +211,7 @@ def train_loop(
     if config.patience and not eval_examples:
         raise ValueError(
             "The 'patience' parameter of TrainConfig needs evaluation pairs: set "
-            f"eval_fraction > 0 or pass eval pairs. Got patience={config.patience}."
+            f"`eval_fraction` > 0 or pass eval pairs. Got patience={config.patience}."
         )
     devices = [torch.device(rt.device)] if rt.device.startswith("cuda") else []
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
@@ -290,7 +254,7 @@ def _train(net, train, config, rt, evals, objective, extras, checkpoint_dir, fin
     best = None
     ckpt = Path(checkpoint_dir) if checkpoint_dir else None
     if ckpt is not None and (ckpt / "latest.json").exists():
-        state, best = _restore(ckpt, net, opt, fingerprint, objective)
+        state, best = restore(ckpt, net, opt, fingerprint, objective)
     net.train()
     if objective is not None:
         objective.train()
@@ -333,7 +297,7 @@ def _train(net, train, config, rt, evals, objective, extras, checkpoint_dir, fin
                 advance(len(group))
                 every = config.save_steps
                 if ckpt is not None and every and state["step"] % every == 0:
-                    _save(ckpt, net, opt, state, fingerprint, best, objective)
+                    save(ckpt, net, opt, state, fingerprint, best, objective)
             record = {"epoch": epoch + 1, "step": state["step"], "lr": opt.param_groups[0]["lr"]}
             record.update({f"train_{k}": v for k, v in stats.metrics().items()})
             if eval_examples:
@@ -349,65 +313,8 @@ def _train(net, train, config, rt, evals, objective, extras, checkpoint_dir, fin
             state["history"].append(record)
             state.update(epoch=epoch + 1, batch=0, stats=None)
             if ckpt is not None:
-                _save(ckpt, net, opt, state, fingerprint, best, objective)
+                save(ckpt, net, opt, state, fingerprint, best, objective)
     if best is not None:
         load_trainable(net, best)
     net.eval()
     return state["history"]
-
-
-def _save(root: Path, net, opt, state: dict, fingerprint: str, best, objective=None) -> None:
-    name = f"step-{state['step']:08d}-epoch-{state['epoch']:04d}-batch-{state['batch']:06d}"
-    folder = root / name
-    save = lambda tensors, file: write_atomic(  # noqa: E731
-        folder / file, lambda tmp: save_file(tensors, str(tmp))
-    )
-    save({k: v.contiguous() for k, v in trainable_state(net).items()}, "trainable.safetensors")
-    moments = {}
-    for i, entry in opt.state_dict()["state"].items():
-        for key, value in entry.items():
-            moments[f"{i}/{key}"] = value.detach().cpu().reshape(-1).contiguous()
-    save(moments, "optimizer.safetensors")
-    rng = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng.update({f"cuda{i}": s for i, s in enumerate(torch.cuda.get_rng_state_all())})
-    save(rng, "rng.safetensors")
-    if best is not None:
-        save({k: v.contiguous() for k, v in best.items()}, "best.safetensors")
-    if objective is not None and objective.state_dict():
-        save({k: v.contiguous() for k, v in objective.state_dict().items()},
-             "objective.safetensors")  # fmt: skip
-    write_json({**state, "fingerprint": fingerprint}, folder / "state.json")
-    write_json({"checkpoint": name}, root / "latest.json")
-    for old in root.glob("step-*"):
-        if old.name != name:
-            shutil.rmtree(old, ignore_errors=True)
-
-
-def _restore(root: Path, net, opt, fingerprint: str, objective=None) -> tuple[dict, dict | None]:
-    folder = root / json.loads((root / "latest.json").read_text())["checkpoint"]
-    state = json.loads((folder / "state.json").read_text())
-    if state.pop("fingerprint", None) != fingerprint:
-        raise InputError(
-            f"{root}: holds a checkpoint of another configuration or data; "
-            "use another output folder or delete it"
-        )
-    load_trainable(net, load_file(str(folder / "trainable.safetensors")))
-    params = [p for g in opt.param_groups for p in g["params"]]
-    moments: dict[int, dict] = {}
-    for key, value in load_file(str(folder / "optimizer.safetensors")).items():
-        i, name = key.split("/")
-        shape = () if name == "step" else params[int(i)].shape
-        moments.setdefault(int(i), {})[name] = value.reshape(shape)
-    opt.load_state_dict({"state": moments, "param_groups": opt.state_dict()["param_groups"]})
-    rng = load_file(str(folder / "rng.safetensors"))
-    torch.set_rng_state(rng["cpu"])
-    if torch.cuda.is_available():
-        cuda = [rng[k] for k in sorted(k for k in rng if k.startswith("cuda"))]
-        if cuda:
-            torch.cuda.set_rng_state_all(cuda)
-    if objective is not None and (folder / "objective.safetensors").exists():
-        objective.load_state_dict(load_file(str(folder / "objective.safetensors")))
-    best_file = folder / "best.safetensors"
-    best = load_file(str(best_file)) if best_file.exists() else None
-    return state, best

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -13,8 +14,10 @@ from transformers.utils import logging as hf_logging
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, load_backbone, pool, resolve_model
 from rmlens.backbones._load import is_causal, model_identity
-from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._packing import Batch
+
+if TYPE_CHECKING:
+    from rmlens.rewards.finetune import TrainConfig
 
 
 class ExplicitNet(nn.Module):
@@ -83,7 +86,7 @@ def wrap_lora(model: nn.Module, config: TrainConfig) -> nn.Module:
             warnings.simplefilter("ignore", FutureWarning)
             return get_peft_model(model, lora_config(config))
     except ValueError as err:
-        raise InputError(f"--lora-targets {config.lora_targets!r}: {err}") from err
+        raise InputError(f"`lora_targets` {config.lora_targets!r}: {err}") from err
 
 
 def reset_lora(model: nn.Module) -> None:

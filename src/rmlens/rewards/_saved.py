@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,15 +26,33 @@ from rmlens.rewards._head import HeadRM
 RM_CONFIG = "rm_config.json"
 
 
-class RewardModel(Protocol):
-    """What every loaded RM does: rewards (n,) of texts, and (r_chosen, r_rejected) of pairs."""
+class RewardModel:
+    """The one interface of every RM that scores texts: texts in, rewards out.
 
-    def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray: ...
+    Implemented by the frozen head RM (:class:`ExplicitHeadRM`), the fine-tuned RM
+    (``TunedRM``), the ensemble (``EnsembleRM``) and :class:`SequenceClassifierRM`; what
+    ``load_rm`` returns and what every command that scores uses.
 
-    def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]: ...
+    ``score(prompts, responses)``
+        Rewards (n,) of (prompt, response) pairs.
+    ``score_pairs(pairs)``
+        ``(r_chosen, r_rejected)``, each (n_pairs,), of a pair table (``prompt``,
+        ``chosen``, ``rejected``); by default two calls of ``score``, which a kind may
+        answer faster (one featurization, shared prompts).
+    ``kind``
+        The ``rm_config.json`` kind it is saved as.
+    """
+
+    kind = ""
+
+    def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
+        raise NotImplementedError
+
+    def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        return self.score(pairs.prompt, pairs.chosen), self.score(pairs.prompt, pairs.rejected)
 
 
-class ExplicitHeadRM:
+class ExplicitHeadRM(RewardModel):
     """r(x, y) = head(pool(backbone(x, y))): a frozen backbone with a trained head."""
 
     kind = "explicit_head"
@@ -47,12 +65,12 @@ class ExplicitHeadRM:
         bb = self.backbone
         seqs = [encode_pair_text(bb.tokenizer, p, r, bb.max_length) for p, r in
                 zip(prompts, responses)]
-        return self.head.score(encode_ids(bb, seqs, quiet=True))
+        return self.head.score_features(encode_ids(bb, seqs, quiet=True))
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         """(r_chosen, r_rejected), each (n_pairs,), through the embedding cache."""
         f = featurize(self.backbone, pairs, cache_dir=self.cache_dir, quiet=True)
-        return self.head.score(f.chosen), self.head.score(f.rejected)
+        return self.head.score_features(f.chosen), self.head.score_features(f.rejected)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
@@ -63,7 +81,7 @@ class ExplicitHeadRM:
         return path
 
 
-class SequenceClassifierRM:
+class SequenceClassifierRM(RewardModel):
     """A Hugging Face ``AutoModelForSequenceClassification`` reward model.
 
     The score is ``logits[:, index]`` (0 by default, as most RM model cards say).
@@ -93,9 +111,6 @@ class SequenceClassifierRM:
             logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             out[rows] = logits[:, self.index].float().cpu().numpy()
         return out
-
-    def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        return self.score(pairs.prompt, pairs.chosen), self.score(pairs.prompt, pairs.rejected)
 
 
 def save_head_rm(
@@ -137,7 +152,7 @@ def save_head_rm(
     path.mkdir(parents=True, exist_ok=True)
     if head is None:
         if weight is None:
-            raise ValueError("save_head_rm needs weight (and bias) or head=HeadRM")
+            raise ValueError("save_head_rm needs `weight` (and `bias`) or `head`, a HeadRM")
         head = linear_head_rm(weight, bias)
     head.save(path)
     config = {"kind": ExplicitHeadRM.kind, "backbone": backbone, "pooling": pooling,
@@ -149,8 +164,8 @@ def save_head_rm(
 
 def linear_head_rm(weight: Any, bias: Any = None) -> HeadRM:
     """A fitted linear ``HeadRM`` computing r = w . h + b (no feature scaling)."""
-    from rmlens.rewards._config import HeadConfig
     from rmlens.rewards._head import RewardHead
+    from rmlens.rewards.frozen import HeadConfig
 
     w = torch.as_tensor(np.asarray(weight, dtype=np.float32)).reshape(1, -1)  # (1, d)
     b = torch.as_tensor(np.asarray(0.0 if bias is None else bias, np.float32)).reshape(1)

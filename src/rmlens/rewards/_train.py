@@ -19,9 +19,8 @@ from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens._params import dict_changes
 from rmlens.data import fingerprint
-from rmlens.progress import stderr
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._finetune import make_trainer
+from rmlens.progress import status
+from rmlens.rewards.finetune import TrainConfig, make_trainer
 
 
 def train_rm(
@@ -75,12 +74,11 @@ def train_rm(
             if any(old.get(k) != record[k] for k in ("data_sha1", "eval_sha1", "n_eval")):
                 what.append("other data (pairs, margins or evaluation pairs changed)")
             raise InputError(
-                f"--out {out}: holds an RM trained with another configuration: "
+                f"`out` {out}: holds an RM trained with another configuration: "
                 f"{', '.join(what)}; use a new folder or delete this one"
             )
         if (out / "rm_config.json").exists():
-            if not quiet:
-                stderr.print(f"{out}: already trained; loading it")
+            status(f"{out}: already trained; loading it")
             return load_rm(out, device=config.device)
     write_json(record, out / "train.json")
     trainer = make_trainer(config, bias=bias)

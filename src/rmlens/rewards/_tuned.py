@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,14 +25,18 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import rmlens
+from rmlens._errors import RmlensWarning
 from rmlens._io import write_json
 from rmlens.backbones import Backbone
-from rmlens.progress import stderr
-from rmlens.rewards._config import TrainConfig, resolve_device
+from rmlens.rewards._config import resolve_device
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._loop import Runtime, score_examples
 from rmlens.rewards._nets import ExplicitNet, load_trainable
 from rmlens.rewards._packing import Example, make_example
+from rmlens.rewards._saved import RewardModel
+
+if TYPE_CHECKING:
+    from rmlens.rewards.finetune import TrainConfig
 
 GROUP = 8  # responses per packed example when scoring pairs
 
@@ -50,7 +54,7 @@ def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime
     )
 
 
-class TunedRM:
+class TunedRM(RewardModel):
     """A fine-tuned reward model with ``score(prompts, responses)``.
 
     Several RMs may share one network (runs of an audit, members of an ensemble): each keeps
@@ -204,6 +208,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
 
     from rmlens.backbones import load_backbone
     from rmlens.rewards._nets import load_causal_lm
+    from rmlens.rewards.finetune import TrainConfig
 
     path = Path(path)
     config = TrainConfig.from_dict(saved["train_config"])
@@ -211,10 +216,10 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     base_name, length = saved["base"], saved["max_length"]
     base = (load_causal_lm if implicit else load_backbone)(base_name, max_length=length)
     if base.identity != saved.get("base_identity"):
-        stderr.print(
-            f"warning: {path}: the base model '{base_name}' differs from the one "
-            "this RM was trained on (files changed)"
-        )
+        warnings.warn(
+            f"{path}: the base model '{base_name}' differs from the one this RM was trained "
+            "on (files changed)", RmlensWarning, stacklevel=2,
+        )  # fmt: skip
     if saved["finetune"] == "lora":
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)

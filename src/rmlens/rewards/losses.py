@@ -1,9 +1,14 @@
-"""Training objectives against shortcut memorization (DESIGN.md section 2, beyond the paper).
+"""Every loss and training objective of a reward model (DESIGN.md section 2), one place.
 
-Every objective is a loss on the reward difference d = r+ - r- of a batch of pairs. The
-bias-aware ones read, per pair, the difference of shortcut features
-dphi = phi(chosen) - phi(rejected) (length, compliance opener, model identity, refusal:
-``rmlens.attribution.bias_features`` computes them), or the pair's group (``group_dro``).
+Shapes: rewards and reward differences d = r+ - r- are (n_pairs,); ranking rewards are
+(n_rankings, k), best first. Bradley-Terry is defined once (:func:`bt`); the public
+:func:`bradley_terry_loss`, every objective and the fine-tuning loop's :func:`ranking_loss`
+use it.
+
+Objectives against shortcut memorization (beyond the paper) are losses on d. The bias-aware
+ones read, per pair, the difference of shortcut features dphi = phi(chosen) - phi(rejected)
+(length, compliance opener, model identity, refusal: ``rmlens.attribution.bias_features``
+computes them), or the pair's group (``group_dro``).
 
 - ``bt``: Bradley-Terry, -log sigmoid(d - m).
 - ``label_smoothing``: (1 - eps) BT(d) + eps BT(-d).
@@ -21,17 +26,48 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from rmlens.rewards._config import BIAS_OBJECTIVES
 from rmlens.rewards._config import OBJECTIVE_NAMES as OBJECTIVES
 
-BIAS_OBJECTIVES = ("poe", "reweight")
+
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    # (B, 1) margins against (B,) rewards would broadcast to (B, B): squeeze first.
+    return x.reshape(-1)
 
 
 def bt(d: torch.Tensor, margin: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-pair Bradley-Terry loss -log sigmoid(d - m) (Bradley & Terry 1952; margin as in
-    Llama 2, Touvron et al. 2023)."""
+    """Per-pair Bradley-Terry loss -log sigmoid(d - m), (n_pairs,) (Bradley & Terry 1952;
+    margin as in Llama 2, Touvron et al. 2023)."""
     if margin is not None:
         d = d - margin
-    return F.softplus(-d)
+    return F.softplus(-d)  # == -log sigmoid(d - m)
+
+
+def bradley_terry_loss(
+    r_chosen: torch.Tensor, r_rejected: torch.Tensor, margin: torch.Tensor | None = None
+) -> torch.Tensor:
+    """mean(-log sigmoid(r+ - r- - m)) over pairs: :func:`bt` of the reward differences."""
+    return bt(_flat(r_chosen) - _flat(r_rejected), None if margin is None else _flat(margin)).mean()
+
+
+def centering_loss(r_chosen: torch.Tensor, r_rejected: torch.Tensor) -> torch.Tensor:
+    """mean((r+ + r-)^2): keeps rewards centred on zero (Eisenstein et al. 2023)."""
+    return ((_flat(r_chosen) + _flat(r_rejected)) ** 2).mean()
+
+
+def plackett_luce_loss(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Negative log-likelihood of rankings under Plackett-Luce (Plackett 1975).
+
+    -log P = sum_j [ logsumexp(s_j..s_k) - s_j ], averaged over rankings; with k = 2 this is
+    Bradley-Terry. ``scores`` is (n_rankings, k), each row sorted best first; ``mask``
+    (n_rankings, k) marks real entries (rankings shorter than k are padded at the end).
+    """
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    masked = scores.masked_fill(~mask, float("-inf"))
+    tail = torch.logcumsumexp(masked.flip(-1), dim=-1).flip(-1)  # logsumexp over s_j..s_k
+    terms = (tail - scores).masked_fill(~mask, 0.0)
+    return terms.sum(-1).mean()
 
 
 def label_smoothing(d: torch.Tensor, eps: float, margin=None) -> torch.Tensor:
@@ -239,3 +275,36 @@ class Objective(nn.Module):
         if self.name == "group_dro":
             out["dro_q_max"] = float(self.q.max())
         return out
+
+
+def ranking_loss(
+    rewards: torch.Tensor,
+    valid: torch.Tensor,
+    margin: torch.Tensor,
+    config,
+    objective: Objective | None = None,
+    extras: PairExtras | None = None,
+    weight: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """The fine-tuning loss of (B, K) rewards, best first, under a ``TrainConfig``.
+
+    Bradley-Terry mean(bt(r_0 - r_1, m)) for pairs (K = 2; margin with ``use_margin``), the
+    pair ``objective`` (``extras``: the batch's bias features and groups, ``weight``: its
+    ``reweight`` weights) or Plackett-Luce, plus reward centering
+    coef * mean((sum_k r_k)^2) (== :func:`centering_loss` for pairs).
+    """
+    m = margin if config.use_margin else None
+    d = rewards[:, 0] - rewards[:, 1]
+    if config.loss == "plackett-luce":
+        loss = plackett_luce_loss(rewards, valid)
+    elif objective is None:
+        loss = bt(d, m).mean()
+    else:
+        extras = extras or PairExtras()
+        loss = objective(d.float(), PairExtras(m, extras.dphi, extras.group), weight)
+    if config.center_coef:
+        if rewards.shape[1] == 2:
+            loss = loss + config.center_coef * centering_loss(rewards[:, 0], rewards[:, 1])
+        else:
+            loss = loss + config.center_coef * ((rewards * valid).sum(1) ** 2).mean()
+    return loss

@@ -1,0 +1,161 @@
+"""The fine-tuned trainers' pieces that need torch: networks, examples, reset, influence.
+
+``rmlens.rewards.finetune`` holds the trainers and imports this module when they run (the
+command line reads ``TrainConfig`` without torch).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rmlens._errors import InputError
+from rmlens.backbones import Backbone
+from rmlens.data import fingerprint
+from rmlens.rewards._implicit import ImplicitNet
+from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
+from rmlens.rewards._loop import length_batches, score_examples
+from rmlens.rewards._nets import ExplicitNet, reset_lora, wrap_lora
+from rmlens.rewards._packing import Example, make_example
+from rmlens.rewards._trainer import inside_outside
+from rmlens.rewards.losses import PairExtras
+
+
+def body_model(bb: Backbone, cfg):
+    """The backbone's model, wrapped in LoRA adapters or trained fully."""
+    if cfg.finetune == "lora":
+        return wrap_lora(bb.model, cfg)
+    return bb.model.requires_grad_(True)
+
+
+def base_state(bb: Backbone, cfg) -> dict | None:
+    """Full fine-tuning: a CPU copy of the base weights, to go back to before each run."""
+    if cfg.finetune != "full":
+        return None
+    return {k: v.detach().to("cpu", copy=True) for k, v in bb.model.state_dict().items()}
+
+
+def explicit_net(bb: Backbone, cfg) -> ExplicitNet:
+    net = ExplicitNet(body_model(bb, cfg), bb.hidden_size, bb.pooling, bb.kind == "causal")
+    net.reset_head()
+    return net
+
+
+def implicit_net(bb: Backbone, cfg) -> ImplicitNet:
+    if bb.kind != "causal" or bb.model.get_output_embeddings() is None:
+        raise InputError(
+            f"model '{bb.name}': an implicit RM needs a causal language model with an LM "
+            "head (e.g. smollm2-135m), not an encoder"
+        )
+    reference = None
+    if cfg.finetune == "full":
+        reference = copy.deepcopy(bb.model).eval().requires_grad_(False)
+    return ImplicitNet(body_model(bb, cfg), cfg.beta, reference)
+
+
+def reset(net, state: dict | None, seed: int) -> None:
+    """Back to the base weights, with fresh adapters and head drawn from ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if state is None:
+            reset_lora(net)
+        else:
+            body = net.lm if isinstance(net, ImplicitNet) else net.body
+            body.load_state_dict(state, strict=False)
+        if isinstance(net, ExplicitNet):
+            net.reset_head()
+    net._owner = None
+
+
+@torch.inference_mode()
+def reference_logps(net: ImplicitNet, examples: list[Example], rt, batch_size: int) -> None:
+    """Implicit RMs: the reference log-probs of every example still without them."""
+    todo = [ex for ex in examples if ex.ref is None]
+    for index in length_batches([ex.packed_length for ex in todo], batch_size):
+        batch = rt.batch(todo, index)
+        with rt.autocast():
+            ref = net.reference_logps(batch).float().cpu()
+        for b, i in enumerate(index):
+            todo[i].ref = ref[b, : len(todo[i].seqs)].tolist()
+
+
+def examples_of(
+    data: pd.DataFrame, bb: Backbone, cfg, implicit: bool
+) -> tuple[list[Example], np.ndarray]:
+    """One tokenized example per pair (or ranking) of ``data``, and the usable-pair mask."""
+    tok, limit = bb.tokenizer, bb.max_length
+    if "responses" in data:
+        if cfg.loss != "plackett-luce":
+            raise InputError(
+                "rankings (a 'responses' column) need `loss` 'plackett-luce'; "
+                "load_pairs expands them into pairs instead"
+            )
+        examples = []
+        for prompt, responses, scores in zip(data.prompt, data.responses, data.scores):
+            order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+            ranked = [responses[i] for i in order]
+            examples.append(make_example(tok, prompt, ranked, limit, with_response=implicit))
+    else:
+        margins = (
+            data["margin"].fillna(0.0).to_numpy(float)
+            if "margin" in data
+            else np.zeros(len(data))
+        )
+        examples = [
+            make_example(tok, p, [c, r], limit, m, with_response=implicit)
+            for p, c, r, m in zip(data.prompt, data.chosen, data.rejected, margins)
+        ]
+    kept = np.array([len(ex.seqs) >= 2 and ex.distinct for ex in examples], dtype=bool)
+    return examples, kept
+
+
+def extras_at(objective: str, dphi, groups, index: np.ndarray) -> PairExtras | None:
+    """Bias features and groups of the pairs at ``index`` (None for ``bt``)."""
+    if objective == "bt":
+        return None
+    return PairExtras(
+        dphi=None if dphi is None else torch.as_tensor(dphi[index], dtype=torch.float32),
+        group=None if groups is None else torch.as_tensor(
+            np.unique(groups[index], return_inverse=True)[1].ravel()
+        ),
+    )  # fmt: skip
+
+
+def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:
+    """Checkpoints' key: the settings, the base model and the data (``fingerprint``).
+
+    The examples follow from these (tokenizer of the base, ``max_length``; the eval split
+    from ``eval_fraction`` and ``seed``), so a checkpoint is resumed only for the same.
+    """
+    skip = {"device", "ensemble", "save_steps"}
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in skip}
+    parts = [settings, identity, fingerprint(data)]
+    parts.append(None if eval_data is None else fingerprint(eval_data))
+    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def influence_scores(trainer, fit_index, eval_index):
+    """Rewards (n, 2) of every pair from the pooled hidden states h, and p, p_cf over
+    the damping grid from the score head's influence (``rmlens.rewards._influence``)."""
+    cfg, net = trainer.config_, trainer.net_
+    h = score_examples(
+        net, trainer.examples_, trainer.runtime_, batch_size=cfg.batch_size, method="pooled"
+    ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
+    h = np.nan_to_num(h)
+    u = net.head.weight.detach().double().cpu().numpy()[0]
+    r = h @ u + float(net.head.bias.detach())
+    kept = np.asarray(trainer.kept_, dtype=bool)
+    inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
+    offset, target = bt_terms(cfg, trainer.margin_)
+    p, p_cf, lambdas = last_layer_counterfactuals(
+        h[:, 0] - h[:, 1], u, trainer.groups_codes_, inside, outside, offset=offset,
+        target=target,
+    )  # fmt: skip
+    r[~kept] = np.nan
+    p[~kept] = np.nan
+    return r, (p, p_cf, lambdas)

@@ -1,0 +1,511 @@
+"""The fine-tuned mode: ``TrainConfig`` and one trainer per method.
+
+:class:`ExplicitRMTrainer` (a linear head on the pooled hidden state) and
+:class:`ImplicitRMTrainer` (the DPO reward beta * log pi/pi_ref of a causal LM) train from the
+base weights with LoRA or fully, on pairs (Bradley-Terry, optional margin and centering, or
+an objective of ``losses``) or rankings (Plackett-Luce). Both follow the trainer contract
+(``rmlens.rewards._trainer.Trainer``): ``fit(pairs)`` sets ``rm_`` (a ``TunedRM``), and
+``prepare`` + ``fit_score`` train one RM per audit run (``rmlens memorize --mode finetune``).
+
+The epoch loop is ``_loop.train_loop`` (its checkpoints ``_checkpoint``), the pieces that
+need torch (networks, examples, reset, influence) ``_finetune_parts``; both are imported when
+a trainer runs, so the command line reads ``TrainConfig`` without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rmlens._errors import InputError
+from rmlens._params import (
+    Config,
+    ParamError,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+    unit_interval,
+)
+from rmlens.rewards._config import MODEL_HELP, OBJECTIVE_CONSTRAINTS, objective_field
+from rmlens.rewards._influence import DAMPING, OBJECTIVES
+from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._trainer import (
+    RunScores,
+    Trainer,
+    group_codes,
+    objective_inputs,
+    warn_dropped,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rmlens.backbones import Backbone
+    from rmlens.rewards._tuned import TunedRM
+
+# The settings that shape the network: a trainer is set up once for them
+_STRUCTURE = ("model", "rm", "finetune", "lora_r", "lora_alpha", "lora_dropout",
+              "lora_targets", "beta", "max_length", "packing", "device", "bf16")  # fmt: skip
+
+
+@dataclass
+class TrainConfig(Config):
+    """How a reward model is fine-tuned (DESIGN.md section 2).
+
+    Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
+    full), the LoRA shape, ``beta`` and ``max_length``. Loss: ``loss``, ``use_margin``,
+    ``center_coef``. Training: epochs, batch size, accumulation, learning rates and schedule,
+    evaluation split, early stopping, checkpoints, device and precision, seed.
+    """
+
+    model: str = field(
+        default="minilm",
+        metadata={"help": MODEL_HELP},
+    )
+    rm: str = field(
+        default="explicit",
+        metadata={
+            "help": "explicit: linear head on the pooled hidden state; implicit: "
+            "beta * (log pi(y|x) - log pi_ref(y|x)) of a causal LM (DPO)."
+        },
+    )
+    finetune: str = field(
+        default="lora", metadata={"help": "lora: adapters (and the head) through peft; full."}
+    )
+    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
+    lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha."})
+    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout inside LoRA layers."})
+    lora_targets: str = field(
+        default="all-linear",
+        metadata={"help": "Modules that get adapters: all-linear or comma-separated names."},
+    )
+    beta: float = field(
+        default=0.1, metadata={"help": "Implicit RM: reward = beta * log-ratio to the reference."}
+    )
+    max_length: int | None = field(
+        default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
+    )
+    loss: str = field(
+        default="bradley-terry",
+        metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
+    )
+    use_margin: bool = field(
+        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
+    )
+    center_coef: float = field(
+        default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
+    )
+    objective: str = objective_field("objective")
+    smoothing: float = objective_field("smoothing")
+    bias_features: tuple[str, ...] = objective_field("bias_features")
+    gamma: float = objective_field("gamma")
+    dro_groups: str | None = objective_field("dro_groups")
+    dro_step: float = objective_field("dro_step")
+    epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
+    batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
+    grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
+    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the backbone."})
+    head_lr: float = field(default=1e-3, metadata={"help": "Learning rate of the reward head."})
+    lr_grid: tuple[float, ...] = field(
+        default=(),
+        metadata={
+            "help": "Learning rates tried per run (each from the base weights), the one with "
+            "the lowest validation loss kept; empty: --lr only. Needs validation pairs."
+        },
+    )
+    schedule: str = field(
+        default="linear", metadata={"help": "Decay after warmup: constant, linear or cosine."}
+    )
+    warmup_ratio: float = field(
+        default=0.1, metadata={"help": "Share of optimizer steps with a linear warmup."}
+    )
+    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
+    max_grad_norm: float = field(
+        default=1.0, metadata={"help": "Gradient clipping norm (0: no clipping)."}
+    )
+    eval_fraction: float = field(
+        default=0.0,
+        metadata={"help": "Share of training pairs held out to evaluate each epoch."},
+    )
+    patience: int = field(
+        default=0,
+        metadata={"help": "Early stopping: epochs without a lower eval loss (0: off)."},
+    )
+    save_steps: int = field(
+        default=0, metadata={"help": "Checkpoint every N optimizer steps (0: each epoch)."}
+    )
+    packing: bool = field(
+        default=True,
+        metadata={"help": "Causal LMs: encode the shared prompt once per pair (block mask)."},
+    )
+    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
+    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (autocast)."})
+    ensemble: int = field(default=1, metadata={"help": "rmlens train: members of a seed ensemble."})
+    seed: int = field(default=0, metadata={"help": "Seed of initialisation and batch order."})
+
+    _constraints = {
+        "rm": ("explicit", "implicit"),
+        "finetune": ("lora", "full"),
+        "lora_r": (positive_int, "an int > 0"),
+        "lora_alpha": (positive, "a float > 0"),
+        "lora_dropout": (unit_interval, "a float in [0, 1)"),
+        "lora_targets": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
+        "beta": (positive, "a float > 0"),
+        "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
+        "loss": ("bradley-terry", "plackett-luce"),
+        "use_margin": (True, False),
+        "center_coef": (non_negative, "a float >= 0"),
+        "epochs": (positive_int, "an int > 0"),
+        "batch_size": (positive_int, "an int > 0"),
+        "grad_accum": (positive_int, "an int > 0"),
+        "lr": (positive, "a float > 0"),
+        "head_lr": (positive, "a float > 0"),
+        "lr_grid": (
+            lambda g: isinstance(g, tuple) and all(positive(x) for x in g),
+            "a tuple of floats > 0",
+        ),
+        "schedule": ("constant", "linear", "cosine"),
+        "warmup_ratio": (unit_interval, "a float in [0, 1)"),
+        "weight_decay": (non_negative, "a float >= 0"),
+        "max_grad_norm": (non_negative, "a float >= 0"),
+        "eval_fraction": (unit_interval, "a float in [0, 1)"),
+        "patience": (non_negative_int, "an int >= 0"),
+        "save_steps": (non_negative_int, "an int >= 0"),
+        "packing": (True, False),
+        "device": (
+            lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
+            "auto, cpu, cuda, cuda:N or mps",
+        ),
+        "bf16": (True, False),
+        "ensemble": (positive_int, "an int > 0"),
+        "seed": (non_negative_int, "an int >= 0"),
+        **OBJECTIVE_CONSTRAINTS,
+    }
+
+    def _check_more(self) -> None:
+        if self.loss == "plackett-luce" and self.objective != "bt":
+            raise ParamError(
+                "objective", type(self).__name__, "bt with loss='plackett-luce'", self.objective
+            )
+        if len(self.lr_grid) > 1 and not (self.patience or self.eval_fraction):
+            raise ParamError(
+                "lr_grid", type(self).__name__,
+                "a single rate unless there are validation pairs (patience > 0 in an audit, "
+                "or eval_fraction > 0)", self.lr_grid,
+            )  # fmt: skip
+
+
+class _TunedTrainer(Trainer):
+    """What both fine-tuned trainers share: set-up, ``fit``, and the per-run protocol."""
+
+    config_class = TrainConfig
+    rm = ""
+
+    def __init__(
+        self, config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
+    ):
+        self.config = config if config is not None else TrainConfig(rm=self.rm)
+        self.backbone = backbone
+        self.bias = bias
+
+    def _setup(self) -> None:
+        """Load the base model and build the network, once per network shape."""
+        from rmlens.rewards import _finetune_parts as parts
+        from rmlens.rewards._config import resolve_device
+        from rmlens.rewards._nets import disable_dropout, load_base
+        from rmlens.rewards._tuned import runtime_for
+
+        cfg = self.config.check()
+        if cfg.rm != self.rm:
+            raise ParamError("rm", "TrainConfig", f"{self.rm!r} for {type(self).__name__}", cfg.rm)
+        self.config_ = cfg
+        structure = {k: getattr(cfg, k) for k in _STRUCTURE}
+        if getattr(self, "structure_", None) == structure:
+            return
+        if hasattr(self, "net_"):
+            raise ValueError(
+                f"{type(self).__name__} was set up for {self.structure_}; a new model, "
+                "adapter shape, length, device or precision needs a new trainer"
+            )
+        self.structure_ = structure
+        bb = self.backbone or load_base(cfg)
+        disable_dropout(bb.model)
+        device = resolve_device(cfg.device)
+        bb.model.to(device)
+        self.base_ = bb
+        self.runtime_ = runtime_for(bb, cfg, device)
+        self._base_state = parts.base_state(bb, cfg)
+        self.net_ = self._make_net(bb, cfg).to(device)
+
+    def _reset(self, seed: int) -> None:
+        from rmlens.rewards._finetune_parts import reset
+
+        reset(self.net_, self._base_state, seed)
+
+    def _examples(self, data: pd.DataFrame):
+        from rmlens.rewards._finetune_parts import examples_of
+
+        return examples_of(data, self.base_, self.config_, self.rm == "implicit")
+
+    def _extras(self, index: np.ndarray):
+        from rmlens.rewards._finetune_parts import extras_at
+
+        return extras_at(self.config_.objective, self.bias_, self.groups_, index)
+
+    def _split_eval(self, index: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """``eval_fraction`` of the pairs at ``index`` held out to evaluate each epoch."""
+        frac = self.config_.eval_fraction
+        if not frac or len(index) < 2:
+            return index, index[:0]
+        order = np.random.default_rng([seed, 1]).permutation(len(index))
+        n_eval = min(len(index) - 1, max(1, int(round(frac * len(index)))))
+        return index[order[n_eval:]], index[order[:n_eval]]
+
+    def _prepare_refs(self, examples) -> None:
+        """Implicit RMs: reference log-probs, computed once per example."""
+
+    # -- once ---------------------------------------------------------------------------
+    def fit(
+        self,
+        data: pd.DataFrame,
+        *,
+        eval_data: pd.DataFrame | None = None,
+        checkpoint_dir=None,
+        quiet: bool = False,
+    ):
+        """Train an RM from the base weights.
+
+        Parameters
+        ----------
+        data : DataFrame
+            A pair table (``prompt``, ``chosen``, ``rejected``, optional ``margin``) or, with
+            ``loss="plackett-luce"``, rankings (``prompt``, ``responses``, ``scores``).
+        eval_data : DataFrame, optional
+            Evaluated each epoch; default: ``eval_fraction`` of ``data``.
+        checkpoint_dir : path, optional
+            Checkpoints go here; an interrupted ``fit`` with the same data and config resumes.
+        quiet : bool, default=False
+            No progress bar.
+
+        Returns
+        -------
+        self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch) and
+        ``n_dropped_`` (pairs that truncation made identical, left out, with a warning).
+        """
+        from rmlens.rewards._finetune_parts import checkpoint_key
+        from rmlens.rewards._loop import train_loop
+
+        self._setup()
+        cfg = self.config_
+        examples, kept = self._examples(data)
+        self.n_dropped_ = int((~kept).sum())
+        warn_dropped(self.n_dropped_)
+        if not kept.any():
+            raise InputError("no usable training pairs (all identical after truncation)")
+        self.bias_, self.groups_ = objective_inputs(cfg, data, self.bias)
+        train_index, eval_index = self._split_eval(np.flatnonzero(kept), cfg.seed)
+        train = [examples[i] for i in train_index]
+        evals, eval_extras = [examples[i] for i in eval_index] or None, self._extras(eval_index)
+        if eval_data is not None:
+            if cfg.objective != "bt":
+                raise InputError(
+                    f"objective {cfg.objective!r}: `eval_data` from a second file is not "
+                    "supported; use `eval_fraction` instead"
+                )
+            ev, ev_kept = self._examples(eval_data)
+            evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
+        self._reset(cfg.seed)
+        self._prepare_refs(train + (evals or []))
+        self.history_ = train_loop(
+            self.net_, train, cfg, self.runtime_, eval_examples=evals,
+            extras=self._extras(train_index), eval_extras=eval_extras,
+            checkpoint_dir=checkpoint_dir, quiet=quiet,
+            fingerprint=checkpoint_key(cfg, self.base_.identity, data, eval_data),
+        )  # fmt: skip
+        self.rm_ = self._make_rm()
+        return self
+
+    def _make_rm(self) -> TunedRM:
+        from rmlens.rewards._nets import trainable_state
+        from rmlens.rewards._tuned import TunedRM
+
+        return TunedRM(self.net_, self.base_, self.config_, weights=trainable_state(self.net_))
+
+    # -- per audit run ------------------------------------------------------------------
+    @property
+    def counterfactuals(self) -> str | None:
+        """``"last-layer"`` where runs give paired counterfactuals (an explicit RM on pairs,
+        trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton influence,
+        ``rmlens.rewards._influence``), else None."""
+        cfg = self._config()
+        pairwise = self.rm == "explicit" and cfg.loss == "bradley-terry"
+        return "last-layer" if pairwise and cfg.objective in OBJECTIVES else None
+
+    def prepare(
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
+    ) -> np.ndarray:
+        """Load the base model and tokenize every pair once; return the usable-pair mask.
+
+        ``groups``: (n_pairs,) labels whose removal or addition each run's paired
+        counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
+        (no exact refit exists for a fine-tuned RM).
+        """
+        self._setup()
+        self.examples_, self.kept_ = self._examples(pairs)
+        self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
+        self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
+        self.groups_codes_ = None
+        if groups is not None:
+            if not self.counterfactuals or check_exact:
+                raise InputError(
+                    f"{type(self).__name__}: paired counterfactuals need an explicit RM on pairs "
+                    f"trained with an `objective` of {OBJECTIVES}, and `check_exact` 0"
+                )
+            self.groups_codes_ = group_codes(groups)
+            self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        return self.kept_
+
+    def _train_best_lr(self, train_index, eval_index, cfg: TrainConfig, seed: int) -> list[dict]:
+        """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
+        keep the weights with the lowest validation loss (a choice made on validation pairs
+        only, never on the run's held-out pairs)."""
+        from rmlens.rewards import _loop
+        from rmlens.rewards._nets import load_trainable, trainable_state
+
+        grid = cfg.lr_grid or (cfg.lr,)
+        train = [self.examples_[i] for i in train_index]
+        evals = [self.examples_[i] for i in eval_index] or None
+        extras = {"extras": self._extras(train_index), "eval_extras": self._extras(eval_index)}
+        if len(grid) > 1 and not evals:
+            raise InputError("`lr_grid` needs validation pairs: set `patience` > 0 (an "
+                             "audit carves validation groups) or `eval_fraction` > 0")  # fmt: skip
+        best = None
+        for lr in grid:
+            self._reset(seed)
+            run_cfg = cfg.replace(seed=seed, lr=lr)
+            history = _loop.train_loop(
+                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True,
+                **extras,
+            )  # fmt: skip
+            loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
+            if best is None or loss < best[0]:
+                state = trainable_state(self.net_) if len(grid) > 1 else None
+                best = (loss, lr, state, history)
+        if len(grid) > 1:
+            load_trainable(self.net_, best[2])
+        for record in best[3]:
+            record["lr_chosen"] = best[1]
+        return best[3]
+
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
+        """Train from the base weights on the pairs at ``train_index``; score every pair.
+
+        ``val_index``: validation pairs (never trained on) evaluated each epoch, for
+        ``patience``; without them ``eval_fraction`` of the training pairs is held out.
+        """
+        from rmlens.rewards._finetune_parts import influence_scores
+        from rmlens.rewards._loop import score_examples
+
+        cfg = self.config_
+        train_index = np.asarray(train_index, dtype=int)
+        fit_index = train_index[self.kept_[train_index]]
+        if val_index is not None and len(val_index):
+            eval_index = np.asarray(val_index, dtype=int)
+            eval_index = eval_index[self.kept_[eval_index]]
+        else:
+            fit_index, eval_index = self._split_eval(fit_index, seed)
+        history = self._train_best_lr(fit_index, eval_index, cfg, seed)
+        paired = None
+        if getattr(self, "groups_codes_", None) is not None:
+            r, paired = influence_scores(self, fit_index, eval_index)
+        else:
+            r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
+        r_c, r_r = r[:, 0], r[:, 1]
+        seen = train_index if val_index is None else np.concatenate([train_index, val_index])
+        held = np.setdiff1d(np.arange(len(r_c)), seen.astype(int))
+        metrics = {
+            f"train_{k}": v for k, v in reward_stats(r_c[train_index], r_r[train_index]).items()
+        }
+        metrics.update({f"test_{k}": v for k, v in reward_stats(r_c[held], r_r[held]).items()})
+        metrics["loss"] = history[-1]["train_loss"] if history else float("nan")
+        metrics["lr"] = history[-1].get("lr_chosen", cfg.lr) if history else cfg.lr
+        metrics["epochs_trained"] = len(history)
+        if paired is None:
+            return RunScores(r_c, r_r, metrics, self._make_rm())
+        p, p_cf, lambdas = paired
+        metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
+        return RunScores(r_c, r_r, metrics, self._make_rm(), p, p_cf)
+
+
+class ExplicitRMTrainer(_TunedTrainer):
+    """Explicit RM: a linear head on the pooled hidden state, backbone tuned by LoRA or fully.
+
+    Parameters
+    ----------
+    config : TrainConfig, optional
+        ``rm`` must be ``"explicit"``.
+    backbone : Backbone, optional
+        An already loaded backbone (``load_backbone``); trained in place.
+    bias : DataFrame of shape (n_pairs, k), optional
+        Shortcut feature differences of the pairs, for ``poe`` and ``reweight``.
+
+    Examples
+    --------
+    >>> trainer = ExplicitRMTrainer(TrainConfig(model="minilm", epochs=1))  # doctest: +SKIP
+    >>> rm = trainer.fit(pairs).rm_                                        # doctest: +SKIP
+    >>> rm.score(["2+2?"], ["4"])                                          # doctest: +SKIP
+    """
+
+    rm = "explicit"
+
+    def _make_net(self, bb: Backbone, cfg: TrainConfig):
+        from rmlens.rewards._finetune_parts import explicit_net
+
+        return explicit_net(bb, cfg)
+
+
+class ImplicitRMTrainer(_TunedTrainer):
+    """Implicit RM: r = beta * (log pi(y|x) - log pi_ref(y|x)) of a causal LM (DPO loss).
+
+    The reference is frozen: the LoRA policy with its adapters off, or a copy of the base
+    weights for full fine-tuning. Its log-probs are computed once per pair.
+
+    Parameters
+    ----------
+    config : TrainConfig, optional
+        ``rm`` must be ``"implicit"``.
+    backbone : Backbone, optional
+        A causal LM loaded with ``AutoModelForCausalLM``; trained in place.
+    bias : DataFrame of shape (n_pairs, k), optional
+        Shortcut feature differences of the pairs, for ``poe`` and ``reweight``.
+    """
+
+    rm = "implicit"
+
+    def _make_net(self, bb: Backbone, cfg: TrainConfig):
+        from rmlens.rewards._finetune_parts import implicit_net
+
+        return implicit_net(bb, cfg)
+
+    def _prepare_refs(self, examples) -> None:
+        from rmlens.rewards._finetune_parts import reference_logps
+
+        reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)
+
+
+def make_trainer(
+    config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
+) -> _TunedTrainer:
+    """The trainer a config asks for: :class:`ExplicitRMTrainer` or :class:`ImplicitRMTrainer`.
+
+    ``bias``: the pairs' shortcut feature differences, for the ``poe`` and ``reweight``
+    objectives.
+    """
+    config = config or TrainConfig()
+    cls = ImplicitRMTrainer if config.rm == "implicit" else ExplicitRMTrainer
+    return cls(config, backbone=backbone, bias=bias)

@@ -1,0 +1,433 @@
+"""The frozen-feature mode: ``HeadConfig`` and its trainer, ``FrozenHeadTrainer``.
+
+A frozen backbone encodes every text once (cached on disk); a head (linear, MLP, or the
+convex ``logistic`` head) is trained on the pooled features, once (``fit``) or once per
+audit run (``prepare`` + ``fit_score``, with paired counterfactuals where the head allows).
+How a head is fitted is in ``_head_fit`` (AdamW epochs, the convex path), the head network
+and the fitted head in ``_head``, the convex problem in ``_convex``, last-layer influence in
+``_influence``. Imports of those are deferred: this module is read by the command line,
+which builds its options from ``HeadConfig`` without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rmlens._errors import InputError
+from rmlens._params import (
+    Config,
+    ParamError,
+    non_negative,
+    non_negative_int,
+    positive,
+    positive_int,
+    unit_interval,
+)
+from rmlens.rewards._config import (
+    L2_GRID,
+    OBJECTIVE_CONSTRAINTS,
+    STEP_FIELDS,
+    objective_field,
+)
+from rmlens.rewards._frozen_paired import convex_paired, head_influence
+from rmlens.rewards._influence import DAMPING, OBJECTIVES
+from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._trainer import (
+    RunScores,
+    Trainer,
+    group_codes,
+    objective_inputs,
+    warn_dropped,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rmlens.rewards._head import HeadRM
+
+
+@dataclass
+class HeadConfig(Config):
+    """How a reward head is built and trained on cached features.
+
+    ``linear`` and ``mlp`` heads: AdamW with weight decay, at most ``epochs`` passes; with
+    validation pairs (an audit carves them from each run's own training groups) training
+    stops after ``patience`` epochs without a lower validation loss and the best epoch's
+    weights are kept, so heads stop where held-out pairs say rather than interpolate their
+    training pairs. Without validation pairs every epoch is trained.
+
+    ``logistic`` (the audit's default head): the linear Bradley-Terry head with an L2 penalty,
+    solved to its optimum by Newton's method (``rmlens.rewards._convex``), so a run's head
+    depends on its training pairs alone (no seed, no stopping epoch), and the head with one
+    group removed or added is one Newton step away: the paired estimator's counterfactual.
+    lambda is chosen per run from ``l2_grid`` by the validation loss.
+    """
+
+    head: str = field(
+        default="linear",
+        metadata={
+            "help": "Reward head: logistic (linear Bradley-Terry with an L2 penalty, solved to "
+            "its optimum: no learning rate, epochs or seed; lambda chosen from --l2-grid on "
+            "validation pairs; an audit's default), linear or mlp (AdamW with early stopping)."
+        },
+    )
+    hidden_dim: int = field(default=256, metadata={"help": "Hidden units of the MLP head."})
+    dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
+    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
+    epochs: int = field(
+        default=200,
+        metadata={"help": "Most passes over the training pairs (early stopping ends sooner)."},
+    )
+    batch_size: int = field(default=128, metadata={"help": "Pairs per optimizer step."})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
+    patience: int = field(
+        default=5,
+        metadata={
+            "help": "Early stopping: epochs without a lower validation loss before training "
+            "stops; the best epoch's weights are kept (0: train every epoch)."
+        },
+    )
+    use_margin: bool = field(
+        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
+    )
+    center_coef: float = field(
+        default=0.0, metadata={"help": "Reward centering coefficient: coef * mean((r+ + r-)^2)."}
+    )
+    objective: str = objective_field("objective")
+    smoothing: float = objective_field("smoothing")
+    bias_features: tuple[str, ...] = objective_field("bias_features")
+    gamma: float = objective_field("gamma")
+    dro_groups: str | None = objective_field("dro_groups")
+    dro_step: float = objective_field("dro_step")
+    l2_grid: tuple[float, ...] = field(
+        default=L2_GRID,
+        metadata={
+            "help": "Logistic head: penalties lambda tried per run (objective: sum of the "
+            "pair losses + lambda/2 |w|^2 on standardized features), the one with the lowest "
+            "validation loss kept; one value: no choice, no validation pairs needed."
+        },
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of initialisation and shuffling."})
+
+    _constraints = {
+        "head": ("logistic", "linear", "mlp"),
+        "l2_grid": (
+            lambda g: isinstance(g, tuple) and len(g) > 0 and all(positive(x) for x in g),
+            "a non-empty tuple of floats > 0",
+        ),
+        "hidden_dim": (positive_int, "an int > 0"),
+        "dropout": (unit_interval, "a float in [0, 1)"),
+        "lr": (positive, "a float > 0"),
+        "epochs": (positive_int, "an int > 0"),
+        "batch_size": (positive_int, "an int > 0"),
+        "weight_decay": (non_negative, "a float >= 0"),
+        "patience": (non_negative_int, "an int >= 0"),
+        "use_margin": (True, False),
+        "center_coef": (non_negative, "a float >= 0"),
+        "seed": (non_negative_int, "an int >= 0"),
+        **OBJECTIVE_CONSTRAINTS,
+    }
+
+    @property
+    def convex(self) -> bool:
+        """Whether the head is solved to an optimum (``logistic``), not trained by steps."""
+        return self.head == "logistic"
+
+    @property
+    def validates(self) -> bool:
+        """Whether training reads validation pairs: early stopping, or the choice of lambda."""
+        return len(self.l2_grid) > 1 if self.convex else self.patience > 0
+
+    def _check_more(self) -> None:
+        if not self.convex:
+            return
+        if self.objective == "group_dro":
+            raise ParamError(
+                "objective", "HeadConfig",
+                "bt, label_smoothing, poe or reweight with head='logistic' (group_dro's "
+                "group weights move with gradient steps; use head='linear' or 'mlp')",
+                self.objective,
+            )  # fmt: skip
+        for name in STEP_FIELDS:
+            value, default = getattr(self, name), HeadConfig.__dataclass_fields__[name].default
+            if value != default:
+                raise ParamError(
+                    name, "HeadConfig",
+                    f"left at {default!r} with the logistic head (`head` 'logistic' is solved "
+                    "to its optimum by Newton's method: no steps, epochs or dropout, and lambda "
+                    "from `l2_grid`; `head` 'linear' or 'mlp' train by AdamW)",
+                    value,
+                )  # fmt: skip
+
+
+class FrozenHeadTrainer(Trainer):
+    """Frozen backbone: features computed once (cached on disk), a head trained on them.
+
+    Follows the trainer contract (``rmlens.rewards._trainer.Trainer``): ``fit(pairs)`` trains
+    one head and sets ``rm_`` (an ``ExplicitHeadRM``: texts in, rewards out);
+    ``fit_features`` trains on features you already have and sets ``head_`` (a ``HeadRM``:
+    features in); ``prepare`` + ``fit_score`` train one head per audit run.
+
+    Parameters
+    ----------
+    config : HeadConfig, optional
+        The head and how it is trained.
+    model : str, default="minilm"
+        Backbone preset, local path or hub id.
+    max_length, batch_size : int, optional
+        Tokens per sequence and texts per encoding batch.
+    cache_dir : path or False, optional
+        Embedding cache root; ``False`` disables it.
+    backbone : Backbone, optional
+        An already loaded backbone (then ``model`` and ``max_length`` are not read).
+    bias : DataFrame or array of shape (n_pairs, k), optional
+        Shortcut feature differences phi(chosen) - phi(rejected) of every pair, for the
+        ``poe`` and ``reweight`` objectives (``rmlens.attribution.bias_features``).
+    check_exact : int, optional
+        Paired counterfactuals: per run, refit the head exactly with this many random
+        groups removed or added, and record how far the counterfactuals are from the refits
+        (``metrics["exactness"]``); None: what ``prepare`` is given (an audit gives its
+        ``check_exact``).
+
+    Attributes
+    ----------
+    head_ : HeadRM
+        After ``fit`` or ``fit_features``: the fitted head (its ``history_``, ``l2_``, ...).
+    rm_ : ExplicitHeadRM
+        After ``fit``: the backbone with the fitted head.
+    n_dropped_ : int
+        After ``fit``: pairs left out, their chosen and rejected identical after truncation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> xc, xr = rng.normal(1, 1, (50, 8)), rng.normal(0, 1, (50, 8))
+    >>> head = FrozenHeadTrainer(HeadConfig(epochs=5)).fit_features(xc, xr).head_
+    >>> head.score_features(xc).shape
+    (50,)
+    >>> trainer = FrozenHeadTrainer(HeadConfig(epochs=50, patience=3))
+    >>> head = trainer.fit_features(xc[:40], xr[:40], validation=(xc[40:], xr[40:])).head_
+    >>> head.best_epoch_ <= head.n_epochs_ <= 50
+    True
+    >>> trainer = FrozenHeadTrainer(HeadConfig(head="logistic"))
+    >>> head = trainer.fit_features(xc[:40], xr[:40], validation=(xc[40:], xr[40:])).head_
+    >>> head.l2_ in HeadConfig().l2_grid
+    True
+    """
+
+    config_class = HeadConfig
+
+    def __init__(
+        self,
+        config: HeadConfig | None = None,
+        *,
+        model: str = "minilm",
+        max_length: int | None = None,
+        batch_size: int = 32,
+        cache_dir=None,
+        backbone=None,
+        bias=None,
+        check_exact: int | None = None,
+    ):
+        self.config = config if config is not None else HeadConfig()
+        self.model = model
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.cache_dir = cache_dir
+        self.backbone = backbone
+        self.bias = bias
+        self.check_exact = check_exact
+
+    # -- once ---------------------------------------------------------------------------
+    def fit(
+        self, pairs: pd.DataFrame, *, eval_data: pd.DataFrame | None = None, quiet: bool = False
+    ) -> FrozenHeadTrainer:
+        """Encode ``pairs`` and train one head on its usable pairs.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            ``prompt``, ``chosen``, ``rejected``, optional ``margin`` (``load_pairs``).
+        eval_data : DataFrame, optional
+            Validation pairs, never trained on: early stopping (``patience``) or the choice
+            of lambda (``logistic``). Not with the bias-aware objectives.
+        quiet : bool, default=False
+            No progress bar while encoding.
+
+        Returns
+        -------
+        self, with ``rm_``, ``head_`` and ``n_dropped_``.
+        """
+        from rmlens.rewards._saved import ExplicitHeadRM
+
+        kept = self.prepare(pairs, quiet=quiet)
+        self.n_dropped_ = int((~kept).sum())
+        warn_dropped(self.n_dropped_)
+        train = np.flatnonzero(kept)
+        if not len(train):
+            raise InputError("no usable training pairs (all identical after truncation)")
+        f, pick = self.features_, _picker(train)
+        validation = None
+        if eval_data is not None:
+            validation = self._eval_features(eval_data, quiet)
+        self.fit_features(
+            f.chosen[train], f.rejected[train], pick(self.margin_), validation=validation,
+            bias=pick(self.bias_), groups=pick(self.groups_),
+        )  # fmt: skip
+        self.rm_ = ExplicitHeadRM(self.backbone_, self.head_, cache_dir=self.cache_dir)
+        return self
+
+    def _eval_features(self, eval_data: pd.DataFrame, quiet: bool) -> tuple:
+        from rmlens.backbones import featurize
+
+        if self.config.objective != "bt":
+            raise InputError(
+                f"objective {self.config.objective!r}: `eval_data` from a second table is not "
+                "supported; train with the default bt objective or without `eval_data`"
+            )
+        f = featurize(self.backbone_, eval_data, cache_dir=self.cache_dir,
+                      batch_size=self.batch_size, quiet=quiet)  # fmt: skip
+        kept = np.asarray(f.kept, dtype=bool)
+        margin = eval_data["margin"].to_numpy(float)[kept] if "margin" in eval_data else None
+        return f.chosen[kept], f.rejected[kept], margin
+
+    def fit_features(
+        self, x_chosen, x_rejected, margin=None, *, validation=None, bias=None, groups=None
+    ) -> FrozenHeadTrainer:
+        """Train a head on (n_pairs, d) chosen and rejected features; set ``head_``.
+
+        ``margin`` (n_pairs,); ``bias`` (n_pairs, k): the shortcut feature differences
+        phi(chosen) - phi(rejected) that ``poe`` and ``reweight`` read; ``groups``
+        (n_pairs,): the group labels that ``group_dro`` balances. ``validation`` is
+        ``(x_chosen, x_rejected[, margin[, bias[, groups]]])`` of pairs that are never
+        trained on: their loss after each epoch decides early stopping (``patience``) and
+        which epoch's weights are kept, or, for the ``logistic`` head, which lambda of
+        ``l2_grid`` is kept (without validation pairs: the largest). Only the training
+        features set the head's standardization.
+        """
+        from rmlens.rewards._head_fit import fit_head
+
+        self.head_ = fit_head(self.config, x_chosen, x_rejected, margin,
+                              validation=validation, bias=bias, groups=groups)  # fmt: skip
+        return self
+
+    # -- per audit run ------------------------------------------------------------------
+    @property
+    def counterfactuals(self) -> str | None:
+        """How runs give paired counterfactuals: ``"newton"`` (the convex head: Newton steps,
+        exact up to about 1e-6), ``"last-layer"`` (AdamW heads trained with ``bt`` or
+        ``label_smoothing``: last-layer Gauss-Newton influence over a damping grid,
+        ``rmlens.rewards._influence``), or None (other objectives)."""
+        if self.config.convex:
+            return "newton"
+        return "last-layer" if self.config.objective in OBJECTIVES else None
+
+    def prepare(
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
+    ) -> np.ndarray:
+        """Encode every pair once (through the cache); return the usable-pair mask."""
+        from rmlens.backbones import featurize, load_backbone
+
+        backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
+        self.backbone_ = backbone
+        self.features_ = featurize(
+            backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet
+        )
+        self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        self.bias_, self.groups_ = objective_inputs(self.config, pairs, self.bias)
+        self.identity_ = backbone.identity
+        self.groups_codes_ = None
+        self.check_exact_ = check_exact if self.check_exact is None else self.check_exact
+        if groups is not None:
+            if not self.counterfactuals:
+                raise InputError(
+                    f"paired counterfactuals need `head` 'logistic', or an `objective` of "
+                    f"{OBJECTIVES}; this trainer's is {self.config.objective!r}"
+                )
+            if self.check_exact_ and self.counterfactuals != "newton":
+                raise InputError(
+                    "`check_exact` refits the convex head (`head` 'logistic'); last-layer "
+                    "influence has no exact refit (set `check_exact` to 0)"
+                )
+            self.groups_codes_ = group_codes(groups)
+        return self.features_.kept
+
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
+        """Train a head on the prepared pairs at ``train_index``; score every pair."""
+        from rmlens.rewards._convex import one_blas_thread
+        from rmlens.rewards._head_fit import fit_head
+        from rmlens.rewards._saved import ExplicitHeadRM
+
+        f = self.features_
+        cfg = self.config.replace(seed=seed)  # each run its own seed (the audit's, per run)
+        train_index = np.asarray(train_index, dtype=int)
+        val_index = np.asarray([] if val_index is None else val_index, dtype=int)
+        pick, validation = _picker(train_index), None
+        if len(val_index):
+            validation = (f.chosen[val_index], f.rejected[val_index],
+                          *map(_picker(val_index), (self.margin_, self.bias_, self.groups_)))
+        rm = fit_head(cfg, f.chosen[train_index], f.rejected[train_index],
+                      pick(self.margin_), validation=validation, bias=pick(self.bias_),
+                      groups=pick(self.groups_))  # fmt: skip
+        r_c, r_r = rm.score_features(f.chosen), rm.score_features(f.rejected)
+        held = np.setdiff1d(np.arange(len(r_c)), np.concatenate([train_index, val_index]))
+        metrics = {}
+        for split, index in (("train", train_index), ("val", val_index), ("test", held)):
+            if len(index) or split != "val":
+                stats = reward_stats(r_c[index], r_r[index])
+                metrics.update({f"{split}_{k}": v for k, v in stats.items()})
+        metrics.update(_training_record(rm))
+        metrics.update(describe_objective(rm.objective_, self.bias))
+        p = p_cf = None
+        if self.groups_codes_ is not None and self.counterfactuals == "last-layer":
+            p, p_cf, lambdas = head_influence(
+                rm, f, self.margin_, self.groups_codes_, train_index, val_index
+            )
+            metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
+        elif self.groups_codes_ is not None:
+            with one_blas_thread():
+                p, p_cf, exactness = convex_paired(
+                    rm, f, self.margin_, self.bias_, self.groups_codes_, train_index,
+                    val_index, self.check_exact_, seed,
+                )  # fmt: skip
+            if exactness is not None:
+                metrics["exactness"] = exactness
+        return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm), p, p_cf)
+
+
+def _picker(index):
+    """``pick(a)``: ``a[index]``, or None for None."""
+    return lambda a: None if a is None else a[index]
+
+
+
+def describe_objective(objective, bias) -> dict:
+    """A run's record of its objective; bias weights are named after the bias columns."""
+    out = objective.describe()
+    names = list(bias.columns) if hasattr(bias, "columns") else None  # a DataFrame
+    if "bias_weights" in out and names:
+        out["bias_weights"] = dict(zip(names, out["bias_weights"], strict=True))
+    return out
+
+
+def _training_record(rm: HeadRM) -> dict:
+    """A run's training figures: loss, epochs and best epoch (AdamW heads), or the lambda
+    kept and the grid's validation losses (the logistic head)."""
+    if rm.config.convex:
+        kept = rm.history_[rm.best_step_ - 1]
+        record = {"loss": kept["loss"], "l2": rm.l2_}
+        if "val_loss" in kept:
+            record["val_loss"] = kept["val_loss"]
+            record["l2_path"] = {f"{h['l2']:g}": h["val_loss"] for h in rm.history_}
+        return record
+    last = rm.history_[-1]
+    record = {"loss": last["loss"], "epochs": rm.n_epochs_, "best_epoch": rm.best_epoch_}
+    if "val_loss" in last:
+        record["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
+    return record

@@ -25,6 +25,8 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
+from rmlens import stats
+
 
 def _labels(p: np.ndarray, y) -> np.ndarray:
     if y is None:
@@ -105,12 +107,9 @@ def brier_score(p, y=None) -> float:
 
 
 def log_loss(margin, y=None) -> float:
-    """Bradley-Terry negative log-likelihood: mean -log sigmoid(+-margin)."""
-    d = np.asarray(margin, dtype=float)
-    if d.size == 0:
-        return float("nan")
-    sign = 2 * _labels(d, y) - 1
-    return float(np.mean(np.logaddexp(0.0, -sign * d)))  # softplus(-d) == -log sigmoid(d)
+    """Bradley-Terry negative log-likelihood of margins: mean -log sigmoid(+-margin), as
+    :func:`rmlens.stats.log_loss` with ``logits=True``."""
+    return stats.log_loss(margin, y, logits=True)
 
 
 def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)) -> float:

@@ -27,6 +27,7 @@ from rmlens.rewards._losses import centering_loss, plackett_luce_loss
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._objectives import Objective, PairExtras, bt
 from rmlens.rewards._packing import Example, collate, length_batches
+from rmlens.stats import pairwise_correct
 
 
 @dataclass
@@ -121,7 +122,7 @@ class _Stats:
         s["loss"] += loss * len(r)
         s["n"] += len(r)
         s["pairs"] += int(diff.numel())
-        s["correct"] += float((diff > 0).sum() + 0.5 * (diff == 0).sum())
+        s["correct"] += float(pairwise_correct(diff.numpy()).sum())
         s["margin"] += float(diff.sum())
         s["rsum"] += float(r[v].sum())
         s["rn"] += int(v.sum())

@@ -224,9 +224,10 @@ class Corpus:
         per distinct text.
 
         The package, not a vectorized rewrite: one made ``pair_features`` 2.4x faster on
-        10,000 synthetic pairs (0.72 s against 1.72 s CPU), about 1 s per 10,000 pairs or
-        0.2% of ``rmlens attribute`` on the demo's 1,500 pairs (63 s CPU), which did not pay
-        for 206 lines that had to copy the package's quirks (``benchmarks/vader.py``).
+        10,000 synthetic pairs (0.72 s against 1.72 s CPU; 4 s per 10,000 of the longer
+        HH-RLHF and SQuALITY pairs), 0.25% of ``rmlens attribute`` on the demo's 1,500 pairs
+        (0.15 s of 60 s CPU): not worth 206 lines copying the package's rules and quirks
+        (``benchmarks/vader.py``).
         """
         codes, unique = pd.factorize(pd.Series(self.texts, dtype=object))
         scores = [_vader().polarity_scores(text)["compound"] for text in unique]

@@ -26,15 +26,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
 from rmlens import stats
-
-
-def _labels(p: np.ndarray, y) -> np.ndarray:
-    if y is None:
-        return np.ones_like(p)
-    y = np.asarray(y, dtype=float)
-    if y.shape != p.shape:
-        raise ValueError(f"p has shape {p.shape} but y has shape {y.shape}")
-    return y
+from rmlens.stats import _outcomes as _labels  # y, default all ones, of p's shape
 
 
 def top_label(p, y=None) -> tuple[np.ndarray, np.ndarray]:

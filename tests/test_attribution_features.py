@@ -121,7 +121,15 @@ def test_sentiment_and_emotion(three_pairs):
     assert emo.emotion_joy_chosen.iloc[0] == 0.0
 
 
-def test_vectorized_vader_matches_the_package():
+def test_vader_sentiment_by_hand():
+    # compound = s / sqrt(s^2 + 15); "good" has valence 1.9, "not" multiplies it by -0.74
+    texts = ["The food was good.", "The food was not good.", "", "The food was good."]
+    got = Corpus(texts).vader_compound()
+    good, bad = 1.9 / np.sqrt(1.9**2 + 15), -1.406 / np.sqrt(1.406**2 + 15)
+    np.testing.assert_allclose(got, [good, bad, 0.0, good], atol=5e-5)  # rounded to 4 places
+
+
+def test_vader_sentiment_is_the_package():
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
     texts = [
@@ -129,33 +137,14 @@ def test_vectorized_vader_matches_the_package():
         "I am kind of happy", "no problem", "This is not bad at all", "I don't hate it",
         "Great question! Sure, here is how.", "It was sort of good and just enough nice",
         "I am extremely sad and angry", "", "Why?? Is this terrible???",
-        # the package's tokens: whitespace split, punctuation stripped unless <= 2 chars left
         "ok. good", "(great)", "well-known", "I :) you", "don’t like it", "DON'T like it",
-        # idioms, booster bigrams, "least", "no", caps, emoji, "but" applied by value
         "What the bomb is", "the bomb was great", "kiss of death indeed ok", "yeah right sure",
         "at least good", "very least good", "least good", "no no good", "I LOVE it",
         "it's good 😀", "good good but bad", "nice nice but nice nice", "glad sad but happy ok",
+        "The food was good.",  # a repeated text: scored once, given to both
     ]
     expected = [SentimentIntensityAnalyzer().polarity_scores(t)["compound"] for t in texts]
-    np.testing.assert_allclose(Corpus(texts).vader_compound(), expected, atol=1e-4)
-
-
-def test_vectorized_vader_matches_the_package_on_real_texts():
-    from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
-
-    from conftest import shared_file
-    from rmlens.data import load_pairs
-
-    hh = load_pairs(shared_file("hh-rlhf-harmless-base-test.jsonl.gz"))
-    squality = load_pairs(shared_file("squality-human-eval-pairs.jsonl"))
-    pool = [pd.unique(pd.concat([d.chosen, d.rejected])) for d in (hh, squality)]
-    rng = np.random.default_rng(0)
-    texts = [*rng.choice(pool[0], 700, replace=False), *rng.choice(pool[1], 300, replace=False)]
-    analyzer = SentimentIntensityAnalyzer()
-    expected = np.array([analyzer.polarity_scores(t)["compound"] for t in texts])
-    got = Corpus(texts).vader_compound()
-    assert np.corrcoef(got, expected)[0, 1] >= 0.99
-    assert np.mean(np.abs(got - expected) <= 1e-4) >= 0.99
+    np.testing.assert_array_equal(Corpus(texts).vader_compound(), expected)
 
 
 def test_token_lengths_with_a_tokenizer(three_pairs):

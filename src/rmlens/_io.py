@@ -1,14 +1,17 @@
-"""Atomic writes: write to a temporary name in the same folder, then rename (DESIGN.md 6)."""
+"""Atomic writes: write to a temporary name in the same folder, then rename (DESIGN.md 6);
+and :func:`jsonable`, the one turn of numpy/pandas values into JSON-ready Python."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 
@@ -55,3 +58,43 @@ def write_text(text: str, path: str | Path) -> Path:
 
 def write_bytes(data: bytes, path: str | Path) -> Path:
     return write_atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
+def jsonable(value: Any, *, missing: bool = True) -> Any:
+    """A JSON-ready copy: numpy and pandas scalars and arrays as Python, NaN as ``None``.
+
+    Mappings become dicts with ``str`` keys; lists, tuples and arrays become lists; numpy
+    booleans, integers and floats become ``bool``, ``int`` and ``float``, other numpy
+    scalars their ``.item()``; anything else is kept.
+
+    Parameters
+    ----------
+    value : Any
+    missing : bool, default=True
+        Turn NaN, infinities, ``pd.NA`` and ``NaT`` into ``None`` (JSON has no NaN). False
+        keeps them, for records whose checks tell a NaN from a missing value.
+
+    Examples
+    --------
+    >>> jsonable({"a": np.float32(0.5), 1: [np.int64(2), float("nan")], "b": np.array([True])})
+    {'a': 0.5, '1': [2, None], 'b': [True]}
+    >>> jsonable([np.float64("inf"), pd.NA], missing=False)
+    [inf, <NA>]
+    """
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v, missing=missing) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, missing=missing) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v, missing=missing) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if not missing or math.isfinite(value) else None
+    if missing and (value is pd.NA or value is pd.NaT):
+        return None
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

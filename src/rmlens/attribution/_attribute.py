@@ -17,7 +17,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
+from rmlens._io import jsonable, write_json, write_parquet
 from rmlens._params import ParamError
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._features import pair_features
@@ -487,14 +487,7 @@ def stability_record(attributor: Attributor) -> dict:
     fit = attributor.fit_
     cols = ["target", "regressor", *STABILITY_COLUMNS]
 
-    def plain(value):
-        if isinstance(value, (list, tuple, np.ndarray)):
-            return [str(v) for v in value]
-        if isinstance(value, float) and not np.isfinite(value):
-            return None
-        return value
-
-    entries = [{k: plain(v) for k, v in row.items()} for row in fit[cols].to_dict("records")]
+    entries = jsonable(fit[cols].to_dict("records"))
     halves = attributor.halves_
     return {"halves": halves.to_dict() if halves is not None else None, "by_target": entries,
             "warnings": stability_warnings(fit)}

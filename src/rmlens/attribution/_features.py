@@ -252,7 +252,7 @@ _BUILTIN_RESPONSE: list[tuple[str, str, str, Callable[[_Texts], np.ndarray]]] = 
      "rmlens lexicon", lambda t: t.phrases(lex.PRAISE)),
     ("agreement", "sycophancy, agreement with the user: \"you're right\", \"I agree\" (count)",
      "rmlens lexicon", lambda t: t.phrases(lex.AGREEMENT)),
-    ("sentiment", "VADER compound sentiment in [-1, 1] (VADER lexicon and rules, vectorized)",
+    ("sentiment", "VADER compound sentiment in [-1, 1] (lexicon and rules of the package)",
      "vaderSentiment", lambda t: t.corpus.vader_compound()),
     *[(f"emotion_{e}", f"share of words in the NRC '{e}' list", "NRC Emotion Lexicon (nrclex)",
        _emotion(e)) for e in EMOTIONS],

@@ -3,7 +3,7 @@
 A phrase matches a run of consecutive word tokens inside one sentence, so "Sure. Here" is not
 "sure here". Curly apostrophes are folded to "'" before matching. Lists are ours (rmlens),
 written for chat-assistant responses; sentiment and emotion come from packaged lexicons
-(vaderSentiment, NRCLex), loaded in ``_vader.py`` and ``_text.py``.
+(vaderSentiment, NRCLex), loaded in ``_text.py``.
 """
 
 from __future__ import annotations

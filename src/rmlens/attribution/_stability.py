@@ -83,7 +83,7 @@ def compare_importance(first: pd.Series, second: pd.Series, k: int = TOP_K) -> d
     features among the two top-k lists / k, with k capped at the number of features) and
     ``top10_half1``, ``top10_half2`` (the lists).
     """
-    from rmlens.memorization._reliability import _spearman
+    from rmlens.stats import spearman
 
     features = first.index.union(second.index)
     a = first.reindex(features, fill_value=0.0).astype(float)
@@ -91,7 +91,7 @@ def compare_importance(first: pd.Series, second: pd.Series, k: int = TOP_K) -> d
     k = min(k, len(features))
     top_a, top_b = top_features(a, k), top_features(b, k)
     return {
-        "rank_spearman": _spearman(a.to_numpy(), b.to_numpy()),
+        "rank_spearman": spearman(a.to_numpy(), b.to_numpy()),
         "top10_overlap": len(set(top_a) & set(top_b)) / k if k else float("nan"),
         "top10_half1": top_a,
         "top10_half2": top_b,

@@ -20,22 +20,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import rankdata
+
+from rmlens.stats import spearman
 
 SCORES = ("tm", "tg", "cm")
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman correlation over the entries where both are finite; NaN below 3 or when one
-    side is constant. Ties get average ranks."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 3:
-        return float("nan")
-    ra, rb = rankdata(a[ok]), rankdata(b[ok])
-    if ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def reliability(summary: dict, score: str) -> float:

@@ -1,39 +1,14 @@
-"""Percentile bootstrap over runs: resample an audit's runs with replacement, recompute.
+"""Figures over runs under the percentile bootstrap over runs (``rmlens.stats``).
 
 Every figure that is a mean over runs gets its interval this way (DESIGN.md section 3: the
 runs are the unit of randomness; pairs and groups are fixed by the data). One draw is a
-multiset of runs, kept as run indices ``(n_boot, n_runs)``; a figure pooled over runs reads
-it as run weights (how often each run was drawn).
+multiset of runs, kept as run indices ``(n_boot, n_runs)`` (``stats.bootstrap_runs``); a
+figure pooled over runs reads it as run weights (``stats.run_weights``).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def run_draws(n_runs: int, n_boot: int, seed) -> np.ndarray:
-    """Run indices of each bootstrap draw, (n_boot, n_runs), resampled with replacement."""
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, n_runs, size=(n_boot, n_runs))
-
-
-def draw_weights(draws: np.ndarray, n_runs: int) -> np.ndarray:
-    """How often each run is in each draw, (n_boot, n_runs)."""
-    weights = np.zeros((len(draws), n_runs))
-    for b, drawn in enumerate(draws):
-        weights[b] = np.bincount(drawn, minlength=n_runs)
-    return weights
-
-
-def interval(values: np.ndarray, level: float) -> tuple[float, float]:
-    """Percentile interval of the draws of one figure; NaN under 2 finite draws."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    if values.size < 2:
-        return float("nan"), float("nan")
-    alpha = (1 - level) / 2
-    lo, hi = np.quantile(values, [alpha, 1 - alpha])
-    return float(lo), float(hi)
 
 
 def run_mean(per_run: np.ndarray, draws: np.ndarray) -> tuple[float, np.ndarray]:

@@ -20,11 +20,11 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
+from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.comparison import _metrics as M
 from rmlens.comparison._agreement import SCORES, agreement, ceiling, common_rows, reliability
 from rmlens.comparison._audit import Audit, default_labels, find_audits, is_audit, load_audit
-from rmlens.comparison._bootstrap import draw_weights, interval, run_draws, run_mean
+from rmlens.comparison._bootstrap import run_mean
 from rmlens.comparison._calibration import SUFFIX, calibrator, length_calibrated
 from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._heldout import (
@@ -46,6 +46,7 @@ from rmlens.comparison._margin import (
     tercile_bounds,
 )
 from rmlens.progress import progress_bar
+from rmlens.stats import bootstrap_runs, percentile_interval, run_weights
 
 COLUMNS = ["audit", "family", "metric", "value", "lo", "hi", "n", "detail", "near_chance",
            "few_pairs"]  # fmt: skip
@@ -156,7 +157,7 @@ def compare(
     # run indices of each bootstrap draw, per row; a reference row shares its audit's draws
     # (a paired comparison: the same resampled runs, calibrated or not)
     index = {a.path: i for i, a in enumerate(audits)}
-    draws = {r.label: run_draws(len(r.runs), config.n_boot, [config.seed, index[r.path]])
+    draws = {r.label: bootstrap_runs(len(r.runs), config.n_boot, [config.seed, index[r.path]])
              for r in rows}  # fmt: skip
     figures: list[dict] = []
     details: dict = {"worst_group": {}, "slices": {}, "margin_terciles": {}, "shap": {}}
@@ -240,7 +241,7 @@ def _with_references(audits: list[Audit], config: CompareConfig, notes: list[str
 
 
 def _figure(audit, metric, value, boot, n, level, detail="") -> dict:
-    lo, hi = interval(boot, level) if boot is not None else (np.nan, np.nan)
+    lo, hi = percentile_interval(boot, level) if boot is not None else (np.nan, np.nan)
     return {"audit": audit, "family": M.family(metric), "metric": metric, "value": float(value),
             "lo": lo, "hi": hi, "n": int(n), "detail": detail}  # fmt: skip
 
@@ -254,7 +255,7 @@ def _heldout_figures(audit: Audit, draws, config: CompareConfig, details: dict) 
                        "it held out"))  # fmt: skip
     column = config.groups or "group"
     groups = audit.table[column] if column in audit.table else pd.Series([np.nan] * len(d))
-    worst = worst_group(d, held, groups, draw_weights(draws, len(audit.runs)),
+    worst = worst_group(d, held, groups, run_weights(draws, len(audit.runs)),
                         config.min_group_pairs)  # fmt: skip
     shown = config.groups or audit.group_by or "group"
     if worst["group"] is None:
@@ -312,7 +313,7 @@ def _margin_figures(rows, draws, config, details, quiet) -> list[dict]:
             for start in range(0, config.n_boot, block):
                 chunk = draws[row.label][start:start + block]
                 scores = pair_score_draws(p, row.member, row.val,
-                                          draw_weights(chunk, len(row.runs)), p_cf)  # fmt: skip
+                                          run_weights(chunk, len(row.runs)), p_cf)  # fmt: skip
                 for k in range(len(chunk)):
                     boot[start + k] = margin_figures(scores[k], m, terc, correlation=False)
                 advance(len(chunk))
@@ -466,7 +467,7 @@ def _write(result: Comparison, out: Path, config: CompareConfig) -> None:
 
 def compare_record(result: Comparison, config: CompareConfig) -> dict:
     """``compare.json``: the figures, agreement, audits, notes, warnings, config."""
-    return plain({
+    return jsonable({
         "version": rmlens.__version__,
         "config": config.to_dict(),
         "audits": result.audits,
@@ -480,17 +481,3 @@ def compare_record(result: Comparison, config: CompareConfig) -> dict:
                     for m in dict.fromkeys(result.figures.metric)},  # fmt: skip
     })
 
-
-def plain(value):
-    """JSON-ready Python: numpy scalars as Python numbers, NaN and infinities as None."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [plain(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if np.isfinite(value) else None
-    return value

@@ -18,14 +18,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.comparison._agreement import spearman
 from rmlens.comparison._bootstrap import pooled_ratio, run_mean
+from rmlens.stats import pairwise_correct, spearman
 
 
 def correct(d: np.ndarray) -> np.ndarray:
     """1 where d > 0, 1/2 where d == 0 (ties), 0 below; NaN stays NaN. Same shape as d."""
     d = np.asarray(d, dtype=float)
-    return np.where(np.isnan(d), np.nan, (d > 0) + 0.5 * (d == 0))
+    return np.where(np.isnan(d), np.nan, pairwise_correct(d))
 
 
 def per_run_accuracy(d: np.ndarray, held: np.ndarray, rows: np.ndarray | None = None):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import rankdata
 
-from rmlens.comparison._agreement import spearman
+from rmlens.stats import spearman
 
 TERCILES = ("low", "mid", "high")
 METRICS = ("cm_margin_low", "cm_margin_mid", "cm_margin_high", "cm_margin_spearman",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from rmlens._errors import InputError
+from rmlens._io import jsonable
 
 CORE_COLUMNS = (
     "id",
@@ -41,16 +42,9 @@ def is_null(value: Any) -> bool:
 
 
 def native(value: Any) -> Any:
-    """Numpy scalars and arrays (as pandas hands them out) -> plain Python values."""
-    if isinstance(value, np.ndarray):
-        return [native(v) for v in value.tolist()]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (list, tuple)):
-        return [native(v) for v in value]
-    if isinstance(value, dict):
-        return {k: native(v) for k, v in value.items()}
-    return value
+    """Numpy scalars and arrays (as pandas hands them out) -> plain Python values, NaN and
+    missing values kept as they are (``_io.jsonable`` with ``missing=False``)."""
+    return jsonable(value, missing=False)
 
 
 def is_messages(value: Any) -> bool:

@@ -25,14 +25,8 @@ import pandas as pd
 from scipy.optimize import minimize_scalar
 from scipy.special import expit
 
-
-def _labels(p: np.ndarray, y) -> np.ndarray:
-    if y is None:
-        return np.ones_like(p)
-    y = np.asarray(y, dtype=float)
-    if y.shape != p.shape:
-        raise ValueError(f"p has shape {p.shape} but y has shape {y.shape}")
-    return y
+from rmlens import stats
+from rmlens.stats import _outcomes as _labels  # y, default all ones, of p's shape
 
 
 def top_label(p, y=None) -> tuple[np.ndarray, np.ndarray]:
@@ -105,12 +99,9 @@ def brier_score(p, y=None) -> float:
 
 
 def log_loss(margin, y=None) -> float:
-    """Bradley-Terry negative log-likelihood: mean -log sigmoid(+-margin)."""
-    d = np.asarray(margin, dtype=float)
-    if d.size == 0:
-        return float("nan")
-    sign = 2 * _labels(d, y) - 1
-    return float(np.mean(np.logaddexp(0.0, -sign * d)))  # softplus(-d) == -log sigmoid(d)
+    """Bradley-Terry negative log-likelihood of margins: mean -log sigmoid(+-margin), as
+    :func:`rmlens.stats.log_loss` with ``logits=True``."""
+    return stats.log_loss(margin, y, logits=True)
 
 
 def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)) -> float:

@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from rmlens.evaluation._calibration import calibration_metrics
-from rmlens.rewards import pairwise_accuracy
+from rmlens.stats import pairwise_accuracy
 
 # RewardBench (Lambert et al. 2024, allenai/reward-bench rewardbench/constants.py): subsets
 # grouped into four sections; a section's score is the example-count-weighted mean of its

@@ -49,10 +49,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from rmlens._params import check_params, non_negative_int, positive
 from rmlens.evaluation._config import LOWESS_FRAC
+from rmlens.stats import spearman
 
 UNIT = "characters"
 
@@ -213,12 +213,6 @@ def calibrate_length(rewards, lengths, *, frac: float = LOWESS_FRAC) -> np.ndarr
     return LengthCalibrator(frac=frac).fit(rewards, lengths).transform(rewards, lengths)
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    if a.size < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(stats.spearmanr(a, b)[0])
-
-
 def length_correlation(
     rewards, lengths, *, calibrated=None, frac: float = LOWESS_FRAC
 ) -> tuple[float, float]:
@@ -247,7 +241,9 @@ def length_correlation(
     """
     r, x = _vectors(rewards, lengths)
     after = calibrate_length(r, x, frac=frac) if calibrated is None else calibrated
-    return _spearman(r, x), _spearman(np.asarray(after, dtype=float), x)
+    # (lengths, rewards): the order in which the figures were computed by scipy, to the bit
+    before = spearman(x, r, nan_policy="propagate")
+    return before, spearman(x, np.asarray(after, dtype=float), nan_policy="propagate")
 
 
 class LengthCalibratedRM:

@@ -29,6 +29,7 @@ import pandas as pd
 from rmlens.data import SynthConfig
 from rmlens.progress import progress_bar
 from rmlens.rewards._ensemble import member_scores
+from rmlens.stats import pairwise_accuracy
 
 SIDES = ("chosen", "rejected")
 
@@ -215,9 +216,6 @@ def summarize_effects(effects: pd.DataFrame, probe: str, side: str) -> dict:
     d0, d1, n = effects.d_before.to_numpy(), effects.d_after.to_numpy(), len(effects)
     nan = float("nan")
 
-    def acc(d):
-        return float(np.mean((d > 0) + 0.5 * (d == 0))) if n else nan
-
     return {
         "probe": probe,
         "side": side,
@@ -226,8 +224,8 @@ def summarize_effects(effects: pd.DataFrame, probe: str, side: str) -> dict:
         "flip_rate": float(effects.flipped.mean()) if n else nan,
         "to_wrong": float(np.mean((d0 > 0) & (d1 < 0))) if n else nan,
         "to_right": float(np.mean((d0 < 0) & (d1 > 0))) if n else nan,
-        "accuracy_before": acc(d0),
-        "accuracy_after": acc(d1),
+        "accuracy_before": pairwise_accuracy(d0),
+        "accuracy_after": pairwise_accuracy(d1),
         "n": int(n),
         "n_invisible": int(np.sum(effects["shift"].to_numpy() == 0)),
     }

@@ -26,6 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from rmlens.stats import bootstrap_runs, run_weights
+
 MIN_RUNS_FOR_INTERVAL = 2
 COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
 
@@ -127,11 +129,10 @@ def memorization_scores(
         p_cf=None if p_cf is None else np.asarray(p_cf, dtype=np.float64),
     )
     n_pairs, n_runs = p_in.shape
-    rng = np.random.default_rng(seed)
     weights = np.zeros((n_runs, 0))
     if n_boot > 0:
-        draws = rng.integers(0, n_runs, size=(n_boot, n_runs))  # runs resampled with replacement
-        weights = np.stack([np.bincount(d, minlength=n_runs) for d in draws], axis=1).astype(float)
+        draws = bootstrap_runs(n_runs, n_boot, seed)
+        weights = np.ascontiguousarray(run_weights(draws, n_runs).T)  # (n_runs, n_boot)
     once = np.ones((n_runs, 1))
     alpha = (1 - level) / 2 * 100
     qs = np.true_divide([alpha, 100 - alpha], 100)

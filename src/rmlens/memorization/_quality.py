@@ -19,6 +19,7 @@ import pandas as pd
 
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plan import runs_needed
+from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses
 NEAR_CHANCE = 0.05  # held-out accuracy within this of chance: the RMs barely generalize
@@ -34,9 +35,8 @@ def split_quality(p: np.ndarray) -> dict[str, float]:
     p = p[np.isfinite(p)]
     if not p.size:
         return {"n": 0, "accuracy": float("nan"), "log_loss": float("nan")}
-    accuracy = np.mean((p > 0.5) + 0.5 * (p == 0.5))  # ties (r+ == r-) count 1/2
-    log_loss = -np.mean(np.log(np.maximum(p, np.finfo(float).tiny)))  # -log sigmoid(r+ - r-)
-    return {"n": int(p.size), "accuracy": float(accuracy), "log_loss": float(log_loss)}
+    accuracy = pairwise_accuracy(p, 0.5)  # p == 0.5: a tie (r+ == r-), counts 1/2
+    return {"n": int(p.size), "accuracy": accuracy, "log_loss": log_loss(p)}
 
 
 def run_quality(p: np.ndarray, member: np.ndarray, val: np.ndarray) -> dict[str, dict]:

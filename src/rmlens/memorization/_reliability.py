@@ -22,26 +22,13 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
 
 from rmlens.memorization._estimate import run_sides, side_means
+from rmlens.stats import prophecy_factor, spearman, spearman_brown
 
 SCORES = ("tm", "tg", "cm")
 TARGET = 0.8  # reliability that runs_for_0_8 aims at
 WARN_BELOW = 0.7  # Spearman-Brown below this: a warning
-
-
-def spearman_brown(r: float, factor: float) -> float:
-    """Reliability of a test ``factor`` times as long: factor*r / (1 + (factor-1)*r)."""
-    return factor * r / (1 + (factor - 1) * r)
-
-
-def prophecy_factor(rel: float, target: float = TARGET) -> float:
-    """How many times the runs reliability ``rel`` needs to reach ``target`` (Spearman-Brown
-    solved for the factor): target(1 - rel) / (rel(1 - target)); NaN where rel <= 0."""
-    if not np.isfinite(rel) or rel <= 0:
-        return float("nan")
-    return target * (1 - rel) / (rel * (1 - target))
 
 
 def runs_needed(rel: float, n_runs: int, target: float = TARGET, *, folds: int = 1) -> int | None:
@@ -54,17 +41,6 @@ def runs_needed(rel: float, n_runs: int, target: float = TARGET, *, folds: int =
         return folds
     repeats = max(1, math.ceil(n_runs * factor / folds - 1e-9))
     return repeats * folds
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman correlation over the pairs where both are finite (NaN below 3 or constant)."""
-    ok = np.isfinite(a) & np.isfinite(b)
-    if ok.sum() < 3:
-        return float("nan")
-    ra, rb = rankdata(a[ok]), rankdata(b[ok])  # ties get average ranks
-    if ra.std() == 0 or rb.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(ra, rb)[0, 1])
 
 
 def complete_repeats(repeat: np.ndarray, folds: int) -> np.ndarray:
@@ -131,7 +107,7 @@ def split_half(
     halves = {"tm": tm, "tg": tg, "cm": tm - tg}  # the estimator's NaN: no in- or out-runs
     out["n_splits"] = len(orders)
     for score, est in halves.items():
-        r = np.array([_spearman(est[:, 2 * j], est[:, 2 * j + 1]) for j in range(len(orders))])
+        r = np.array([spearman(est[:, 2 * j], est[:, 2 * j + 1]) for j in range(len(orders))])
         sb = spearman_brown(r, 2.0)  # each half has about half of the runs
         ok = np.isfinite(r)
         if not ok.any():

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmlens._io import jsonable as clean  # JSON-ready values: one sanitizer for the package
+
 _JSON_ESCAPES = {
     "<": "\\u003c",
     ">": "\\u003e",
@@ -35,31 +37,12 @@ def json_for_script(obj: Any) -> str:
 
     ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e`` and ``\\u0026``, so no data can
     close the script element; ``JSON.parse`` restores them. NaN and infinities must have
-    been turned into ``None`` before (see :func:`clean`).
+    been turned into ``None`` before (see :func:`rmlens._io.jsonable`).
     """
     text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     for raw, escaped in _JSON_ESCAPES.items():
         text = text.replace(raw, escaped)
     return text
-
-
-def clean(value: Any) -> Any:
-    """Turn numpy/pandas scalars and containers into JSON-ready Python, NaN into ``None``."""
-    if isinstance(value, Mapping):
-        return {str(k): clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [clean(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [clean(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    if value is None or value is pd.NA or value is pd.NaT:
-        return None
-    return value
 
 
 def num_list(values: Iterable[Any], digits: int = 4) -> list[float | None]:

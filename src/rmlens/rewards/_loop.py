@@ -18,6 +18,7 @@ from rmlens.rewards._checkpoint import restore, save
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._packing import Example, collate, length_batches
 from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
+from rmlens.stats import pairwise_correct
 
 if TYPE_CHECKING:
     from rmlens.rewards.finetune import TrainConfig
@@ -85,7 +86,7 @@ class _Stats:
         s["loss"] += loss * len(r)
         s["n"] += len(r)
         s["pairs"] += int(diff.numel())
-        s["correct"] += float((diff > 0).sum() + 0.5 * (diff == 0).sum())
+        s["correct"] += float(pairwise_correct(diff.numpy()).sum())
         s["margin"] += float(diff.sum())
         s["rsum"] += float(r[v].sum())
         s["rn"] += int(v.sum())

@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from rmlens.stats import pairwise_accuracy
 
-def pairwise_accuracy(r_chosen, r_rejected) -> float:
-    """Share of pairs with r+ > r-; a tie (r+ == r-) counts 1/2."""
-    c, r = np.asarray(r_chosen, dtype=float), np.asarray(r_rejected, dtype=float)
-    if c.size == 0:
-        return float("nan")
-    return float(np.mean((c > r) + 0.5 * (c == r)))
+__all__ = ["pairwise_accuracy", "reward_stats"]
 
 
 def reward_stats(r_chosen, r_rejected) -> dict[str, float]:

@@ -1,0 +1,305 @@
+"""One home per statistic: the figures every layer reports, one function each.
+
+In the style of ``sklearn.metrics``: plain functions of arrays, imported wherever the figure
+is computed, so that a tie, a NaN or an empty input is handled the same way everywhere.
+
+- :func:`pairwise_correct`, :func:`pairwise_accuracy`: tie-aware accuracy (a tie counts 1/2)
+- :func:`log_loss`: the Bradley-Terry negative log-likelihood of preference probabilities
+- :func:`spearman`: rank correlation, ties by average ranks
+- :func:`spearman_brown`, :func:`prophecy_factor`: reliability of a longer test, and its inverse
+- :func:`bootstrap_runs`, :func:`run_weights`, :func:`percentile_interval`: the percentile
+  bootstrap over runs (runs are the unit of randomness; pairs and groups are fixed)
+
+A bottom module: it imports numpy and scipy only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from scipy.stats import rankdata
+
+__all__ = [
+    "bootstrap_runs",
+    "log_loss",
+    "pairwise_accuracy",
+    "pairwise_correct",
+    "percentile_interval",
+    "prophecy_factor",
+    "run_weights",
+    "spearman",
+    "spearman_brown",
+]
+
+
+def pairwise_correct(r_chosen, r_rejected=0.0) -> np.ndarray:
+    """Per pair, 1 where r+ > r-, 1/2 where r+ == r- (a tie), else 0.
+
+        correct_i = [r+_i > r-_i] + 1/2 [r+_i == r-_i]
+
+    A NaN compares false both ways and scores 0; a caller that must tell a missing score
+    from a wrong one masks it first.
+
+    Parameters
+    ----------
+    r_chosen : array-like of shape (n_pairs,)
+        Rewards of the chosen responses, or margins r+ - r- with ``r_rejected=0``.
+    r_rejected : array-like of shape (n_pairs,) or float, default=0.0
+        Rewards of the rejected responses (or the threshold: 0.5 for probabilities).
+
+    Returns
+    -------
+    ndarray of shape (n_pairs,), float
+
+    Examples
+    --------
+    >>> pairwise_correct([2.0, 1.0, 0.0, np.nan], [1.0, 1.0, 3.0, 0.0]).tolist()
+    [1.0, 0.5, 0.0, 0.0]
+    """
+    c, r = np.asarray(r_chosen, dtype=float), np.asarray(r_rejected, dtype=float)
+    return (c > r) + 0.5 * (c == r)
+
+
+def pairwise_accuracy(r_chosen, r_rejected=0.0) -> float:
+    """Tie-aware pairwise accuracy: the mean of :func:`pairwise_correct`.
+
+        accuracy = (1/n) sum_i ([r+_i > r-_i] + 1/2 [r+_i == r-_i])
+
+    Parameters
+    ----------
+    r_chosen : array-like of shape (n_pairs,)
+        Rewards of the chosen responses, or margins r+ - r- with ``r_rejected=0``.
+    r_rejected : array-like of shape (n_pairs,) or float, default=0.0
+        Rewards of the rejected responses; 0.5 when ``r_chosen`` holds probabilities
+        sigmoid(r+ - r-), which tie exactly where they equal 0.5.
+
+    Returns
+    -------
+    float
+        In [0, 1]; NaN for no pairs. A NaN reward counts as a wrong pair.
+
+    Examples
+    --------
+    One right, one tie, one wrong, one tie: (1 + 1/2 + 0 + 1/2) / 4.
+
+    >>> pairwise_accuracy([1, 2, 3, 0], [0, 2, 4, 0])
+    0.5
+    >>> pairwise_accuracy([0.9, 0.5, 0.2], 0.5)  # probabilities: (1 + 1/2 + 0) / 3
+    0.5
+    """
+    c = np.asarray(r_chosen, dtype=float)
+    if c.size == 0:
+        return float("nan")
+    return float(np.mean(pairwise_correct(c, r_rejected)))
+
+
+def _outcomes(x: np.ndarray, y) -> np.ndarray:
+    if y is None:
+        return np.ones_like(x)
+    y = np.asarray(y, dtype=float)
+    if y.shape != x.shape:
+        raise ValueError(f"`y` has shape {y.shape} but `p` has shape {x.shape}")
+    return y
+
+
+def log_loss(p, y=None, *, logits: bool = False) -> float:
+    """Log-loss of pairwise preference probabilities (the Bradley-Terry loss without margin).
+
+        log_loss = -(1/n) sum_i log q_i,   q_i = p_i if y_i = 1 else 1 - p_i
+
+    With ``logits=True``, ``p`` holds margins d = r+ - r- and the loss is computed without
+    forming sigmoid(d): -log sigmoid(s d) = log(1 + exp(-s d)), s = 2y - 1, exact for large
+    |d|. From probabilities, each q is floored at the smallest normal float, so that a
+    probability of 0 costs about 708 rather than infinity.
+
+    Parameters
+    ----------
+    p : array-like of shape (n_pairs,)
+        P(chosen > rejected) = sigmoid(r+ - r-), or the margins with ``logits=True``.
+    y : array-like of shape (n_pairs,), optional
+        Outcomes (1: the chosen response won); default all ones.
+    logits : bool, default=False
+        Whether ``p`` holds margins rather than probabilities.
+
+    Returns
+    -------
+    float
+        NaN for no pairs.
+
+    Examples
+    --------
+    >>> round(log_loss([0.5, 0.5]), 6)  # -log(1/2)
+    0.693147
+    >>> round(log_loss([0.0], logits=True), 6)  # a zero margin: also -log(1/2)
+    0.693147
+    >>> round(log_loss([0.8, 0.8], y=[1, 0]), 6)  # -(log 0.8 + log 0.2) / 2
+    0.916291
+    """
+    x = np.asarray(p, dtype=float)
+    if x.size == 0:
+        return float("nan")
+    y = _outcomes(x, y)
+    if logits:
+        sign = 2 * y - 1
+        return float(np.mean(np.logaddexp(0.0, -sign * x)))  # softplus(-d) == -log sigmoid(d)
+    q = np.where(y == 1, x, 1 - x)
+    return float(-np.mean(np.log(np.maximum(q, np.finfo(float).tiny))))
+
+
+def spearman(a, b, *, nan_policy: Literal["omit", "propagate"] = "omit") -> float:
+    """Spearman rank correlation: the Pearson correlation of the average ranks.
+
+        rho = corr(rank(a), rank(b)),  tied values share the mean of their ranks
+
+    Parameters
+    ----------
+    a, b : array-like of shape (n,)
+    nan_policy : {"omit", "propagate"}, default="omit"
+        "omit": use the entries where both are finite. "propagate": NaN if either holds a
+        NaN, as ``scipy.stats.spearmanr`` does.
+
+    Returns
+    -------
+    float
+        NaN with fewer than 3 entries or when either side is constant. ``spearman(b, a)``
+        equals ``scipy.stats.spearmanr(a, b)`` bit for bit; ``spearman(a, b)`` can differ
+        from it in the last bit (the two divide by the standard deviations in turn).
+
+    Examples
+    --------
+    >>> round(spearman([1, 2, 3, 4], [10, 20, 40, 30]), 6)  # 1 - 6 (0+0+1+1) / (4 (16-1))
+    0.8
+    >>> spearman([1, 2, 3, np.nan], [3, 2, 1, 0])  # the NaN entry is left out
+    -1.0
+    >>> spearman([1, 2, 2], [1, 2, 3])  # ranks 1, 2.5, 2.5: corr = 1.5 / sqrt(1.5 * 2)
+    0.8660254037844387
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if nan_policy == "propagate":
+        if np.isnan(a).any() or np.isnan(b).any():
+            return float("nan")
+    else:
+        ok = np.isfinite(a) & np.isfinite(b)
+        a, b = a[ok], b[ok]
+    if a.size < 3:
+        return float("nan")
+    ra, rb = rankdata(a), rankdata(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def spearman_brown(r, factor):
+    """Reliability of a test ``factor`` times as long (Spearman 1910; Brown 1910).
+
+        rel(factor) = factor r / (1 + (factor - 1) r)
+
+    Parameters
+    ----------
+    r : float or ndarray
+        Reliability (e.g. a split-half correlation) at the current length.
+    factor : float
+        How many times longer (2 corrects a split-half correlation to the full test).
+
+    Returns
+    -------
+    float or ndarray, as ``r``
+
+    Examples
+    --------
+    >>> spearman_brown(0.5, 2)  # 2 * 0.5 / 1.5
+    0.6666666666666666
+    """
+    return factor * r / (1 + (factor - 1) * r)
+
+
+def prophecy_factor(rel: float, target: float = 0.8) -> float:
+    """How many times longer a test of reliability ``rel`` must be to reach ``target``: the
+    Spearman-Brown prophecy formula, :func:`spearman_brown` solved for the factor.
+
+        factor = target (1 - rel) / (rel (1 - target))
+
+    Returns
+    -------
+    float
+        NaN where ``rel`` is not > 0.
+
+    Examples
+    --------
+    >>> round(prophecy_factor(0.5, 0.8), 6)  # 0.8 * 0.5 / (0.5 * 0.2)
+    4.0
+    >>> round(spearman_brown(0.5, prophecy_factor(0.5, 0.8)), 6)
+    0.8
+    """
+    if not np.isfinite(rel) or rel <= 0:
+        return float("nan")
+    return target * (1 - rel) / (rel * (1 - target))
+
+
+def bootstrap_runs(n_runs: int, n_boot: int, seed) -> np.ndarray:
+    """Run indices of each bootstrap draw: the runs resampled with replacement.
+
+    One draw is a multiset of ``n_runs`` runs; a figure that is a mean over runs is
+    recomputed on each draw, and :func:`percentile_interval` reads its interval off them.
+
+    Parameters
+    ----------
+    n_runs, n_boot : int
+    seed : int or numpy.random.Generator seed
+
+    Returns
+    -------
+    ndarray of shape (n_boot, n_runs), int
+
+    Examples
+    --------
+    >>> bootstrap_runs(3, 2, seed=0).shape
+    (2, 3)
+    """
+    return np.random.default_rng(seed).integers(0, n_runs, size=(n_boot, n_runs))
+
+
+def run_weights(draws: np.ndarray, n_runs: int) -> np.ndarray:
+    """How often each run is in each draw of :func:`bootstrap_runs`, as floats.
+
+    A figure pooled over runs (a weighted mean, a ratio of sums) reads a draw as these
+    weights: weights @ per_run.
+
+    Returns
+    -------
+    ndarray of shape (n_boot, n_runs), float
+
+    Examples
+    --------
+    >>> run_weights(np.array([[0, 0, 2], [1, 2, 1]]), 3).tolist()
+    [[2.0, 0.0, 1.0], [0.0, 2.0, 1.0]]
+    """
+    weights = np.zeros((len(draws), n_runs))
+    for b, drawn in enumerate(draws):
+        weights[b] = np.bincount(drawn, minlength=n_runs)
+    return weights
+
+
+def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of one figure's bootstrap draws.
+
+        (lo, hi) = quantiles (1 - level) / 2 and (1 + level) / 2 of the finite draws
+
+    Returns
+    -------
+    (float, float)
+        NaN, NaN under 2 finite draws (one draw has no spread, and would look precise).
+
+    Examples
+    --------
+    >>> percentile_interval([0.0, 1.0, 2.0, 3.0, 4.0, np.nan], level=0.5)
+    (1.0, 3.0)
+    """
+    values = np.asarray(values, dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size < 2:
+        return float("nan"), float("nan")
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(values, [alpha, 1 - alpha])
+    return float(lo), float(hi)

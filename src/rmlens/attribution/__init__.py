@@ -6,7 +6,8 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_config": ["TARGETS", "AttributeConfig", "DEFAULT_EXCLUDE", "REGRESSORS"],
-        "_attribute": ["Attributor", "attribute", "tm_tg_difference"],
+        "_attribute": ["attribute"],
+        "_attributor": ["Attributor", "tm_tg_difference"],
         "_bias": ["bias_features", "bias_summary", "objective_bias"],
         "_features": [
             "Feature",

@@ -1,0 +1,28 @@
+"""Report sections other than the map: each returns escaped HTML plus Plotly specs.
+
+One module per group of sections, in page order: ``_quality`` (the reward models),
+``_summary`` (the dataset), ``_pairs`` (most and least memorized pairs), ``_attribution``,
+``_results`` (token sweeps, evaluation, generalization) and ``_appendix`` (plots, config).
+"""
+
+from ._appendix import config_section, plots_section
+from ._attribution import attribution_section
+from ._base import Section
+from ._pairs import pair_table_section
+from ._quality import quality_line, quality_section
+from ._results import evaluation_section, generalization_section, sweep_section
+from ._summary import summary_section
+
+__all__ = [
+    "Section",
+    "attribution_section",
+    "config_section",
+    "evaluation_section",
+    "generalization_section",
+    "pair_table_section",
+    "plots_section",
+    "quality_line",
+    "quality_section",
+    "summary_section",
+    "sweep_section",
+]

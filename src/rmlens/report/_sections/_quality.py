@@ -1,0 +1,191 @@
+"""The reward models: their accuracy, training regime, estimator and reliability."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from rmlens.memorization._damping import damping_sentence
+
+from .._html import esc, fmt, table, warning_box
+from ._base import Section
+
+_SPLIT_NAMES = {
+    "in_train": "trained on (in)",
+    "validation": "validation (neither in nor out)",
+    "held_out": "held out (out)",
+}
+
+
+def quality_line(summary: dict[str, Any] | None) -> str:
+    """One sentence on the RMs' accuracy, for beside the map ('' without rm_quality)."""
+    quality = (summary or {}).get("rm_quality")
+    if not isinstance(quality, dict):
+        return ""
+    try:
+        fit = quality["in_train"]["accuracy"]["mean"]
+        held = quality["held_out"]["accuracy"]["mean"]
+    except (KeyError, TypeError):
+        return ""
+    return (
+        f" The reward models reach accuracy {fmt(fit)} on the pairs they trained on and "
+        f"{fmt(held)} on the pairs they held out (chance 0.5)."
+    )
+
+
+def quality_section(summary: dict[str, Any] | None) -> Section | None:
+    """The RMs' quality (summary.json ``rm_quality``), training regime and warnings."""
+    if not isinstance(summary, dict):
+        return None
+    quality = summary.get("rm_quality")
+    warnings = summary.get("warnings") or []
+    if not isinstance(quality, dict) and not warnings:
+        return None
+    body = "".join(
+        warning_box(str(w.get("message", w)) if isinstance(w, dict) else str(w))
+        for w in warnings
+    )
+    body += (
+        '<p class="note">How well the audited reward models fit the pairs they trained on '
+        "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
+        "log-loss, mean ± std over runs. TM averages the first kind of run, TG the "
+        "second; with held-out accuracy near chance (0.5), CM mostly measures fitting.</p>"
+    )
+    if isinstance(quality, dict):
+        body += _quality_table(quality)
+    body += _estimator_block(summary)
+    body += _reliability_block(summary.get("reliability"))
+    validation = summary.get("validation")
+    if isinstance(validation, dict):
+        body += _regime_block(validation)
+    body += _intervals_block(summary.get("intervals"))
+    return Section("quality", "Reward models", body)
+
+
+def _quality_table(quality: dict[str, Any]) -> str:
+    """Accuracy and log-loss per split of the pairs, mean ± std over runs."""
+    rows = []
+    for split, name in _SPLIT_NAMES.items():
+        part = quality.get(split)
+        if not isinstance(part, dict):
+            continue
+        cells = {}
+        for metric, label in (("accuracy", "accuracy"), ("log_loss", "log-loss")):
+            value = part.get(metric) or {}
+            cells[label] = f"{fmt(value.get('mean'))} ± {fmt(value.get('std'))}"
+        rows.append({"pairs": name, **cells})
+    if not rows:
+        return ""
+    return table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
+
+
+def _regime_block(validation: dict[str, Any]) -> str:
+    """How each run was regularized or stopped, from summary.json ``validation``."""
+    html = ""
+    lam = validation.get("l2")
+    if isinstance(lam, dict):
+        html += (
+            '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
+            "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
+            f"validation pairs, {esc(_number(validation.get('fraction')))} of each run's "
+            f"training groups: from {esc(_number(lam.get('min')))} to "
+            f"{esc(_number(lam.get('max')))} (median {esc(_number(lam.get('median')))})."
+            "</p>"
+        )
+    elif validation.get("used"):
+        best = validation.get("best_epoch") or {}
+        epochs = (
+            f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
+            f"(median {fmt(best.get('median'), 0)})."
+            if best
+            else ""
+        )
+        share = validation.get("fraction")
+        html += (
+            f'<p class="note">Training regime: early stopping with patience '
+            f"{esc(fmt(validation.get('patience')))} on validation pairs, "
+            f"{esc(f'{share:g}' if share is not None else '?')} of each run's training "
+            "groups; the "
+            f"best epoch's weights are kept.{esc(epochs)}</p>"
+        )
+    if validation.get("membership"):
+        html += f'<p class="note">{esc(validation["membership"])}</p>'
+    return html
+
+
+def _intervals_block(intervals: Any) -> str:
+    """Which intervals summary.json gives, and why some of them are NaN."""
+    if not (isinstance(intervals, dict) and isinstance(intervals.get("nan"), dict)):
+        return ""
+    nan = intervals["nan"]
+    return (
+        f'<p class="note">Intervals: {esc(str(intervals.get("method", "bootstrap")))}; '
+        f"NaN for {esc(fmt(nan.get('cm')))} pairs' CM ({esc(fmt(nan.get('tm')))} TM, "
+        f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
+    )
+
+
+def _number(value: Any) -> str:
+    """A penalty such as 300 or 0.3 as written, without padded decimals."""
+    return f"{value:g}" if isinstance(value, (int, float)) else fmt(value)
+
+
+def _estimator_block(summary: dict[str, Any]) -> str:
+    """Which estimator made TM, TG and CM, why, and how exact its counterfactuals are."""
+    name = summary.get("estimator")
+    if not name:
+        return ""
+    html = f'<p class="note">Estimator: {esc(str(summary.get("estimator_note") or name))}.</p>'
+    exact = summary.get("exactness")
+    if isinstance(exact, dict):
+        html += (
+            '<p class="note">Exactness of the paired counterfactuals against exact refits of '
+            f"{esc(fmt(exact.get('groups')))} groups ({esc(fmt(exact.get('pairs')))} pairs): "
+            f"|p_cf − p_refit| median {esc(fmt(exact.get('median_abs_error'), 5))}, 90th "
+            f"percentile {esc(fmt(exact.get('p90_abs_error'), 5))}, max "
+            f"{esc(fmt(exact.get('max_abs_error'), 5))}, against true effects of median "
+            f"{esc(fmt(exact.get('median_abs_effect'), 4))}; Spearman of the effects "
+            f"{esc(fmt(exact.get('effect_spearman'), 4))}.</p>"
+        )
+    damping = summary.get("damping")
+    if isinstance(damping, dict) and "damping" in damping:
+        html += f'<p class="note">{esc(damping_sentence(damping))}.</p>'
+    return html
+
+
+def _reliability_block(reliability: Any) -> str:
+    """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table."""
+    if not isinstance(reliability, dict):
+        return ""
+    html = (
+        '<p class="note">Reliability of the ranking of pairs: the whole repeats of the plan '
+        "split into two halves, each score estimated from each half, Spearman correlation "
+        "across pairs (mean ± std over splits), Spearman-Brown corrected to the "
+        f"{esc(fmt(reliability.get('n_runs')))} runs used; the runs that 0.8 would need "
+        "come from the Spearman-Brown prophecy formula.</p>"
+    )
+    rows = []
+    for score in ("tm", "tg", "cm"):
+        part = reliability.get(score)
+        if not isinstance(part, dict):
+            continue
+        rows.append(
+            {
+                "score": score.upper(),
+                "split-half": (
+                    f"{fmt(part.get('split_half'), 2)} ± {fmt(part.get('split_half_std'), 2)}"
+                ),
+                "Spearman-Brown": (
+                    f"{fmt(part.get('spearman_brown'), 2)} ± "
+                    f"{fmt(part.get('spearman_brown_std'), 2)}"
+                ),
+                "runs for 0.8": fmt(part.get("runs_for_0_8")),
+            }
+        )
+    if rows:
+        html += table(pd.DataFrame(rows), caption="below 0.7: the ranking is not yet reliable")
+    for key in ("reason", "note"):
+        if reliability.get(key):
+            html += f'<p class="note">{esc(str(reliability[key]))}</p>'
+    return html

@@ -1,0 +1,148 @@
+"""The dataset summary: cards, breakdowns and the audit outcome of summary.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .._html import card, esc, fmt, key_value_table, table, warning_box
+from ._base import Section
+
+
+def summary_section(
+    mem: pd.DataFrame,
+    config: dict[str, Any] | None,
+    plan: pd.DataFrame | None,
+    summary: dict[str, Any] | None,
+) -> Section:
+    """Dataset and audit summary: pairs, groups, users, models, margin, runs, outcomes."""
+    cards = _cards(mem, config, plan)
+    cm = pd.to_numeric(mem["cm"], errors="coerce")
+    n_missing = int(cm.isna().sum())
+    body = f'<div class="cards">{"".join(cards)}</div>'
+    if n_missing:
+        verb = "pair has" if n_missing == 1 else "pairs have"
+        body += warning_box(
+            f"{n_missing:,} {verb} no estimate (never in or never out of a training set: "
+            "n_in = 0 or n_out = 0); not on the map, but listed in memorization.csv."
+        )
+    blocks = []
+    for column in ("mechanism", "chosen_model", "user_id"):
+        if column in mem.columns and 1 < mem[column].nunique() <= 20:
+            blocks.append(f"<div><h3>By {esc(column)}</h3>{_breakdown(mem, column)}</div>")
+    if summary:
+        blocks.append(f"<div><h3>Audit outcome (summary.json)</h3>{_summary_block(summary)}</div>")
+    if blocks:
+        body += f'<div class="grid">{"".join(blocks)}</div>'
+    return Section("summary", "Dataset summary", body)
+
+
+def _cards(
+    mem: pd.DataFrame, config: dict[str, Any] | None, plan: pd.DataFrame | None
+) -> list[str]:
+    """The summary's cards: pairs, groups, users, models, margin, runs, mean CM."""
+    n = len(mem)
+    cards = [card("pairs", f"{n:,}")]
+    if "group" in mem.columns:
+        group_by = (config or {}).get("group_by")
+        note = f"grouped by {group_by}" if group_by else ""
+        cards.append(card("groups", f"{mem['group'].nunique():,}", note))
+    if "user_id" in mem.columns:
+        cards.append(card("users", f"{mem['user_id'].nunique():,}"))
+    models = sorted(
+        {
+            str(v)
+            for c in ("chosen_model", "rejected_model")
+            if c in mem.columns
+            for v in mem[c].dropna().unique()
+        }
+    )
+    if models:
+        shown = ", ".join(models[:8]) + (f" and {len(models) - 8} more" if len(models) > 8 else "")
+        cards.append(card("models", f"{len(models):,}", shown))
+    if "margin" in mem.columns:
+        margin = pd.to_numeric(mem["margin"], errors="coerce").dropna()
+        if len(margin):
+            cards.append(
+                card(
+                    "margin (mean)",
+                    fmt(float(margin.mean())),
+                    f"median {fmt(float(margin.median()))}, range "
+                    f"{fmt(float(margin.min()))} to {fmt(float(margin.max()))}",
+                )
+            )
+    if plan is not None and {"run", "in_train"} <= set(plan.columns):
+        share = float(pd.to_numeric(plan["in_train"], errors="coerce").mean())
+        cards.append(card("runs", f"{plan['run'].nunique():,}", f"{share:.0%} of groups in train"))
+    if {"n_in", "n_out"} <= set(mem.columns):
+        cards.append(
+            card(
+                "runs per pair (in / out)",
+                f"{fmt(float(mem['n_in'].median()), 0)} / {fmt(float(mem['n_out'].median()), 0)}",
+                "median",
+            )
+        )
+    cm = pd.to_numeric(mem["cm"], errors="coerce")
+    cards.append(card("mean CM", fmt(float(cm.mean())) if cm.notna().any() else "\u2013"))
+    return cards
+
+
+# summary.json entries shown elsewhere (the quality section) or as the counts table
+_SHOWN_APART = (
+    "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
+    "category_rules", "category_order", "cm_significant", "reliability",
+)  # fmt: skip
+
+
+def _summary_block(summary: dict[str, Any]) -> str:
+    """Category counts as a table (with the thresholds), the other scalar entries below."""
+    html = ""
+    rest = {k: v for k, v in summary.items() if k not in _SHOWN_APART}
+    counts = summary.get("counts")
+    order = summary.get("category_order")
+    if isinstance(counts, dict) and isinstance(order, list):
+        counts = {c: counts.get(c, 0) for c in order}  # in the order the rules apply
+    if isinstance(counts, dict) and counts:
+        total = sum(v for v in counts.values() if isinstance(v, (int, float))) or 1
+        frame = pd.DataFrame(
+            {
+                "category": [str(k).replace("_", " ") for k in counts],
+                "pairs": [v for v in counts.values()],
+                "share": [
+                    f"{v / total:.1%}" if isinstance(v, (int, float)) else ""
+                    for v in counts.values()
+                ],
+            }
+        )
+        rules = summary.get("category_rules")
+        if isinstance(rules, dict):
+            frame["rule (first that holds)"] = [rules.get(str(k), "") for k in counts]
+        html += table(frame)
+    significant = summary.get("cm_significant")
+    if isinstance(significant, dict) and "count" in significant:
+        html += (
+            f'<p class="note">CM significantly above 0 (95% interval above 0): '
+            f"{esc(fmt(significant['count']))} pairs."
+            + (f" {esc(significant['note'][0].upper() + significant['note'][1:])}."
+               if significant.get("note") else "")
+            + "</p>"
+        )  # fmt: skip
+    if rest:
+        html += key_value_table(rest)
+    return html
+
+
+def _breakdown(mem: pd.DataFrame, column: str) -> str:
+    keys = mem[column].astype(str).where(mem[column].notna(), "(missing)")
+    stats = mem.assign(_key=keys.to_numpy()).groupby("_key", sort=True)
+    frame = pd.DataFrame(
+        {
+            column: list(stats.groups.keys()),
+            "pairs": stats.size().to_numpy(),
+            "mean TM": stats["tm"].mean().to_numpy(),
+            "mean TG": stats["tg"].mean().to_numpy(),
+            "mean CM": stats["cm"].mean().to_numpy(),
+        }
+    )
+    return table(frame.sort_values("mean CM", ascending=False))

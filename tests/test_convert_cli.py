@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rmlens.cli.data import register
+from conftest import run_cli
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "data" / "schemas"
 HUB_IDS = {"prism": "HannahRoseKirk/prism-alignment", "shp": "stanfordnlp/SHP"}
@@ -61,18 +61,14 @@ def fixture(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
+    from rmlens.cli._app import app
 
-    @app.callback()
-    def root() -> None:
-        """Test root."""
-
-    register(app)
     return app
 
 
 def run(app, *args):
-    return CliRunner().invoke(app, ["data", *map(str, args)])
+    """Through ``rmlens.cli.main``, the one exit-code path (what the ``rmlens`` script runs)."""
+    return run_cli(["data", *args])
 
 
 def convert_case(app, tmp_path: Path, name: str, file: str, flags: list[str]) -> Path:

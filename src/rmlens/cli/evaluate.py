@@ -8,14 +8,13 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
 
 EVALUATE = [Section(EvaluateConfig, flags=(("n_bins", "--bins"),))]
 
 
-@handle_errors
 def evaluate(
     ctx: typer.Context,
     rm: str = typer.Option(..., "--rm", help=RM_HELP),

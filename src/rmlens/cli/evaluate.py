@@ -43,6 +43,11 @@ def evaluate(
         raise InputError(f"--probes: {err}") from err
     pairs = load_table(data, column_map)
     metrics = run_evaluation(rm, pairs, out=out, config=config, quiet=quiet)
+    if not quiet:  # the result carries its warnings; the command says them
+        from rmlens.progress import stderr
+
+        for warning in metrics["warnings"]:
+            stderr.print(f"warning: {warning}")
     save_config(config, out / "config.toml")
     if as_json:
         typer.echo(json.dumps(metrics, indent=2, default=str))

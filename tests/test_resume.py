@@ -8,7 +8,6 @@ import pytest
 
 from rmlens._errors import InputError
 from rmlens.cli._talk import in_flags
-from rmlens.cli._talk import in_flags
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 

@@ -514,6 +514,7 @@ def _run_all(
 ) -> None:
     member = membership_matrix(plan, groups, n_runs)
     val = membership_matrix(plan, groups, n_runs, "validation")
+    _check_training_pairs(kept, member, val, pending, groups)
     ids = pairs.id.to_numpy()
     jobs = [RunJob(run, run_seed(config.seed, run)) for run in pending]
 
@@ -568,6 +569,23 @@ def _run_all(
     with output_errors(out):
         for failure in failures:
             write_error(out, failure)
+
+
+def _check_training_pairs(kept: np.ndarray, member: np.ndarray, val: np.ndarray,
+                          pending: list[int], groups: pd.Series) -> None:  # fmt: skip
+    """Refuse a plan with a run that would train on no usable pair (``InputError``)."""
+    trains = (kept & member[pending] & ~val[pending]).sum(axis=1)
+    empty = [run for run, n in zip(pending, trains) if n == 0]
+    if not empty:
+        return
+    dropped = int((~kept).sum())
+    shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+    raise InputError(
+        f"{int(kept.sum())} usable pair(s) left of {len(kept)} ({dropped} dropped: chosen == "
+        f"rejected after truncation), in {groups[kept].nunique()} of {groups.nunique()} "
+        f"groups; {len(empty)} run(s) of the plan ({shown}) would train on none, and every "
+        "run needs at least one: give more pairs, or more groups with usable pairs"
+    )
 
 
 def finish(

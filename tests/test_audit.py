@@ -216,8 +216,10 @@ def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path,
     one line saying what is left and what the plan needs (not a ZeroDivisionError)."""
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "two.jsonl"
-    data.write_text('{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
-                    '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n')  # fmt: skip
+    data.write_text(
+        '{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
+        '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n'
+    )
     args = ["memorize", "--data", data, "--out", tmp_path / "o", "--model", tiny_encoder_dir,
             "--quiet", "--no-report"]  # fmt: skip
     code = main([str(a) for a in args])

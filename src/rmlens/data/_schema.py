@@ -168,6 +168,8 @@ def parse_column_map(items: Iterable[str] | None) -> dict[str, str]:
         if not sep or not new or not old:
             raise InputError(f"`column_map` {item!r}: expected NEW=OLD, e.g. user_id=annotator_id")
         if new in mapping:
-            raise InputError(f"`column_map` {item!r}: {new!r} is already mapped from {mapping[new]!r}")
+            raise InputError(
+                f"`column_map` {item!r}: {new!r} is already mapped from {mapping[new]!r}"
+            )
         mapping[new] = old
     return mapping

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -198,3 +202,35 @@ def length_pairs(n: int = 60, users: int = 6) -> pd.DataFrame:
             "user_id": f"u{i % users}",
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+@dataclass
+class CliResult:
+    """What ``rmlens.cli.main`` returned and wrote, as Typer's runner reports it."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def run_cli(args, env: dict[str, str] | None = None) -> CliResult:
+    """Run the command line through ``main`` (its one exit-code path), capturing both streams."""
+    from rmlens.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return CliResult(code, out.getvalue(), err.getvalue())

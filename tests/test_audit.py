@@ -210,6 +210,26 @@ def test_cli_memorize_end_to_end(tiny_encoder_dir, tmp_path, monkeypatch, capsys
     assert len(pd.read_parquet(out / "memorization.parquet")) == 60
 
 
+def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path, monkeypatch,
+                                                     capsys):
+    """Two pairs, one with chosen == rejected: runs that would train on nothing are refused in
+    one line saying what is left and what the plan needs (not a ZeroDivisionError)."""
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
+    data = tmp_path / "two.jsonl"
+    data.write_text(
+        '{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
+        '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n'
+    )
+    args = ["memorize", "--data", data, "--out", tmp_path / "o", "--model", tiny_encoder_dir,
+            "--quiet", "--no-report"]  # fmt: skip
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith("error: 1 usable pair(s) left of 2 (1 dropped: chosen == rejected")
+    assert "would train on none, and every run needs at least one" in err
+    assert "Traceback" not in err and "ZeroDivisionError" not in err
+
+
 def test_cli_bad_input_exit_2(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "a", "chosen": "b", "rejected": "c"}\n{not json\n')

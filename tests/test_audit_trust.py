@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmlens._errors import RmlensWarning
 from rmlens.cli import main
 from rmlens.memorization import AuditConfig, audit, categorize, memorization_scores
 from rmlens.memorization._plan import carve_validation, make_plan, planned_runs, runs_needed
@@ -273,9 +274,10 @@ def test_runs_needed_comes_from_the_plan():
     assert min(n_in.min(), n_out.min()) < 3
 
 
-def test_a_thin_plan_is_warned_about_with_the_runs_that_fix_it(trainer, tmp_path, capsys):
+def test_a_thin_plan_is_warned_about_with_the_runs_that_fix_it(trainer, tmp_path):
     out = tmp_path / "thin"
-    audit(make_pairs(), regime(runs=2), out, trainer=trainer(regime()), quiet=True)
+    with pytest.warns(RmlensWarning) as caught:  # quiet or not: a Python warning
+        audit(make_pairs(), regime(runs=2), out, trainer=trainer(regime()), quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     warning = next(w for w in summary["warnings"] if w["code"] == "few_runs")
     assert warning["pairs"] == 72
@@ -286,7 +288,8 @@ def test_a_thin_plan_is_warned_about_with_the_runs_that_fix_it(trainer, tmp_path
     )
     assert summary["intervals"]["nan"]["cm"] == 72  # one in-run and one out-run per pair
     assert any(w["code"] == "nan_intervals" for w in summary["warnings"])
-    assert "warning: the plan of 2 runs leaves 72 of 72 pairs" in capsys.readouterr().err
+    said = [str(w.message) for w in caught if w.category is RmlensWarning]
+    assert any(m.startswith("the plan of 2 runs leaves 72 of 72 pairs") for m in said)
 
 
 def test_runs_1_is_refused_in_one_line(tmp_path, capsys):

@@ -1,3 +1,6 @@
+import json
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -135,6 +138,46 @@ def test_unknown_model_is_input_error():
 
     with pytest.raises(InputError, match="not a preset"):
         load_backbone("/nonexistent/model/dir")
+
+
+@pytest.mark.parametrize(
+    "model, said",
+    [
+        ("./no/such/model", "not a preset (minilm, smollm2-135m) and no such local file or "
+                            "folder"),
+        ("someone/no-such-model", "not a preset (minilm, smollm2-135m) nor a local path; as a "
+                                  "hub id it could not be reached (offline, and not in the "
+                                  "local cache)"),
+        ("EMPTY", "holds no model that transformers loads"),
+    ],
+)
+def test_a_model_that_cannot_be_loaded_says_what_was_looked_for(
+    model, said, tmp_path, monkeypatch, capsys
+):
+    """In rmlens's words (preset names, a missing local path, an unreachable hub id), never
+    huggingface_hub's; on the command line as one line naming --model, exit 2."""
+    from rmlens._errors import InputError
+    from rmlens.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr("transformers.utils.hub.is_offline_mode", lambda: True, raising=False)
+    if model == "EMPTY":
+        model = str(tmp_path / "empty")
+        (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match=re.escape(said)) as err:
+        load_backbone(model)
+    assert str(err.value).startswith(f"`model` '{model}': ")
+    assert "repo_type" not in str(err.value) and "huggingface.co" not in str(err.value)
+    data = tmp_path / "pairs.jsonl"
+    rows = [{"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}",
+             "user_id": f"u{i % 5}"} for i in range(10)]  # fmt: skip
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["memorize", "--data", str(data), "--out", str(tmp_path / "o"), "--model", model,
+                 "--quiet", "--no-report"])  # fmt: skip
+    stderr = capsys.readouterr().err
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"error: --model '{model}': ") and said in stderr
 
 
 def test_hh_transcript_prompt_becomes_chat_turns(tiny_causal_dir, tiny_encoder_dir):

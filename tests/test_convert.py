@@ -275,7 +275,7 @@ def test_ultrafeedback_raw_pairs_and_na_ratings():
     honesty, report = convert_with_report("ultrafeedback", source, score="honesty")
     assert "bard" not in set(honesty.chosen_model) | set(honesty.rejected_model)
     assert report["dropped"]["honesty score not a number ('N/A')"] == 3
-    with pytest.raises(InputError, match="--score honesty: applies to the raw release only"):
+    with pytest.raises(InputError, match="`score` honesty: applies to the raw release only"):
         convert("ultrafeedback", fixture("ultrafeedback_binarized.jsonl"), score="honesty")
 
 

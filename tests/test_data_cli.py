@@ -1,4 +1,4 @@
-"""``rmlens data inspect`` and ``rmlens data synth`` through Typer's runner."""
+"""``rmlens data inspect`` and ``rmlens data synth`` through ``rmlens.cli.main``."""
 
 from __future__ import annotations
 
@@ -6,26 +6,21 @@ import json
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
-from rmlens.cli.data import register
+from conftest import run_cli
 from rmlens.data import load_pairs
 
 
 @pytest.fixture(scope="module")
 def app() -> typer.Typer:
-    app = typer.Typer()
+    from rmlens.cli._app import app
 
-    @app.callback()
-    def root() -> None:
-        """Test root."""
-
-    register(app)
     return app
 
 
 def run(app, *args):
-    return CliRunner().invoke(app, ["data", *map(str, args)])
+    """Through ``rmlens.cli.main``, the one exit-code path (what the ``rmlens`` script runs)."""
+    return run_cli(["data", *args])
 
 
 def test_synth_then_inspect(app, tmp_path):

@@ -165,7 +165,7 @@ def test_mlp_paired_audit_end_to_end(mlp_audit):
 
 
 def test_mlp_paired_counterfactuals_are_not_refitted():
-    with pytest.raises(ValueError, match="--check-exact applies to .* the convex head"):
+    with pytest.raises(ValueError, match="`check_exact` applies to .* the convex head"):
         AuditConfig(estimator="paired", check_exact=2, head=HeadConfig(head="mlp")).check()
     with pytest.raises(ValueError, match="estimator"):
         AuditConfig(estimator="paired", head=HeadConfig(head="mlp", objective="group_dro")).check()

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rmlens._errors import RmlensNote, RmlensWarning
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._plan import make_plan
 from rmlens.memorization._reliability import (
@@ -188,10 +189,11 @@ def cm_reliability_at(out, runs: int) -> float:
     return rel["cm"]["spearman_brown"]
 
 
-def test_target_stops_at_the_first_repeat_that_reaches_it(tmp_path, capsys):
+def test_target_stops_at_the_first_repeat_that_reaches_it(tmp_path, caplog):
     pairs, out = planted_pairs(), tmp_path / "grow"
     trainer = PlantedTrainer(len(pairs))
-    audit(pairs, growing(), out, trainer=trainer, quiet=False)
+    with caplog.at_level("INFO", logger="rmlens"):  # status lines: the rmlens logger
+        audit(pairs, growing(), out, trainer=trainer, quiet=False)
     summary = json.loads((out / "summary.json").read_text())
     status = summary["target_reliability"]
     n = status["runs"]
@@ -209,16 +211,18 @@ def test_target_stops_at_the_first_repeat_that_reaches_it(tmp_path, capsys):
     table = pd.read_parquet(out / "memorization.parquet")
     assert (table.n_in + table.n_out == n).all()
     assert pd.read_parquet(out / "plan.parquet").run.max() == n - 1
-    err = capsys.readouterr().err
+    err = "\n".join(r.getMessage() for r in caplog.records if r.name == "rmlens")
     assert err.count("adding repeat") == (n - 4) // K
     assert "target reliability 0.8 reached: CM reliability (Spearman-Brown) " in err
     assert f"at {n} runs; no more runs added" in err
 
 
-def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path, capsys):
+def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path):
     pairs, out = planted_pairs(), tmp_path / "cap"
     trainer = PlantedTrainer(len(pairs), noise=1.0)
-    audit(pairs, growing(target_reliability=0.95, max_runs=9), out, trainer=trainer, quiet=True)
+    with pytest.warns(RmlensWarning) as caught:
+        audit(pairs, growing(target_reliability=0.95, max_runs=9), out, trainer=trainer,
+              quiet=True)  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     status = summary["target_reliability"]
     assert trainer.calls == 8  # --max-runs 9 with 2 runs per repeat: 4 whole repeats
@@ -230,25 +234,26 @@ def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path, capsys):
     assert message.startswith("target reliability 0.95 cannot be reached within --max-runs 9 ")
     assert f"the Spearman-Brown prophecy formula predicts about {predicted} runs" in message
     assert [w["code"] for w in summary["warnings"]].count("target_not_reached") == 1
-    assert f"warning: {message}" in capsys.readouterr().err
+    assert message in [str(w.message) for w in caught]
 
 
-def test_runs_round_up_to_whole_repeats_and_the_cap_is_checked(tmp_path, capsys):
+def test_runs_round_up_to_whole_repeats_and_the_cap_is_checked(tmp_path):
     from rmlens._errors import InputError
     from rmlens._params import ParamError
 
     pairs = planted_pairs()
     trainer = PlantedTrainer(len(pairs), noise=1.0)
-    audit(pairs, growing(runs=5, max_runs=6, target_reliability=0.95), tmp_path / "r",
-          trainer=trainer, quiet=True)  # fmt: skip
+    with pytest.warns(RmlensNote) as caught:
+        audit(pairs, growing(runs=5, max_runs=6, target_reliability=0.95), tmp_path / "r",
+              trainer=trainer, quiet=True)  # fmt: skip
     assert trainer.calls == 6
-    assert "--runs 5 is not a whole number of repeats of 2 runs: starting from 6 runs" in (
-        capsys.readouterr().err
-    )
-    with pytest.raises(InputError, match=r"--max-runs 5 holds 2 whole repeat\(s\) of 2 runs"):
+    assert "`runs` 5 is not a whole number of repeats of 2 runs: starting from 6 runs" in [
+        str(w.message) for w in caught if w.category is RmlensNote
+    ]
+    with pytest.raises(InputError, match=r"`max_runs` 5 holds 2 whole repeat\(s\) of 2 runs"):
         audit(pairs, growing(runs=5, max_runs=5), tmp_path / "s", trainer=trainer, quiet=True)
     assert not (tmp_path / "s").exists()
-    with pytest.raises(ParamError, match="--max-runs 10 is below --runs 25"):
+    with pytest.raises(ParamError, match="`max_runs` 10 is below `runs` 25"):
         AuditConfig(target_reliability=0.8, max_runs=10).check()
     with pytest.raises(ParamError, match="applies with target_reliability only"):
         AuditConfig(max_runs=50).check()

@@ -25,12 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import typer
-from typer.testing import CliRunner
 
+from conftest import run_cli
 from rmlens._errors import InputError
 from rmlens._params import ParamError
-from rmlens.cli.report import register
 from rmlens.report import ReportConfig, write_report
 
 EVIL_PROMPT = (
@@ -319,26 +317,15 @@ def test_missing_memorization_is_input_error(tmp_path: Path) -> None:
         write_report(tmp_path, max_points=10)  # the options live in ReportConfig only
 
 
-def _app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """rmlens"""
-
-    register(app)
-    return app
-
-
 def test_cli_report(tmp_path: Path) -> None:
     root = make_experiment(tmp_path / "exp", full=False)
-    result = CliRunner().invoke(_app(), ["report", str(root), "--quiet", "--top-k", "5"])
+    result = run_cli(["report", root, "--quiet", "--top-k", 5])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(root / "report.html")
     assert (root / "report.html").is_file()
     empty = tmp_path / "empty"
     empty.mkdir()
-    result = CliRunner().invoke(_app(), ["report", str(empty)])
+    result = run_cli(["report", empty])  # through main, the one exit-code path
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ") and "memorization.parquet" in result.stderr
     assert "Traceback" not in result.output

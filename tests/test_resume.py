@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from rmlens._errors import InputError
+from rmlens.cli._talk import in_flags
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
@@ -64,10 +65,13 @@ def test_the_refusal_names_the_settings_that_differ(trainer, tmp_path):
     other = config(runs=6, head=HeadConfig(epochs=3, batch_size=16, use_margin=True, patience=0))
     with pytest.raises(InputError) as err:
         audit(pairs, other, out, trainer=trainer(), quiet=True)
-    message = str(err.value)
-    assert f"--out {out} holds an audit with another configuration: " in message
+    message = str(err.value)  # parameters in backticks; the command line reads flags
+    assert f"`out` {out} holds an audit with another configuration: " in message
     assert "runs 4 (saved) vs 6 (now), head.epochs 2 vs 3;" in message
-    assert "use another --out, or the saved settings" in message
+    assert "use another `out`, or the saved settings" in message
+    shown = in_flags(message, {"out": "--out", "runs": "--runs"})
+    assert shown.startswith(f"--out {out} holds an audit with another configuration: ")
+    assert "use another --out, or the saved settings" in shown
     assert "other data" not in message
     assert "\n" not in message
     both = config(runs=6)
@@ -159,7 +163,9 @@ def test_growth_settings_may_differ_on_resume():
     assert _difference(grown, record(runs=40)) is None
     message = _difference(grown, record(runs=25))
     assert message.startswith("another configuration: runs 40 (saved) vs 25 (now) (it grew")
-    assert "give --target-reliability, or --runs 40, to resume it" in message
+    assert "give `target_reliability`, or `runs` 40, to resume it" in message
+    flags = {"runs": "--runs", "target_reliability": "--target-reliability"}
+    assert "give --target-reliability, or --runs 40, to resume it" in in_flags(message, flags)
     assert _difference(old, record(runs=30)).startswith("another configuration: runs 25")
     assert "seed 0 (saved) vs 1 (now)" in _difference(grown, record(runs=4, seed=1,
                                                                     target_reliability=0.8))

@@ -21,7 +21,9 @@ class ParamError(InputError):
     """A parameter outside what is allowed: names the parameter, its owner, allowed and got.
 
     ``str(err)`` reads ``The 'runs' parameter of AuditConfig must be an int > 0. Got 0.``;
-    :meth:`for_option` words the same fact for the command line (``--runs must be ...``).
+    :meth:`for_option` words the same fact for the command line (``--runs must be ...``): the
+    command line's one error path calls it with the flag of ``param`` (``rmlens.cli._talk``),
+    as it rewrites every other backticked parameter name into its flag.
     """
 
     def __init__(

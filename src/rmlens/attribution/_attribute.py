@@ -123,7 +123,7 @@ def _resolve_tokenizer(spec: str | None, record: dict):
         tok = AutoTokenizer.from_pretrained(source, local_files_only=True)
     except Exception as err:  # noqa: BLE001 - a missing tokenizer only drops len_tokens
         if spec != "auto":
-            raise InputError(f"--tokenizer {spec}: cannot load a tokenizer ({err})") from err
+            raise InputError(f"`tokenizer` {spec}: cannot load a tokenizer ({err})") from err
         return None, f"len_tokens off: tokenizer of '{model}' not loadable offline ({err})"
     return tok, f"len_tokens with the tokenizer of '{model}'"
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensNote
 from rmlens.attribution._features import _REGISTRY, pair_features
 from rmlens.rewards.losses import BIAS_OBJECTIVES
 
@@ -62,13 +62,13 @@ def bias_features(pairs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
     unknown = [n for n in names if n != "model" and n not in _REGISTRY]
     if unknown:
         raise InputError(
-            f"--bias-features: unknown feature(s) {', '.join(unknown)}; use 'model' or a "
+            f"`bias_features`: unknown feature(s) {', '.join(unknown)}; use 'model' or a "
             "registered feature (rmlens attribute --list-features)"
         )
     pair_level = [n for n in names if n != "model" and _REGISTRY[n].kind != "response"]
     if pair_level:
         raise InputError(
-            f"--bias-features: {', '.join(pair_level)} describe(s) the pair, not each "
+            f"`bias_features`: {', '.join(pair_level)} describe(s) the pair, not each "
             "response; a bias feature needs a value per response (or 'model')"
         )
     response = [n for n in names if n != "model"]
@@ -86,7 +86,7 @@ def bias_features(pairs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
             out = pd.concat([out, models], axis=1)
     if out.shape[1] == 0:
         raise InputError(
-            f"--bias-features: none of {', '.join(names)} could be computed on this data "
+            f"`bias_features`: none of {', '.join(names)} could be computed on this data "
             f"({'; '.join(f'{k}: {v}' for k, v in skipped.items())})"
         )
     out = out.astype(float).fillna(0.0)
@@ -97,12 +97,12 @@ def bias_features(pairs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
 def objective_bias(pairs: pd.DataFrame, trainer_config) -> pd.DataFrame | None:
     """The bias features that the objective of ``trainer_config`` (a ``HeadConfig`` or
     ``TrainConfig``) needs (``poe``, ``reweight``), else None; a feature the data cannot
-    give is said once on stderr."""
+    give is said once (an :class:`~rmlens.RmlensNote`)."""
     if trainer_config.objective not in BIAS_OBJECTIVES:
         return None
     bias = bias_features(pairs, trainer_config.bias_features)
     for name, why in bias.attrs["skipped"].items():
-        print(f"note: bias feature {name} left out ({why})", file=sys.stderr)
+        warnings.warn(f"bias feature {name} left out ({why})", RmlensNote, stacklevel=2)
     return bias
 
 

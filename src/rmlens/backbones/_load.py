@@ -12,7 +12,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokeniz
 from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError
-from rmlens.backbones._presets import resolve_model
+from rmlens.backbones._presets import resolve_model, unloadable
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 
@@ -111,10 +111,8 @@ def load_backbone(
         net = AutoModel.from_pretrained(
             source, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code
         )
-    except OSError as err:
-        raise InputError(
-            f"model '{model}': not a preset, a local model directory or a reachable hub id ({err})"
-        ) from err
+    except (OSError, ValueError) as err:  # ValueError: a folder whose config names no model
+        raise InputError(unloadable(model, source, err)) from err
     causal = preset.kind == "causal" if preset else is_causal(config)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token

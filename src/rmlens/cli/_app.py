@@ -1,4 +1,4 @@
-"""The ``rmlens`` app: explicit registration of one module per command, exit codes.
+"""The ``rmlens`` app: explicit registration of one module per command, the one exit-code path.
 
 Help is plain click formatting (``rich_markup_mode=None``): paragraphs rewrap to the
 terminal and flags show no type. Command modules import only config dataclasses at the
@@ -7,6 +7,7 @@ top, so ``rmlens --help`` loads neither torch nor pandas.
 
 from __future__ import annotations
 
+import errno
 import sys
 import traceback
 
@@ -27,7 +28,10 @@ from rmlens.cli import (
     sweep,
     train,
 )
+from rmlens.cli._talk import command_flags, error_text, talking
 
+# an output that cannot be written: bad input (another --out), not a bug
+_UNWRITABLE = (errno.ENOSPC, errno.EACCES, errno.EROFS)
 _EXIT: tuple[type, ...] = (click.exceptions.Exit, typer.Exit)
 _USAGE: tuple[type, ...] = (click.ClickException,)
 _ABORT: tuple[type, ...] = (click.Abort, KeyboardInterrupt)
@@ -71,25 +75,45 @@ for _module in (
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal)."""
+    """Run the command line on ``argv``; return the exit code (0 ok, 2 bad input, 1 internal).
+
+    The one place that turns what the library raises into words and exit codes; for the
+    command's duration it also shows the library's warnings, notes and status lines
+    (:func:`rmlens.cli._talk.talking`), each naming flags, not parameters.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = typer.main.get_command(app)
+    flags = command_flags(command, argv)
     try:
-        code = app(args=argv, prog_name="rmlens", standalone_mode=False)
+        with talking(flags):
+            code = command.main(args=argv, prog_name="rmlens", standalone_mode=False)
     except _EXIT as err:
         return err.exit_code
     except _USAGE as err:
         err.show()
         return 2
     except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _error(error_text(err, flags))
+    except OSError as err:
+        if err.errno not in _UNWRITABLE:
+            return _internal()
+        return _error(f"{err.filename or ''}: cannot write ({err.strerror})")
     except _ABORT:
         print("aborted", file=sys.stderr)
         return 1
     except Exception:
-        traceback.print_exc()
-        print("error: internal error (the traceback above); please report it", file=sys.stderr)
-        return 1
+        return _internal()
     return code if isinstance(code, int) else 0
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return code
+
+
+def _internal() -> int:
+    traceback.print_exc()
+    return _error("internal error (the traceback above); please report it", 1)
 
 
 def entrypoint() -> None:

@@ -1,40 +1,11 @@
-"""Shared pieces of the command line: error handling and options taken from config dataclasses."""
+"""Shared pieces of the command line: help texts, the column map, loading the pairs."""
 
 from __future__ import annotations
 
-import errno
-import functools
-import sys
 from pathlib import Path
 from typing import Any
 
 import typer
-
-from rmlens._errors import InputError
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``error: message`` on stderr and return the Exit to raise."""
-    print(f"error: {message}", file=sys.stderr)
-    return typer.Exit(code)
-
-
-def handle_errors(func):
-    """Bad input -> one line on stderr and exit code 2 (DESIGN.md section 6)."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        try:
-            return func(*args, **kwargs)
-        except InputError as err:
-            raise fail(str(err)) from None
-        except OSError as err:
-            if err.errno in (errno.ENOSPC, errno.EACCES, errno.EROFS):
-                raise fail(f"{err.filename or ''}: cannot write ({err.strerror})") from None
-            raise
-
-    return wrapper
-
 
 DATA_HELP = (
     "Pairs: JSONL (.gz too), JSON, CSV/TSV, Parquet, a Hugging Face datasets folder or hub name."

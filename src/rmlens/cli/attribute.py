@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
+from rmlens._errors import InputError
 from rmlens.attribution._config import AttributeConfig
-from rmlens.cli._common import fail, handle_errors
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 
 TOP = 5
@@ -101,7 +101,6 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
 ATTRIBUTE = [Section(AttributeConfig)]
 
 
-@handle_errors
 def attribute(
     ctx: typer.Context,
     out_dir: Path = typer.Argument(
@@ -123,16 +122,11 @@ def attribute(
         _print_features(as_json)
         return
     if out_dir is None:
-        raise fail("missing argument DIR (the experiment directory of `rmlens memorize`)")
-    from rmlens._errors import InputError
-    from rmlens._params import ParamError
+        raise InputError("missing argument DIR (the experiment directory of `rmlens memorize`)")
     from rmlens.attribution import attribute as run_attribution
 
     config = resolve(ctx, ATTRIBUTE, options)
-    try:
-        attributor = run_attribution(out_dir, config=config, quiet=quiet)
-    except ParamError as err:  # a setting that does not fit the data (--features)
-        raise InputError(err.for_option("--" + err.param.replace("_", "-"))) from None
+    attributor = run_attribution(out_dir, config=config, quiet=quiet)  # ParamError: main words it
     save_config(config, out_dir / "attribute.toml")
     _print_result(attributor, out_dir, as_json)
     refresh_report(out_dir, quiet=as_json)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import handle_errors
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.comparison._config import CompareConfig
 
@@ -77,7 +76,6 @@ def print_comparison(result, out: Path) -> None:
     console.print(f"results in {out}/ ({', '.join(result.files)})", markup=False)
 
 
-@handle_errors
 def compare(
     ctx: typer.Context,
     dirs: list[Path] = typer.Argument(

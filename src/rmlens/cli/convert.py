@@ -12,7 +12,6 @@ from typing import Annotated, Any
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import handle_errors
 from rmlens.cli._options import (
     CONFIG_FILE,
     Section,
@@ -125,7 +124,6 @@ def register(data_app: typer.Typer) -> None:
 
     names = ", ".join(converter_names())
 
-    @handle_errors
     def convert(
         ctx: typer.Context,
         source: Annotated[

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
+from rmlens._errors import InputError
 from rmlens.cli import convert
-from rmlens.cli._common import DATA_HELP, fail, handle_errors
+from rmlens.cli._common import DATA_HELP
 from rmlens.cli._options import (
     Section,
     config_beside,
@@ -84,7 +85,6 @@ def _render(result: dict[str, Any]) -> None:
 SYNTH = [Section(SynthConfig, flags=(("n_pairs", "--pairs"), ("n_users", "--users")))]
 
 
-@handle_errors
 def synth(
     ctx: typer.Context,
     out: Path = typer.Option(
@@ -117,7 +117,6 @@ def register(app: typer.Typer) -> None:
     convert.register(data_app)
 
     @data_app.command("inspect")
-    @handle_errors
     def inspect(
         file: Annotated[
             str, typer.Argument(help=DATA_HELP)
@@ -146,6 +145,6 @@ def register(app: typer.Typer) -> None:
             _render(result)
         if strict and result["problems"]:
             n = len(result["problems"])
-            raise fail(f"{file}: {n} problem{'s' if n > 1 else ''} found")
+            raise InputError(f"{file}: {n} problem{'s' if n > 1 else ''} found")
 
     data_app.command("synth")(with_parameters(synth, config_parameters(SYNTH)))

@@ -8,14 +8,13 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
 
 EVALUATE = [Section(EvaluateConfig, flags=(("n_bins", "--bins"),))]
 
 
-@handle_errors
 def evaluate(
     ctx: typer.Context,
     rm: str = typer.Option(..., "--rm", help=RM_HELP),
@@ -44,6 +43,11 @@ def evaluate(
         raise InputError(f"--probes: {err}") from err
     pairs = load_table(data, column_map)
     metrics = run_evaluation(rm, pairs, out=out, config=config, quiet=quiet)
+    if not quiet:  # the result carries its warnings; the command says them
+        from rmlens.progress import stderr
+
+        for warning in metrics["warnings"]:
+            stderr.print(f"warning: {warning}")
     save_config(config, out / "config.toml")
     if as_json:
         typer.echo(json.dumps(metrics, indent=2, default=str))

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.generalization._config import GeneralizeConfig, default_train
 from rmlens.rewards.finetune import TrainConfig
@@ -22,7 +22,6 @@ GENERALIZE = [
 ]
 
 
-@handle_errors
 def generalize(
     ctx: typer.Context,
     data: Path = typer.Option(None, "--data", help=DATA_HELP + " Omit with --task persona."),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig, audit_head, audit_train
@@ -27,7 +27,6 @@ AUDIT = [
 ]
 
 
-@handle_errors
 def memorize(
     ctx: typer.Context,
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
@@ -235,7 +234,6 @@ DEMO_DATA = [
 ]  # fmt: skip
 
 
-@handle_errors
 def demo(
     ctx: typer.Context,
     out: Path = typer.Option(Path("rmlens-demo"), "--out", help="Experiment directory."),

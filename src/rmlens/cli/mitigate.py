@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.comparison._config import CompareConfig, MitigateConfig
 from rmlens.memorization._config import AuditConfig, audit_head, audit_train
@@ -28,7 +28,6 @@ PLAN = [Section(MitigateConfig)]
 COMPARE = [Section(CompareConfig, skip=("labels", "seed", "n_boot", "device"))]
 
 
-@handle_errors
 def mitigate(
     ctx: typer.Context,
     data: Path = typer.Option(..., "--data", help=DATA_HELP),

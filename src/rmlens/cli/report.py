@@ -6,14 +6,12 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import handle_errors
 from rmlens.cli._options import Section, config_parameters, resolve, with_parameters
 from rmlens.report._config import ReportConfig
 
 REPORT = [Section(ReportConfig)]
 
 
-@handle_errors
 def report(
     ctx: typer.Context,
     directory: Path = typer.Argument(

@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import handle_errors
 from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
 from rmlens.tokens._config import SweepConfig
 
@@ -44,7 +43,6 @@ def _print_summary(summary: dict, out: Path, top_k: int) -> None:
 SWEEP = [Section(SweepConfig, skip=("prompts",))]
 
 
-@handle_errors
 def sweep(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", help="Output folder (resumed if it exists)."),

@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, handle_errors, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
 from rmlens.cli._options import (
     Section,
     config_beside,
@@ -28,7 +28,6 @@ TRAIN = [Section(TrainConfig)]
 SCORE = [Section(ScoreConfig)]
 
 
-@handle_errors
 def train(
     ctx: typer.Context,
     data: Path = typer.Option(
@@ -66,7 +65,6 @@ def train(
     typer.echo(f"reward model saved in {out}/ (score with: rmlens score --rm {out} --data ...)")
 
 
-@handle_errors
 def score(
     ctx: typer.Context,
     rm: str = typer.Option(..., "--rm", help=RM_HELP),

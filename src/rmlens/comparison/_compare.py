@@ -12,13 +12,13 @@ ceiling (``_agreement``), one family at a time (``_figures``); writes ``compare.
 from __future__ import annotations
 
 import itertools
-import sys
+import warnings as _warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens.comparison import _metrics as M
 from rmlens.comparison._agreement import common_rows
 from rmlens.comparison._audit import Audit, default_labels, find_audits, is_audit, load_audit
@@ -104,7 +104,7 @@ def compare(
         ``compare.json``, ``compare_*.png``. Nothing else in it is touched.
     config : CompareConfig, optional
     quiet : bool, default=False
-        No progress bars; warnings still go to stderr.
+        No progress bars; the warnings are issued all the same (:class:`~rmlens.RmlensWarning`).
 
     Returns
     -------
@@ -149,17 +149,17 @@ def compare(
     result = Comparison(table, agree, [r.describe() for r in rows], notes, warnings, details)
     write_comparison(result, Path(out), config)
     for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
+        _warnings.warn(warning, RmlensWarning, stacklevel=2)
     return result
 
 
 def _check_out(out: str | Path) -> None:
     """Refuse an ``out`` that is an audit or a file."""
     if is_audit(Path(out)):
-        raise InputError(f"--out {out}: an audit's experiment directory (it holds what its runs "
+        raise InputError(f"`out` {out}: an audit's experiment directory (it holds what its runs "
                          "produced and nothing else); choose its parent or another folder")
     if Path(out).exists() and not Path(out).is_dir():
-        raise InputError(f"--out {out}: is a file, not a directory")
+        raise InputError(f"`out` {out}: is a file, not a directory")
 
 
 def _load_audits(dirs: list[str | Path], config: CompareConfig) -> list[Audit]:
@@ -167,7 +167,7 @@ def _load_audits(dirs: list[str | Path], config: CompareConfig) -> list[Audit]:
     paths = find_audits(dirs)
     labels = list(config.labels) or default_labels(paths)
     if len(labels) != len(paths):
-        raise InputError(f"--labels: {len(labels)} name(s) for {len(paths)} audit(s) "
+        raise InputError(f"`labels`: {len(labels)} name(s) for {len(paths)} audit(s) "
                          f"({', '.join(map(str, paths))})")
     return [load_audit(p, name) for p, name in zip(paths, labels)]
 
@@ -183,7 +183,7 @@ def _check_inputs(audits: list[Audit], config: CompareConfig) -> list[str]:
     if config.groups is not None:
         for a in audits:
             if config.groups not in a.table:
-                raise InputError(f"--groups: no column '{config.groups}' in "
+                raise InputError(f"`groups`: no column '{config.groups}' in "
                                  f"{a.path / 'memorization.parquet'} (columns: "
                                  f"{', '.join(map(str, a.table.columns))})")
     warnings = []

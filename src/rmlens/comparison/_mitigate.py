@@ -8,19 +8,20 @@ times the heads. Each audit resumes on its own; started again, finished runs are
 
 from __future__ import annotations
 
-import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
 from rmlens.attribution import objective_bias
 from rmlens.comparison._compare import Comparison, compare
 from rmlens.comparison._config import CompareConfig
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
+from rmlens.progress import status
 from rmlens.rewards import OBJECTIVES
 from rmlens.rewards.losses import BIAS_OBJECTIVES
 
@@ -33,7 +34,7 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
     kept, notes = [], []
     for name in dict.fromkeys(objectives):
         if name not in OBJECTIVES:
-            raise InputError(f"--objectives: unknown objective {name!r}; one of "
+            raise InputError(f"`objectives`: unknown objective {name!r}; one of "
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
         if name == "group_dro" and config.mode == "frozen" and config.head.convex:
@@ -46,7 +47,7 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
             continue
         kept.append(name)
     if not kept:
-        raise InputError(f"--objectives: none of {', '.join(objectives)} applies to this data")
+        raise InputError(f"`objectives`: none of {', '.join(objectives)} applies to this data")
     return kept, notes
 
 
@@ -85,7 +86,7 @@ def mitigate(
     out = Path(out)
     kept, notes = usable_objectives(pairs, config, objectives)
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        warnings.warn(note, RmlensNote, stacklevel=2)
     nested = "head" if config.mode == "frozen" else "train"
     trainer_config = getattr(config, nested)
     needs_bias = next((o for o in kept if o in BIAS_OBJECTIVES), "bt")
@@ -99,7 +100,7 @@ def mitigate(
         if config.mode == "frozen":
             trainer.backbone = backbone  # loaded by the first audit, shared by the rest
         if not quiet:
-            print(f"objective {name}: auditing into {out / name}", file=sys.stderr)
+            status(f"objective {name}: auditing into {out / name}")
         audit(pairs, run_config, out / name, trainer=trainer, bias=bias, quiet=quiet)
         backbone = getattr(trainer, "backbone_", None)
     compare_config = (compare_config or CompareConfig()).replace(labels=tuple(kept))

@@ -160,8 +160,10 @@ def parse_column_map(items: Iterable[str] | None) -> dict[str, str]:
         new, sep, old = item.partition("=")
         new, old = new.strip(), old.strip()
         if not sep or not new or not old:
-            raise InputError(f"--map {item!r}: expected NEW=OLD, e.g. user_id=annotator_id")
+            raise InputError(f"`column_map` {item!r}: expected NEW=OLD, e.g. user_id=annotator_id")
         if new in mapping:
-            raise InputError(f"--map {item!r}: {new!r} is already mapped from {mapping[new]!r}")
+            raise InputError(
+                f"`column_map` {item!r}: {new!r} is already mapped from {mapping[new]!r}"
+            )
         mapping[new] = old
     return mapping

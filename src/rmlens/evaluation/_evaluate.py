@@ -31,7 +31,6 @@ from rmlens.evaluation._posthoc import (
     response_lengths,
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
-from rmlens.progress import stderr
 from rmlens.rewards import EnsembleRM, load_rm, pairwise_accuracy
 from rmlens.rewards._ensemble import member_pair_scores
 
@@ -79,7 +78,7 @@ def _calibrate(r_chosen, r_rejected, pairs: pd.DataFrame, frac: float):
     lengths (2, n_pairs) and the ``posthoc_calibration`` block of metrics.json.
     """
     if not len(pairs):
-        raise InputError("--calibrate length: no pairs left to fit the length bias on")
+        raise InputError("`calibrate` length: no pairs left to fit the length bias on")
     lengths = np.stack([response_lengths(pairs.chosen), response_lengths(pairs.rejected)])
     raw = np.stack([r_chosen, r_rejected])  # (2, n_pairs)
     calibrator = LengthCalibrator(frac=frac).fit(raw.ravel(), lengths.ravel())
@@ -194,7 +193,7 @@ def evaluate(
     absent = [c for c in by if c not in data]
     if absent:
         raise InputError(
-            f"--by: no column {absent[0]!r} in the data (columns: {', '.join(data.columns)})"
+            f"`by`: no column {absent[0]!r} in the data (columns: {', '.join(data.columns)})"
         )
     margins = rc - rr  # (n_members, n_pairs)
     if calibrator is not None:  # every member's margin moves by -(f(len+) - f(len-))
@@ -220,7 +219,7 @@ def evaluate(
                 r_c - r_r, frac=config.calibrate_frac, n_bins=config.n_bins, seed=config.seed
             )
         except ValueError as err:
-            raise InputError(f"--calibrate-frac: {err}") from err
+            raise InputError(f"`calibrate_frac`: {err}") from err
     if isinstance(rm, EnsembleRM):
         split = membership_metrics(rm, data.id, margins, config.n_bins)
         if split:
@@ -252,9 +251,6 @@ def evaluate(
         if calibrator is not None:
             plot_length(lengths.ravel(), np.concatenate(raw), np.r_[r_c, r_r], calibrator,
                         Path(out) / "length.png")  # fmt: skip
-    if metrics["warnings"] and not quiet:
-        for warning in metrics["warnings"]:
-            stderr.print(f"warning: {warning}")
     return metrics
 
 

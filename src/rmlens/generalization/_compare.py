@@ -33,7 +33,7 @@ from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plot import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
-from rmlens.progress import stderr
+from rmlens.progress import status
 from rmlens.rewards import load_rm, make_trainer, pairwise_accuracy
 
 RMS = ("explicit", "implicit")
@@ -86,22 +86,22 @@ def _domains(pairs: pd.DataFrame, config: GeneralizeConfig):
     col = config.domain_col
     if col not in pairs:
         raise InputError(
-            f"--domain-col: no column '{col}' in the data "
+            f"`domain_col`: no column '{col}' in the data "
             f"(columns: {', '.join(map(str, pairs.columns))})"
         )
     if not config.train_domains:
-        raise InputError("--domain-col needs --train-domains (the domains to train on)")
+        raise InputError("`domain_col` needs `train_domains` (the domains to train on)")
     domains = pairs[col].astype(str)
     wanted = [d.strip() for d in config.train_domains.split(",") if d.strip()]
     missing = sorted(set(wanted) - set(domains))
     if missing:
         raise InputError(
-            f"--train-domains: {missing[0]!r} is not a value of '{col}' "
+            f"`train_domains`: {missing[0]!r} is not a value of '{col}' "
             f"(found: {', '.join(sorted(domains.unique())[:20])})"
         )
     inside = domains.isin(wanted).to_numpy()
     if inside.all():
-        raise InputError(f"--train-domains: every pair is in {wanted}; no domain left to test")
+        raise InputError(f"`train_domains`: every pair is in {wanted}; no domain left to test")
     return pairs[inside], pairs[~inside]
 
 
@@ -117,7 +117,7 @@ def _prepare_dir(out: Path, record: dict) -> None:
         old = json.loads(path.read_text())
         if any(old.get(k) != record[k] for k in ("generalize", "data_sha1")):
             raise InputError(
-                f"--out {out}: holds a comparison with another configuration or "
+                f"`out` {out}: holds a comparison with another configuration or "
                 "data; use a new directory or delete this one"
             )
     write_json(record, path)
@@ -133,10 +133,10 @@ def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: b
     folder = out / "rms" / kind
     if (folder / "rm_config.json").exists():
         if not quiet:
-            stderr.print(f"{kind} RM: reusing {folder}")
+            status(f"{kind} RM: reusing {folder}")
         return load_rm(folder, device=config.train.device)
     if not quiet:
-        stderr.print(f"training the {kind} RM on {len(splits['train'])} pairs")
+        status(f"training the {kind} RM on {len(splits['train'])} pairs")
     trainer = make_trainer(config.train.replace(rm=kind))
     trainer.fit(splits["train"], checkpoint_dir=folder / "checkpoints", quiet=quiet)
     write_json(trainer.history_, folder / "history.json")

@@ -80,7 +80,7 @@ def parse_shifts(spec: str) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip() and s.strip() != "none"]
     unknown = [n for n in names if n not in REWRITES]
     if unknown:
-        raise InputError(f"--shifts: unknown rewrite {unknown[0]!r}; known: {', '.join(REWRITES)}")
+        raise InputError(f"`shifts`: unknown rewrite {unknown[0]!r}; known: {', '.join(REWRITES)}")
     return names
 
 

@@ -11,7 +11,6 @@ either as a :class:`RunOutput` (written by the driver) or, once every attempt ra
 
 from __future__ import annotations
 
-import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +21,7 @@ import numpy as np
 from rmlens._errors import InputError
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._runs import RunFailure, RunOutput
+from rmlens.progress import status
 from rmlens.rewards._trainer import Trainer as PairTrainer
 
 
@@ -55,11 +55,8 @@ def format_traceback(err: BaseException) -> str:
 
 def note_retry(job: RunJob, attempt: int, attempts: int, err: BaseException, quiet: bool) -> None:
     if not quiet:
-        print(
-            f"run {job.run}: attempt {attempt} of {attempts} failed ({describe(err)}); "
-            "trying again",
-            file=sys.stderr,
-        )
+        status(f"run {job.run}: attempt {attempt} of {attempts} failed ({describe(err)}); "
+               "trying again")  # fmt: skip
 
 
 class LocalBackend:

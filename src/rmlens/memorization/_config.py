@@ -265,9 +265,9 @@ class AuditConfig(Config):
 
     def _where(self) -> str:
         if self.mode == "frozen":
-            return f"--mode frozen, --head {self.head.head}, --objective {self.head.objective}"
+            return f"`mode` frozen, `head` {self.head.head}, `objective` {self.head.objective}"
         t = self.train
-        return f"--mode finetune, --rm {t.rm}, --loss {t.loss}, --objective {t.objective}"
+        return f"`mode` finetune, `rm` {t.rm}, `loss` {t.loss}, `objective` {t.objective}"
 
     def _check_estimator(self) -> None:
         here = self._where()
@@ -278,22 +278,22 @@ class AuditConfig(Config):
                 f"on pairs trained with objective {' or '.join(INFLUENCE_OBJECTIVES)})",
                 self.estimator,
                 message=(
-                    f"--estimator paired does not apply here ({here}): it needs --head "
-                    "logistic (exact Newton steps), or an explicit RM on pairs (--head "
-                    "linear/mlp, or --mode finetune --rm explicit --loss bradley-terry) "
-                    f"trained with --objective {' or '.join(INFLUENCE_OBJECTIVES)} "
-                    "(last-layer influence); use --estimator brute"
+                    f"`estimator` paired does not apply here ({here}): it needs `head` "
+                    "logistic (exact Newton steps), or an explicit RM on pairs (`head` "
+                    "linear/mlp, or `mode` finetune `rm` explicit `loss` bradley-terry) "
+                    f"trained with `objective` {' or '.join(INFLUENCE_OBJECTIVES)} "
+                    "(last-layer influence); use `estimator` brute"
                 ),
             )  # fmt: skip
         if self.check_exact and (self.estimator == "brute" or not self.pairable):
             raise ParamError(
                 "check_exact", "AuditConfig",
-                f"0 with {here}" + (", --estimator brute" if self.estimator == "brute" else "")
+                f"0 with {here}" + (", `estimator` brute" if self.estimator == "brute" else "")
                 + " (it checks the paired estimator's counterfactuals)", self.check_exact,
                 message=(
-                    "--check-exact applies to the paired estimator of the convex head only "
-                    f"(--mode frozen, --head logistic, --estimator paired or unset; here {here}"
-                    + (", --estimator brute" if self.estimator == "brute" else "") + ")"
+                    "`check_exact` applies to the paired estimator of the convex head only "
+                    f"(`mode` frozen, `head` logistic, `estimator` paired or unset; here {here}"
+                    + (", `estimator` brute" if self.estimator == "brute" else "") + ")"
                 ),
             )  # fmt: skip
 
@@ -302,7 +302,7 @@ class AuditConfig(Config):
             raise ParamError(
                 "max_runs",
                 "AuditConfig",
-                f"left at {MAX_RUNS} unless --target-reliability is set",
+                f"left at {MAX_RUNS} unless `target_reliability` is set",
                 self.max_runs,
                 message=(
                     "The 'max_runs' parameter of AuditConfig applies with target_reliability "
@@ -313,12 +313,12 @@ class AuditConfig(Config):
             raise ParamError(
                 "max_runs",
                 "AuditConfig",
-                f"at least --runs ({self.runs}) when --target-reliability is set",
+                f"at least `runs` ({self.runs}) when `target_reliability` is set",
                 self.max_runs,
                 message=(
-                    f"--max-runs {self.max_runs} is below --runs {self.runs}: an audit with "
-                    "--target-reliability starts with --runs runs and adds whole repeats up to "
-                    "--max-runs; raise --max-runs or lower --runs"
+                    f"`max_runs` {self.max_runs} is below `runs` {self.runs}: an audit with "
+                    "`target_reliability` starts with `runs` runs and adds whole repeats up to "
+                    "`max_runs`; raise `max_runs` or lower `runs`"
                 ),
             )
 
@@ -394,9 +394,9 @@ class AuditConfig(Config):
                     "val_fraction", "AuditConfig", "a float in (0, 1) with head='logistic' "
                     "and more than one l2_grid value", self.val_fraction,
                     message=(
-                        "--val-fraction must be > 0 with --head logistic and "
-                        f"{len(self.head.l2_grid)} --l2-grid values: lambda is chosen on "
-                        "validation pairs. Set --val-fraction > 0, or give one --l2-grid value."
+                        "`val_fraction` must be > 0 with `head` logistic and "
+                        f"{len(self.head.l2_grid)} `l2_grid` values: lambda is chosen on "
+                        "validation pairs. Set `val_fraction` > 0, or give one `l2_grid` value."
                     ),
                 )  # fmt: skip
             return

@@ -51,7 +51,7 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
             warning = {
                 "code": "paired_large_groups",
                 "message": (
-                    f"--estimator paired with large groups: {shown} (more than "
+                    f"`estimator` paired with large groups: {shown} (more than "
                     f"{MAX_GROUP_SHARE:.0%}), so removing or adding one changes a run's "
                     "training set by that much, while brute force compares training sets of "
                     "equal size: paired CM answers a different question here"

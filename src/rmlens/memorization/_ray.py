@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import tempfile
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_bytes
 from rmlens.memorization._backends import (
     Outcome,
@@ -39,7 +39,7 @@ def import_ray():
         import ray
     except ImportError as err:
         raise InputError(
-            f"--backend ray: Ray is not installed ({err}); install it with "
+            f"`backend` ray: Ray is not installed ({err}); install it with "
             "pip install 'rmlens[ray]'"
         ) from None
     return ray
@@ -111,14 +111,15 @@ class RayBackend:
 
     def _check_resources(self, ray, *, local: bool) -> None:
         total = ray.cluster_resources()
-        for name, flag, want in (("CPU", "--cpus-per-run", self.cpus),
-                                 ("GPU", "--gpus-per-run", self.gpus)):
+        for name, param, want in (("CPU", "cpus_per_run", self.cpus),
+                                  ("GPU", "gpus_per_run", self.gpus)):  # fmt: skip
             have = float(total.get(name, 0))
             if want > have:
-                message = f"{flag} {want:g}: the Ray cluster has {have:g} {name}s in all"
+                message = f"`{param}` {want:g}: the Ray cluster has {have:g} {name}s in all"
                 if local:
                     raise InputError(message + "; no run could ever start")
-                print(f"warning: {message}; runs wait until the cluster grows", file=sys.stderr)
+                warnings.warn(f"{message}; runs wait until the cluster grows", RmlensWarning,
+                              stacklevel=2)  # fmt: skip
 
     def _execute(
         self, ray, trainer: PairTrainer, jobs: list[RunJob], train_index: TrainIndex, quiet: bool

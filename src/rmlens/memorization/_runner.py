@@ -27,7 +27,7 @@ import errno
 import hashlib
 import json
 import re
-import sys
+import warnings
 from contextlib import ExitStack, closing, contextmanager
 from pathlib import Path
 
@@ -36,7 +36,7 @@ import pandas as pd
 from scipy.special import expit
 
 import rmlens
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensNote, RmlensWarning
 from rmlens._io import write_json, write_parquet
 from rmlens._params import dict_changes
 from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
@@ -87,7 +87,7 @@ from rmlens.memorization._runs import (
     write_run,
 )
 from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
-from rmlens.progress import progress_bar, stderr
+from rmlens.progress import progress_bar, status
 from rmlens.rewards import FrozenHeadTrainer, make_trainer
 from rmlens.rewards._trainer import Trainer as PairTrainer
 
@@ -96,12 +96,12 @@ __all__ = ["audit", "finish", "load_runs", "resolve_groups", "run_done"]
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
 # system, no permission, a path through a regular file
 OUTPUT_ERRORS = {
-    errno.ENOSPC: "no space left on the device; free some space or choose another --out",
-    errno.EDQUOT: "disk quota exceeded; free some space or choose another --out",
-    errno.EROFS: "read-only file system; choose another --out",
-    errno.EACCES: "permission denied; choose another --out",
-    errno.EPERM: "operation not permitted; choose another --out",
-    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another --out",
+    errno.ENOSPC: "no space left on the device; free some space or choose another `out`",
+    errno.EDQUOT: "disk quota exceeded; free some space or choose another `out`",
+    errno.EROFS: "read-only file system; choose another `out`",
+    errno.EACCES: "permission denied; choose another `out`",
+    errno.EPERM: "operation not permitted; choose another `out`",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another `out`",
 }
 
 
@@ -120,7 +120,7 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
     if group_by is not None:
         if group_by not in pairs:
             raise InputError(
-                f"--group-by: no column '{group_by}' in the data (columns: {', '.join(pairs)})"
+                f"`group_by`: no column '{group_by}' in the data (columns: {', '.join(pairs)})"
             )
         missing = pairs[group_by].isna().to_numpy()
         if missing.any():
@@ -157,7 +157,7 @@ def output_errors(out: Path):
         if code not in OUTPUT_ERRORS:
             raise
         where = f" ({err.filename})" if err.filename else ""
-        raise InputError(f"--out {out}: cannot write{where}: {OUTPUT_ERRORS[code]}") from None
+        raise InputError(f"`out` {out}: cannot write{where}: {OUTPUT_ERRORS[code]}") from None
 
 
 def _results_part(audit_record: dict, *, runs: bool = True) -> dict:
@@ -209,8 +209,8 @@ def _difference(old: dict, record: dict) -> str | None:
     grown = was.get("target_reliability")
     if settings and fixed and grown is not None and was.get("runs") != will["runs"]:
         settings += (
-            f" (it grew to {was.get('runs')} runs towards --target-reliability {grown}: "
-            f"give --target-reliability, or --runs {was.get('runs')}, to resume it)"
+            f" (it grew to {was.get('runs')} runs towards `target_reliability` {grown}: "
+            f"give `target_reliability`, or `runs` {was.get('runs')}, to resume it)"
         )
     if settings and data:
         return f"another configuration: {settings}; and {data}"
@@ -233,11 +233,11 @@ def _with_defaults(saved: dict, defaults: dict) -> dict:
 def _prepare_dir(out: Path, record: dict) -> dict | None:
     """Create ``out`` or check that the audit saved there is this one; the saved record."""
     if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: is a file, not a directory; choose another --out")
+        raise InputError(f"`out` {out}: is a file, not a directory; choose another `out`")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"--out {out}: cannot create the directory ({err.strerror})") from err
+        raise InputError(f"`out` {out}: cannot create the directory ({err.strerror})") from err
     config_path = out / "config.json"
     if config_path.exists():
         try:
@@ -247,7 +247,7 @@ def _prepare_dir(out: Path, record: dict) -> dict | None:
         differ = _difference(old, record)
         if differ:
             raise InputError(
-                f"--out {out} holds an audit with {differ}; use another --out, or the saved "
+                f"`out` {out} holds an audit with {differ}; use another `out`, or the saved "
                 "settings and data (its config.json) to resume it"
             )
         return old
@@ -356,16 +356,17 @@ def audit(
         had = (saved or {}).get("audit", {}).get("runs")
         n_runs = whole_repeats(max(first, had if isinstance(had, int) else 0), k, up=True)
         if first != config.runs:
-            print(
-                f"--runs {config.runs} is not a whole number of repeats of {k} runs: "
+            warnings.warn(
+                f"`runs` {config.runs} is not a whole number of repeats of {k} runs: "
                 f"starting from {first} runs",
-                file=sys.stderr,
+                RmlensNote,
+                stacklevel=2,
             )
     if not quiet:
-        stderr.print(f"{len(pairs)} pairs, {groups.nunique()} groups: {note}")
-        stderr.print(f"estimator: {estimator_note}", markup=False)
+        status(f"{len(pairs)} pairs, {groups.nunique()} groups: {note}")
+        status(f"estimator: {estimator_note}")
     if estimator_warning:
-        print(f"warning: {estimator_warning['message']}", file=sys.stderr)
+        warnings.warn(estimator_warning["message"], RmlensWarning, stacklevel=2)
     with ExitStack() as session:
         execute = kept = None
         while True:
@@ -384,30 +385,34 @@ def audit(
                 )  # fmt: skip
             if config.target_reliability is None:
                 break
-            status = _target_now(out, config, n_runs, k)
-            if status["stopped_because"] is not None:
+            target = _target_now(out, config, n_runs, k)
+            if target["stopped_because"] is not None:
                 break
             if not quiet:
-                predicted = status["runs_predicted"]
-                print(
-                    f"{status['message']}"
+                predicted = target["runs_predicted"]
+                status(
+                    f"{target['message']}"
                     + (f" (about {predicted} runs predicted)" if predicted else "")
-                    + f": adding repeat {n_runs // k + 1} (runs {n_runs} to {n_runs + k - 1})",
-                    file=sys.stderr,
+                    + f": adding repeat {n_runs // k + 1} (runs {n_runs} to {n_runs + k - 1})"
                 )
             n_runs += k
     with output_errors(out):
         table = finish(pairs, groups, config, out, quiet=quiet)
-    summary = json.loads((out / "summary.json").read_text())
+    _say_summary(json.loads((out / "summary.json").read_text()))
+    return table
+
+
+def _say_summary(summary: dict) -> None:
+    """summary.json's warnings (and an incomplete audit) as warnings; a reached target as a
+    status line (one out of reach is among the warnings)."""
     for warning in summary.get("warnings", []):
-        print(f"warning: {warning['message']}", file=sys.stderr)
+        warnings.warn(warning["message"], RmlensWarning, stacklevel=3)
     message = incomplete_message(summary)
     if message:
-        print(f"warning: {message}", file=sys.stderr)
-    status = summary.get("target_reliability") or {}
-    if status.get("reached"):
-        print(status["message"], file=sys.stderr)  # not reached: among the warnings above
-    return table
+        warnings.warn(message, RmlensWarning, stacklevel=3)
+    target = summary.get("target_reliability") or {}
+    if target.get("reached"):
+        status(target["message"])
 
 
 def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, config: AuditConfig,
@@ -418,8 +423,8 @@ def _prepare(trainer: PairTrainer, pairs, groups: pd.Series, config: AuditConfig
         return trainer.prepare(pairs, quiet=quiet)
     if not getattr(trainer, "counterfactuals", False):
         raise InputError(
-            f"--estimator paired: the trainer ({type(trainer).__name__}) gives no paired "
-            "counterfactuals (the frozen logistic head does); use --estimator brute"
+            f"`estimator` paired: the trainer ({type(trainer).__name__}) gives no paired "
+            "counterfactuals (the frozen logistic head does); use `estimator` brute"
         )
     return trainer.prepare(
         pairs, quiet=quiet, groups=groups.to_numpy(), check_exact=config.exact_checks(estimator)
@@ -435,9 +440,9 @@ def _first_runs(config: AuditConfig, k: int) -> int:
     cap = whole_repeats(config.max_runs, k, up=False)
     if first > cap:
         raise InputError(
-            f"--max-runs {config.max_runs} holds {cap // k} whole repeat(s) of {k} runs, fewer "
-            f"than --runs {config.runs} rounded up to whole repeats ({first} runs); raise "
-            "--max-runs or lower --runs"
+            f"`max_runs` {config.max_runs} holds {cap // k} whole repeat(s) of {k} runs, fewer "
+            f"than `runs` {config.runs} rounded up to whole repeats ({first} runs); raise "
+            "`max_runs` or lower `runs`"
         )
     return first
 
@@ -510,6 +515,7 @@ def _run_all(
 ) -> None:
     member = membership_matrix(plan, groups, n_runs)
     val = membership_matrix(plan, groups, n_runs, "validation")
+    _check_training_pairs(kept, member, val, pending, groups)
     ids = pairs.id.to_numpy()
     jobs = [RunJob(run, run_seed(config.seed, run)) for run in pending]
 
@@ -528,19 +534,17 @@ def _run_all(
             if isinstance(outcome, RunFailure):
                 failures.append(outcome)
                 in_a_row += 1
-                print(
-                    f"warning: run {job.run} failed {outcome.attempts} times "
-                    f"({outcome.error}); the audit goes on without it",
-                    file=sys.stderr,
-                )
+                warnings.warn(
+                    f"run {job.run} failed {outcome.attempts} times ({outcome.error}); the "
+                    "audit goes on without it", RmlensWarning, stacklevel=3,
+                )  # fmt: skip
                 everything = len(failures) == n_runs
                 if in_a_row >= config.abort_after or everything:
                     why = "every run" if everything else f"{in_a_row} runs in a row"
-                    print(
-                        f"error: {why} failed, so the failure looks systematic: stopping "
-                        f"with run {job.run}'s error",
-                        file=sys.stderr,
-                    )
+                    warnings.warn(
+                        f"{why} failed, so the failure looks systematic: stopping with run "
+                        f"{job.run}'s error", RmlensWarning, stacklevel=3,
+                    )  # fmt: skip
                     raise outcome.exception
                 continue
             in_a_row = 0
@@ -566,6 +570,23 @@ def _run_all(
     with output_errors(out):
         for failure in failures:
             write_error(out, failure)
+
+
+def _check_training_pairs(kept: np.ndarray, member: np.ndarray, val: np.ndarray,
+                          pending: list[int], groups: pd.Series) -> None:  # fmt: skip
+    """Refuse a plan with a run that would train on no usable pair (``InputError``)."""
+    trains = (kept & member[pending] & ~val[pending]).sum(axis=1)
+    empty = [run for run, n in zip(pending, trains) if n == 0]
+    if not empty:
+        return
+    dropped = int((~kept).sum())
+    shown = ", ".join(map(str, empty[:5])) + (", ..." if len(empty) > 5 else "")
+    raise InputError(
+        f"{int(kept.sum())} usable pair(s) left of {len(kept)} ({dropped} dropped: chosen == "
+        f"rejected after truncation), in {groups[kept].nunique()} of {groups.nunique()} "
+        f"groups; {len(empty)} run(s) of the plan ({shown}) would train on none, and every "
+        "run needs at least one: give more pairs, or more groups with usable pairs"
+    )
 
 
 def finish(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens import __version__
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_atomic, write_text
 
 from . import _sections as sec
@@ -76,7 +76,8 @@ def write_report(
         Points on the map, rows of the tables, text and page size limits, seed (see
         :class:`ReportConfig` for each option and its default).
     quiet : bool, default=True
-        When False, warnings about unreadable optional files also go to stderr.
+        When False, unreadable optional files and an oversized page are warned about
+        (:class:`~rmlens.RmlensWarning`).
 
     Returns
     -------
@@ -99,7 +100,7 @@ def write_report(
     exp = load_experiment(out_dir)
     if not quiet:
         for message in exp.warnings:
-            print(f"warning: {message}", file=sys.stderr)
+            warnings.warn(message, RmlensWarning, stacklevel=2)
     write_atomic(exp.root / "memorization.csv", lambda tmp: exp.mem.to_csv(tmp, index=False))
     limit = int(config.max_page_mb * 1_000_000)
     budget = max(200_000, int((limit - 5_500_000) * 0.6))
@@ -117,10 +118,11 @@ def write_report(
             n_points = max(_MIN_POINTS, n_points // 2)
         else:
             if not quiet:
-                print(
-                    f"warning: report.html is {size / 1e6:.1f} MB, over the "
+                warnings.warn(
+                    f"report.html is {size / 1e6:.1f} MB, over the "
                     f"{config.max_page_mb} MB limit, even with {n_points} points",
-                    file=sys.stderr,
+                    RmlensWarning,
+                    stacklevel=2,
                 )
             break
     return write_text(page, exp.root / "report.html")

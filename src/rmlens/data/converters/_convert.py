@@ -213,7 +213,7 @@ def write_conversion(pairs: pd.DataFrame, report: dict[str, Any], out: str | Pat
     out = Path(out)
     if not out.name.lower().endswith(OUTPUT_SUFFIXES):
         raise InputError(
-            f"--out {out}: unknown output type; use .jsonl, .jsonl.gz, .json, .csv or .parquet"
+            f"`out` {out}: unknown output type; use .jsonl, .jsonl.gz, .json, .csv or .parquet"
         )
     save_pairs(pairs, out)
     path = report_path(out)

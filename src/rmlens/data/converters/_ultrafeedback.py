@@ -92,12 +92,12 @@ def _variant(sources: list, opts: UltraFeedbackOptions) -> str:
             )
     if variant == "binarized" and opts.score != "overall":
         raise InputError(
-            f"--score {opts.score}: applies to the raw release only; the binarized "
+            f"`score` {opts.score}: applies to the raw release only; the binarized "
             "set is ordered by overall_score"
         )
     if variant == "raw" and opts.models_from:
         raise InputError(
-            "--models-from: applies to the binarized set only; the raw release names its models"
+            "`models_from`: applies to the binarized set only; the raw release names its models"
         )
     return variant
 
@@ -187,7 +187,7 @@ def _model_index(models_from: str) -> dict[str, dict[str, Any]]:
     for records in read_sources(raw, models_from, None, UltraFeedbackOptions(variant="raw")):
         if records.rows and "completions" not in records.fields:
             raise InputError(
-                f"{records.name} (--models-from): not the raw UltraFeedback "
+                f"{records.name} (`models_from`): not the raw UltraFeedback "
                 f"release: no field 'completions'"
             )
         for i, row in enumerate(records.rows):

@@ -1,0 +1,108 @@
+"""What the command line says: the library's parameter names as flags, its warnings and notes
+as ``warning:``/``note:`` lines, its status lines bare on stderr (silenced by ``--quiet``).
+
+The library names a parameter in backticks (```out` holds an audit of other data``);
+:func:`in_flags` rewrites each backticked name that is a parameter of the invoked command into
+that parameter's first long option (``--out holds ...``), and :func:`error_text` words a
+:class:`~rmlens._params.ParamError` with :meth:`~rmlens._params.ParamError.for_option` the same
+way, so an error, a warning and a status line name the flag the user typed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from rmlens._errors import RmlensNote, RmlensWarning
+
+try:  # typer >= 0.26 ships its own copy of click, with its own context stack
+    from typer._click.globals import get_current_context
+except ImportError:  # pragma: no cover
+    from click import get_current_context
+
+_NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)`")
+
+
+def command_flags(root: Any, argv: Sequence[str]) -> dict[str, str]:
+    """``{parameter name: first long option}`` of the command that ``argv`` invokes.
+
+    ``root`` is the click group of the app; ``argv`` is walked through its (nested) groups to
+    the command named, whose options map a parameter such as ``n_pairs`` to ``--pairs``.
+    """
+    node = root
+    for token in argv:
+        commands = getattr(node, "commands", None)
+        if commands is None:
+            break
+        if token in commands:
+            node = commands[token]
+    flags = {}
+    for param in getattr(node, "params", []):
+        long = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+        if param.name and long:
+            flags[param.name] = long[0]
+    return flags
+
+
+def in_flags(text: str, flags: dict[str, str]) -> str:
+    """``text`` with each backticked parameter name of ``flags`` written as its flag."""
+    return _NAME.sub(lambda m: flags.get(m.group(1), m.group(0)), text)
+
+
+def error_text(err: Exception, flags: dict[str, str]) -> str:
+    """The one line that ``error:`` prefixes: a parameter error names the flag."""
+    from rmlens._params import ParamError
+
+    if isinstance(err, ParamError) and err.param in flags:
+        return in_flags(err.for_option(flags[err.param]), flags)
+    return in_flags(str(err), flags)
+
+
+class _Status(logging.Handler):
+    """Status lines of the ``rmlens`` logger, bare on the stderr of the moment (a progress bar
+    may have redirected it), unless the running command got ``--quiet``."""
+
+    def __init__(self, flags: dict[str, str]):
+        super().__init__(logging.INFO)
+        self.flags = flags
+
+    def emit(self, record: logging.LogRecord) -> None:
+        ctx = get_current_context(silent=True)
+        if ctx is not None and ctx.params.get("quiet"):
+            return
+        try:
+            print(in_flags(record.getMessage(), self.flags), file=sys.stderr)
+        except Exception:  # pragma: no cover - as logging.StreamHandler does
+            self.handleError(record)
+
+
+@contextmanager
+def talking(flags: dict[str, str]) -> Iterator[None]:
+    """For one command: library warnings as ``warning:``/``note:`` lines, every time they are
+    issued, and status lines on stderr."""
+    logger = logging.getLogger("rmlens")
+    handler, level = _Status(flags), logger.level
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RmlensWarning)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if not issubclass(category, RmlensWarning):
+                return shown(message, category, filename, lineno, file, line)
+            word = "note" if issubclass(category, RmlensNote) else "warning"
+            print(f"{word}: {in_flags(str(message), flags)}", file=sys.stderr)
+
+        warnings.showwarning = show
+        logger.addHandler(handler)
+        if logger.getEffectiveLevel() > logging.INFO:
+            logger.setLevel(logging.INFO)
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)

@@ -271,3 +271,24 @@ def test_one_loader_and_one_ensemble():
     assert _defined(ast.FunctionDef, "collate") == ["backbones/_featurize.py",
                                                     "rewards/_packing.py"]
     assert _defined(ast.FunctionDef, "last_real") == ["backbones/_featurize.py"]
+
+
+def test_an_rm_that_cannot_be_loaded_says_what_was_looked_for(tmp_path, monkeypatch, capsys):
+    """``evaluate --rm`` with an unreachable hub id: rmlens's words, naming --rm, exit 2."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr("transformers.utils.hub.is_offline_mode", lambda: True, raising=False)
+    with pytest.raises(InputError) as err:
+        load_rm("someone/no-such-rm")
+    message = str(err.value)
+    assert message.startswith("`rm` 'someone/no-such-rm': not an rmlens RM folder (with "
+                              "rm_config.json), an RM preset (")
+    assert "as a hub id it could not be reached (offline" in message
+    assert "repo_type" not in message and "huggingface.co" not in message
+    data = tmp_path / "pairs.jsonl"
+    data.write_text('{"prompt": "q", "chosen": "a", "rejected": "b"}\n')
+    code = main(["evaluate", "--rm", "someone/no-such-rm", "--data", str(data), "--out",
+                 str(tmp_path / "e"), "--quiet"])
+    stderr = capsys.readouterr().err
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("error: --rm 'someone/no-such-rm': not an rmlens RM folder")

@@ -82,14 +82,17 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
     return str(path), preset
 
 
-def unloadable(model: str, source: str, err: Exception) -> str:
+def unloadable(
+    model: str, source: str, err: Exception, *, param: str = "model", expected: str = ""
+) -> str:
     """What was looked for, in rmlens's words, when ``from_pretrained(source)`` failed with
-    ``err`` (``model`` as the user gave it): a local folder without a model, or a hub id that
-    could not be reached or found. ``err`` decides only which; its words are not repeated."""
+    ``err`` (``model`` as the user gave it as the parameter ``param``): a local folder without
+    a model, or a hub id that could not be reached or found. ``err`` decides only which; its
+    words are not repeated. ``expected``: what else ``model`` could have been (presets)."""
     path = Path(source).expanduser()
     if path.exists():
         return (
-            f"`model` '{model}': {path} holds no model that transformers loads "
+            f"`{param}` '{model}': {path} holds no model that transformers loads "
             "(a config.json, a tokenizer and weights)"
         )
     text = str(err).lower()
@@ -98,7 +101,5 @@ def unloadable(model: str, source: str, err: Exception) -> str:
         "could not be reached (offline, and not in the local cache)" if offline
         else "was not found there (or is private)"
     )
-    return (
-        f"`model` '{model}': not a preset ({', '.join(PRESETS)}) nor a local path; as a hub "
-        f"id it {why}"
-    )
+    expected = expected or f"a preset ({', '.join(PRESETS)})"
+    return f"`{param}` '{model}': not {expected} nor a local path; as a hub id it {why}"

@@ -264,11 +264,11 @@ def _load_sequence_classifier(
     try:
         config = AutoConfig.from_pretrained(spec, trust_remote_code=trust)
     except (OSError, ValueError) as err:
-        raise InputError(
-            f"{spec}: expected an rmlens RM folder (with {RM_CONFIG}), an RM preset "
-            f"({', '.join(RM_PRESETS)}), an experiment directory, or a sequence-"
-            f"classification model folder or hub id; found none ({err})"
-        ) from err
+        from rmlens.backbones._presets import unloadable
+
+        expected = (f"an rmlens RM folder (with {RM_CONFIG}), an RM preset "
+                    f"({', '.join(RM_PRESETS)}), an experiment directory")  # fmt: skip
+        raise InputError(unloadable(spec, spec, err, param="rm", expected=expected)) from err
     archs = getattr(config, "architectures", None) or []
     if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
         raise InputError(

@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, load_backbone, pool, resolve_model
 from rmlens.backbones._load import is_causal, model_identity
+from rmlens.backbones._presets import unloadable
 from rmlens.rewards._packing import Batch
 
 if TYPE_CHECKING:
@@ -122,19 +123,21 @@ def load_causal_lm(
     """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed)."""
     source, preset = resolve_model(model)
     hf_logging.disable_progress_bar()
+    needs = "an implicit RM needs a causal LM (a preset, local directory or hub id that " \
+        "AutoModelForCausalLM loads)"
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        if not (preset.kind == "causal" if preset else is_causal(config)):
-            raise ValueError(f"its config names no causal LM ({config.architectures})")
+    except (OSError, ValueError) as err:
+        raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
+    if not (preset.kind == "causal" if preset else is_causal(config)):
+        raise InputError(f"`model` '{model}': {needs}; its config names {config.architectures}")
+    try:
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
         lm = AutoModelForCausalLM.from_pretrained(
             source, dtype=torch.float32, trust_remote_code=trust_remote_code
         )
     except (OSError, ValueError) as err:
-        raise InputError(
-            f"model '{model}': an implicit RM needs a causal LM (a preset, local directory or "
-            f"hub id that AutoModelForCausalLM loads) ({err})"
-        ) from err
+        raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     limit = max_length or (preset.max_length if preset else min(tokenizer.model_max_length, 512))

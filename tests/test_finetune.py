@@ -301,8 +301,15 @@ def test_train_rm_ensemble_and_resume(tiny_causal_dir, tmp_path):
     assert not np.allclose(a, b)
     again = train_rm(PAIRS, cfg, tmp_path / "ens", quiet=True)
     np.testing.assert_allclose(again.score(PAIRS.prompt, PAIRS.chosen), (a + b) / 2, atol=1e-5)
-    with pytest.raises(ValueError, match="another configuration"):
-        train_rm(PAIRS, cfg.replace(lr=1e-3), tmp_path / "ens", quiet=True)
+    out = tmp_path / "ens"
+    with pytest.raises(ValueError) as err:
+        train_rm(PAIRS, cfg.replace(lr=1e-3), out, quiet=True)
+    assert str(err.value) == (
+        f"`out` {out} holds an RM with another configuration: lr {cfg.lr} (saved) vs 0.001 "
+        "(now); use another `out`, or the saved settings and data (its train.json) to resume it"
+    )
+    with pytest.raises(ValueError, match=r"an RM with other data \(12 pairs \(saved\) vs 3"):
+        train_rm(PAIRS.iloc[:3], cfg, out, quiet=True)
 
 
 def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):

@@ -92,17 +92,21 @@ class ExperimentDir:
             ) from err
         return self
 
-    def read_json(self, name: str, *, required: bool = True) -> Any:
-        """The JSON file ``name``; None when absent and not ``required``."""
+    def read_json(self, name: str, *, required: bool = True, mapping: bool = False) -> Any:
+        """The JSON file ``name``; None when absent and not ``required``. ``mapping``: it
+        must hold a JSON object."""
         path = self.path / name
         if not path.is_file():
             if required:
                 raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
             return None
         try:
-            return json.loads(path.read_text())
+            value = json.loads(path.read_text(encoding="utf-8"))
         except (ValueError, UnicodeDecodeError) as err:
             raise InputError(f"{path}: not valid JSON ({err}); delete it") from None
+        if mapping and not isinstance(value, dict):
+            raise InputError(f"{path}: expected a JSON object, found {type(value).__name__}")
+        return value
 
     def write_json(self, obj: Any, name: str) -> Path:
         return write_json(obj, self.path / name)
@@ -136,15 +140,9 @@ class ExperimentDir:
     def has_record(self) -> bool:
         return (self.path / self.record_name).is_file()
 
-    def read_record(self) -> dict | None:
-        """The saved record, None when there is none yet."""
-        record = self.read_json(self.record_name, required=False)
-        if record is not None and not isinstance(record, dict):
-            raise InputError(
-                f"{self.path / self.record_name}: expected a JSON object, "
-                f"found {type(record).__name__}"
-            )
-        return record
+    def read_record(self, *, required: bool = False) -> dict | None:
+        """The saved record, None when there is none yet (and it is not ``required``)."""
+        return self.read_json(self.record_name, required=required, mapping=True)
 
     def write_record(self, record: dict) -> Path:
         return self.write_json(record, self.record_name)
@@ -156,6 +154,8 @@ class ExperimentDir:
         what: str,
         settings: Callable[[dict], dict] = lambda r: r.get("settings") or {},
         data_keys: tuple[str, ...] = ("data_sha1",),
+        size_key: str = "n_pairs",
+        defaults: dict | None = None,
         hint: str = "",
     ) -> dict | None:
         """Check that the experiment saved here is the one ``record`` describes.
@@ -163,13 +163,16 @@ class ExperimentDir:
         Returns the saved record (None for a new directory). Raises :class:`InputError`
         naming every setting that differs and whether the data did, in one wording for every
         command: ``settings(record)`` is the part that makes the tables (compared field by
-        field, dotted names for nested ones), ``data_keys`` the fingerprints of the data.
-        ``hint`` is said after the settings (how to resume instead).
+        field, dotted names for nested ones), ``data_keys`` the fingerprints of the data and
+        ``size_key`` their size. ``hint`` is said after the settings (how to resume instead).
+        ``defaults``: the settings' defaults, which a saved setting made before it existed
+        had in effect.
         """
         saved = self.read_record()
         if saved is None:
             return None
-        changes = dict_changes(settings(saved), json.loads(json.dumps(settings(record))))
+        then = with_defaults(settings(saved), defaults or {})
+        changes = dict_changes(then, json.loads(json.dumps(settings(record))))
         text = ", ".join(
             f"{name} {shown(then)} (saved) vs {shown(now)} (now)" if i == 0
             else f"{name} {shown(then)} vs {shown(now)}"
@@ -177,7 +180,7 @@ class ExperimentDir:
         )  # fmt: skip
         data = None
         if any(saved.get(k) != record.get(k) for k in data_keys):
-            data = other_data(saved, record, data_keys)
+            data = other_data(saved, record, data_keys, size_key)
         if not text and data is None:
             return saved
         parts = [f"another configuration: {text}{hint}"] if text else []
@@ -210,6 +213,18 @@ class ExperimentDir:
     def has_runs(self) -> bool:
         return (self.path / "runs").is_dir()
 
+    @property
+    def is_experiment(self) -> bool:
+        """A record beside ``runs/``: an experiment directory of ``rmlens memorize``."""
+        return self.has_record and self.has_runs
+
+    def run_numbers(self) -> list[int]:
+        """The runs that have a folder in ``runs/``, finished or not, in order."""
+        if not self.has_runs:
+            return []
+        return sorted(int(p.name) for p in (self.path / "runs").iterdir()
+                      if p.is_dir() and p.name.isdigit())  # fmt: skip
+
     def run_dir(self, run: int) -> Path:
         return self.path / "runs" / f"{run:03d}"
 
@@ -235,9 +250,20 @@ class ExperimentDir:
         return self.run_dir(run) / SCORES
 
 
-def other_data(saved: dict, record: dict, keys: tuple[str, ...]) -> str:
+def with_defaults(saved: dict, defaults: dict) -> dict:
+    """``saved`` with every key it lacks (nested too) taken from ``defaults``."""
+    out = dict(saved)
+    for key, value in defaults.items():
+        if key not in out:
+            out[key] = value
+        elif isinstance(value, dict) and isinstance(out[key], dict):
+            out[key] = with_defaults(out[key], value)
+    return out
+
+
+def other_data(saved: dict, record: dict, keys: tuple[str, ...], size_key: str) -> str:
     """How the data differ: pair counts when they do, and the fingerprints."""
-    n_old, n_now = saved.get("n_pairs"), record.get("n_pairs")
+    n_old, n_now = saved.get(size_key), record.get(size_key)
     size = f"{n_old} pairs (saved) vs {n_now} (now), " if n_old != n_now else (
         f"{n_now} pairs, " if n_now is not None else ""
     )

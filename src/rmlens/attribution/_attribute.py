@@ -11,7 +11,6 @@ stable the feature ranking is (``_stability``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +26,7 @@ from rmlens.attribution._stability import (
     run_halves,
     stability_warnings,
 )
+from rmlens.experiment import ExperimentDir
 
 
 def attribute(
@@ -94,17 +94,12 @@ def _read_table(out: Path) -> pd.DataFrame:
     path = out / "memorization.parquet"
     if not path.is_file():
         raise InputError(f"{path}: not found; run `rmlens memorize --out {out}` first")
-    try:
-        return pd.read_parquet(path)
-    except Exception as err:  # noqa: BLE001 - any unreadable file is bad input
-        raise InputError(f"{path}: not a readable parquet file ({err})") from err
+    return ExperimentDir(out).read_table(path.name)
 
 
 def _read_record(out: Path) -> dict:
     """The audit's ``config.json`` (empty when there is none)."""
-    if (out / "config.json").is_file():
-        return json.loads((out / "config.json").read_text())
-    return {}
+    return ExperimentDir(out).read_record() or {}
 
 
 def _resolve_tokenizer(spec: str | None, record: dict):

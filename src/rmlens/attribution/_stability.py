@@ -40,7 +40,6 @@ the halves differ only in the runs' seeds.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
+from rmlens.experiment import ExperimentDir
 
 TOP_K = 10  # the top features whose overlap is reported
 WARN_BELOW = 0.5  # rank_spearman or top10_overlap below this: a warning
@@ -161,11 +161,11 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     from rmlens.memorization._runs import load_matrices
 
     out = Path(out_dir)
+    exp = ExperimentDir(out)
     if record is None:
-        path = out / "config.json"
-        record = json.loads(path.read_text()) if path.is_file() else {}
+        record = exp.read_record() or {}
     audit = record.get("audit") or {}
-    if not (out / "runs").is_dir():
+    if not exp.has_runs:
         raise InputError(f"{out}: no runs/ of an audit")
     folds = int(record.get("folds_used", audit.get("folds", 5)))
     k = runs_per_repeat(audit.get("plan", "kfold"), folds)
@@ -180,7 +180,7 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     tm, tg = side_means(*runs.sides(), weights)  # (n_pairs, 2) each
     tables = [pd.DataFrame({"id": ids.to_numpy(), "tm": tm[:, h], "tg": tg[:, h],
                             "cm": tm[:, h] - tg[:, h]}) for h in (0, 1)]
-    same = same_partition(pd.read_parquet(out / "plan.parquet"), k)
+    same = same_partition(exp.read_plan(), k)
     return Halves(tables[0], tables[1], (first.tolist(), second.tolist()),
                   (int(weights[:, 0].sum()), int(weights[:, 1].sum())), same)
 

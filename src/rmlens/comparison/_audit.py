@@ -10,18 +10,17 @@ directory: one experiment directory per objective) stands for those audits.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 from scipy.special import expit, logit
 
 from rmlens._errors import InputError
+from rmlens.experiment import PLAN, RECORD, ExperimentDir
 
-NEEDED = ("config.json", "plan.parquet", "memorization.parquet")
+NEEDED = (RECORD, PLAN, "memorization.parquet")
 PAIR_COLUMNS = ("id", "tm", "tg", "cm", "prompt", "chosen", "rejected")
 
 
@@ -182,33 +181,15 @@ def default_labels(paths: list[Path]) -> list[str]:
     return labels
 
 
-def _json(path: Path, required: bool) -> dict:
-    if not path.is_file():
-        if required:
-            raise InputError(f"{path}: not found")
-        return {}
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise InputError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise InputError(f"{path}: expected a JSON object, found {type(value).__name__}")
-    return value
-
-
 def load_audit(path: str | Path, label: str) -> Audit:
     """Read an audit directory (its finished runs) as an :class:`Audit`."""
-    from rmlens.memorization._runs import load_matrices, run_dir
+    from rmlens.memorization._runs import load_matrices
 
     path = Path(path)
-    record = _json(path / "config.json", required=True)
-    summary = _json(path / "summary.json", required=False)
-    try:
-        plan_runs = pq.read_table(path / "plan.parquet", columns=["run"]).column("run")
-        n_runs = int(plan_runs.to_numpy().max()) + 1 if len(plan_runs) else 0
-    except Exception as err:  # noqa: BLE001 - an unreadable plan is bad input
-        raise InputError(f"{path / 'plan.parquet'}: not a readable plan ({err})") from None
-    matrices = load_matrices(path, n_runs)  # InputError: no finished run
+    exp = ExperimentDir(path)
+    record = exp.read_record(required=True)
+    summary = exp.read_json("summary.json", required=False, mapping=True) or {}
+    matrices = load_matrices(path, exp.n_runs())  # InputError: no finished run
     ids, runs, member, val = matrices.ids, matrices.runs, matrices.member, matrices.val
     cf_delta = None
     if matrices.p_cf is not None:
@@ -217,16 +198,13 @@ def load_audit(path: str | Path, label: str) -> Audit:
     r_c = np.full(member.shape, np.nan)
     r_r = np.full(member.shape, np.nan)
     for j, run in enumerate(runs):
-        scores = pd.read_parquet(run_dir(path, run) / "scores.parquet")
+        scores = pd.read_parquet(exp.scores_path(run))
         rows = ids.get_indexer(scores["id"])
         ok = rows >= 0
         r_c[rows[ok], j] = scores["r_chosen"].to_numpy(float)[ok]
         r_r[rows[ok], j] = scores["r_rejected"].to_numpy(float)[ok]
     mem_path = path / "memorization.parquet"
-    try:
-        table = pd.read_parquet(mem_path)
-    except Exception as err:  # noqa: BLE001 - any reader failure is bad input
-        raise InputError(f"{mem_path}: not a readable Parquet file ({err})") from None
+    table = exp.read_table(mem_path.name)
     missing = [c for c in PAIR_COLUMNS if c not in table.columns]
     if missing:
         raise InputError(f"{mem_path}: missing column(s) {', '.join(missing)} (found "

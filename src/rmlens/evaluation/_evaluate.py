@@ -13,7 +13,6 @@ from scipy.special import expit
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
@@ -31,6 +30,7 @@ from rmlens.evaluation._posthoc import (
     response_lengths,
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
+from rmlens.experiment import ExperimentDir
 from rmlens.rewards import EnsembleRM, load_rm, pairwise_accuracy
 from rmlens.rewards._ensemble import member_pair_scores
 
@@ -255,9 +255,11 @@ def evaluate(
 
 
 def _write(out: Path, metrics, table, scores, r_c, r_r) -> None:
-    write_json(metrics, out / "metrics.json")
-    write_parquet(table, out / "probes.parquet")
-    write_parquet(scores, out / "scores.parquet")
+    """The evaluation's tables beside whatever else the directory holds (an audit's, say)."""
+    exp = ExperimentDir(out).create()
+    exp.write_json(metrics, "metrics.json")
+    exp.write_table(table, "probes.parquet")
+    exp.write_table(scores, "scores.parquet")
     temp = metrics.get("temperature") or {}
     plot_reliability(
         metrics["calibration"]["bins"], out / "reliability.png", ece=metrics["ece"],

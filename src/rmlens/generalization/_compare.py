@@ -29,6 +29,7 @@ import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
 from rmlens.data import fingerprint, to_text
+from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plot import plot_generalization
@@ -112,15 +113,11 @@ def split_metrics(r_c: np.ndarray, r_r: np.ndarray, scale: float) -> dict[str, f
 
 
 def _prepare_dir(out: Path, record: dict) -> None:
-    path = out / "config.json"
-    if path.exists():
-        old = json.loads(path.read_text())
-        if any(old.get(k) != record[k] for k in ("generalize", "data_sha1")):
-            raise InputError(
-                f"`out` {out}: holds a comparison with another configuration or "
-                "data; use a new directory or delete this one"
-            )
-    write_json(record, path)
+    exp = ExperimentDir(out).create()
+    exp.resume(record, what="a comparison of explicit and implicit RMs",
+               settings=lambda r: r.get("generalize") or {},
+               defaults=GeneralizeConfig().to_dict())  # fmt: skip
+    exp.write_record(record)
 
 
 def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:

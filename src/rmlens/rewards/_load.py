@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
+from rmlens.experiment import ExperimentDir
 from rmlens.rewards._config import resolve_device
 from rmlens.rewards._ensemble import EnsembleRM
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel, SequenceClassifierRM
@@ -42,11 +43,6 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 def preset_dir(name: str) -> Path:
     """Folder of a packaged RM preset (``rm_config.json`` + head)."""
     return Path(str(resources.files("rmlens.rewards").joinpath("presets", name)))
-
-
-def is_experiment_dir(path: Path) -> bool:
-    """An experiment directory of ``rmlens memorize``: ``config.json`` beside ``runs/``."""
-    return (path / "config.json").is_file() and (path / "runs").is_dir()
 
 
 def load_rm(
@@ -112,7 +108,7 @@ def _load(spec: str | Path, options: dict) -> RewardModel:
     if (folder / RM_CONFIG).is_file():
         config = read_rm_config(folder)
         return LOADERS[config["kind"]](folder, config, **options)
-    if is_experiment_dir(folder):
+    if ExperimentDir(folder).is_experiment:
         return _load_experiment(folder, options)
     if folder.is_dir() and not (folder / "config.json").is_file():
         raise InputError(f"{text}: expected {RM_CONFIG}, an experiment directory (config.json "
@@ -219,35 +215,27 @@ def load_experiment(path: str | Path, **kwargs: Any) -> EnsembleRM:
     Same as ``load_rm(path, **kwargs)`` on an experiment directory.
     """
     path = Path(path)
-    if not is_experiment_dir(path):
+    if not ExperimentDir(path).is_experiment:
         raise InputError(f"{path}: not an experiment directory (expected config.json and runs/)")
     return load_rm(path, **kwargs)
 
 
 def _load_experiment(path: Path, options: dict) -> EnsembleRM:
-    """Each finished run's RM of an experiment directory, as one ensemble.
-
-    A layering exception, to move to the experiment directory (``ExperimentDir``): this
-    reads memorization's files, namely ``config.json`` and ``runs/`` (only their presence,
-    ``is_experiment_dir``), the run folders ``runs/<run>/`` that hold both
-    ``rm/rm_config.json`` and ``manifest.json`` (a run without its manifest is unfinished),
-    each run's ``rm/`` (through ``_load``), and the manifest's ``train_ids`` and ``val_ids``
-    (lists of pair ids; missing: empty). The run folder's name is the member's name.
-    """
-    run_dirs = sorted(
-        p for p in (path / "runs").iterdir()
-        if (p / "rm" / RM_CONFIG).is_file() and (p / "manifest.json").is_file()
-    )  # fmt: skip; a run without its manifest is unfinished
-    if not run_dirs:
+    """Each finished run's saved RM (``runs/<run>/rm/``) as one ensemble member, named by
+    its run folder and knowing the pairs its run trained on and validated with."""
+    exp = ExperimentDir(path)
+    runs = [r for r in exp.run_numbers()
+            if exp.run_done(r) and (exp.run_dir(r) / "rm" / RM_CONFIG).is_file()]  # fmt: skip
+    if not runs:
         raise InputError(
             f"{path}: an experiment directory without saved RMs (expected "
             f"runs/<run>/rm/{RM_CONFIG} beside runs/<run>/manifest.json)"
         )
     members, names, train_ids, val_ids = [], [], [], []
-    for run_dir in run_dirs:
-        manifest = json.loads((run_dir / "manifest.json").read_text())
-        members.append(_load(run_dir / "rm", options))
-        names.append(run_dir.name)
+    for run in runs:
+        manifest = exp.manifest(run)
+        members.append(_load(exp.run_dir(run) / "rm", options))
+        names.append(exp.run_dir(run).name)
         train_ids.append(manifest.get("train_ids", []))
         val_ids.append(manifest.get("val_ids", []))
     return EnsembleRM(members, names=names, train_ids=train_ids, val_ids=val_ids)

@@ -15,10 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 import rmlens
-from rmlens._errors import InputError
 from rmlens._io import write_json
-from rmlens._params import dict_changes
 from rmlens.data import fingerprint
+from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
 from rmlens.rewards.finetune import TrainConfig, make_trainer
 
@@ -65,22 +64,16 @@ def train_rm(
         "n_train": len(data),
         "n_eval": None if eval_data is None else len(eval_data),
     }
-    keys = ("train_config", "data_sha1", "eval_sha1", "n_eval")
-    if (out / "train.json").exists():
-        old = json.loads((out / "train.json").read_text())
-        if any(old.get(k) != record[k] for k in keys):
-            changes = dict_changes(old.get("train_config") or {}, record["train_config"])
-            what = [f"{name} {then!r} (saved) vs {now!r} (now)" for name, then, now in changes]
-            if any(old.get(k) != record[k] for k in ("data_sha1", "eval_sha1", "n_eval")):
-                what.append("other data (pairs, margins or evaluation pairs changed)")
-            raise InputError(
-                f"`out` {out}: holds an RM trained with another configuration: "
-                f"{', '.join(what)}; use a new folder or delete this one"
-            )
-        if (out / "rm_config.json").exists():
-            status(f"{out}: already trained; loading it")
-            return load_rm(out, device=config.device)
-    write_json(record, out / "train.json")
+    exp = ExperimentDir(out, record="train.json").create()
+    saved = exp.resume(
+        record, what="an RM", settings=lambda r: r.get("train_config") or {},
+        data_keys=("data_sha1", "eval_sha1", "n_eval"), size_key="n_train",
+        defaults=TrainConfig().to_dict(),
+    )  # fmt: skip
+    if saved is not None and (out / "rm_config.json").exists():
+        status(f"{out}: already trained; loading it")
+        return load_rm(out, device=config.device)
+    exp.write_record(record)
     trainer = make_trainer(config, bias=bias)
     histories, members = [], []
     for i in range(config.ensemble):

@@ -198,14 +198,45 @@ def dict_changes(saved: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, 
     return [(k, old.get(k), new.get(k)) for k in names if old.get(k) != new.get(k)]
 
 
+@dataclasses.dataclass(frozen=True)
+class Nested:
+    """A config held in a field of another config, declared once on the holder (``_nested``).
+
+    Both the holder's checks and the command line read it: the command line offers the
+    nested config's fields as options, except ``shared`` and ``owned``.
+
+    Parameters
+    ----------
+    when : (str, value) or None, default=None
+        The holder's field and value under which this config is used (``("mode",
+        "frozen")``); None: always.
+    shared : tuple of str, default=()
+        Fields the holder has too and sets for it: the holder's value is used, and the nested
+        one must be its default or equal to it (:class:`ParamConflict` otherwise).
+    owned : tuple of str, default=()
+        Other fields the holder sets itself or never reads.
+    """
+
+    when: tuple[str, Any] | None = None
+    shared: tuple[str, ...] = ()
+    owned: tuple[str, ...] = ()
+
+    @property
+    def not_options(self) -> tuple[str, ...]:
+        """The fields that the holder's command does not offer as options."""
+        return self.shared + self.owned
+
+
 class Config:
     """Mixin for config dataclasses: ``check``, ``to_dict``, ``from_dict``, ``replace``.
 
     Subclasses declare ``_constraints`` (see :func:`check_params`) and may override
-    :meth:`_check_more` for rules across fields. Nested config fields are checked too.
+    :meth:`_check_more` for rules across fields. Nested config fields are checked too; a
+    config that holds others declares them in ``_nested`` (``{"head": Nested(...)}``).
     """
 
     _constraints: typing.ClassVar[dict[str, Any]] = {}
+    _nested: typing.ClassVar[dict[str, Nested]] = {}
 
     def check(self):
         """Raise :class:`ParamError` naming the first bad field; return ``self``."""
@@ -220,10 +251,13 @@ class Config:
     def _check_more(self) -> None:
         """Rules across fields; raise :class:`ParamError`."""
 
-    def _check_shared(self, nested: str, names: tuple[str, ...]) -> None:
-        """Fields that ``self`` sets for its nested config ``nested`` as well: the nested value
-        must be its default or equal to ``self``'s (which is the one used), never silently lost.
-        """
+    def _check_shared(self) -> None:
+        """The ``shared`` fields of every nested config (``_nested``): the nested value must
+        be its default or equal to ``self``'s (which is the one used), never silently lost."""
+        for nested, spec in self._nested.items():
+            self._check_shared_of(nested, spec.shared)
+
+    def _check_shared_of(self, nested: str, names: tuple[str, ...]) -> None:
         inner = getattr(self, nested)
         defaults = {f.name: f for f in fields(inner)}
         for name in names:

@@ -1,12 +1,15 @@
 """Command-line options generated from config dataclasses: the one source of every option.
 
-A command declares the configs it builds as :class:`Section` s. Each field becomes a flag
-(``lora_r`` -> ``--lora-r``) with the field's type, default and help; a field shared by two
-sections (``epochs`` of the frozen head and of the fine-tuned RM) is one flag that goes to
-whichever section applies. Values are resolved in this order: the config's defaults, then
-``--config FILE.toml``, then the flags the user typed. A flag or TOML table for a section
-that does not apply (``--lora-r`` with ``--mode frozen``) is refused, and every error names
-the flag as the user typed it.
+A command's options are its configs' fields (:func:`sections`): each field becomes a flag
+named after it (``lora_r`` -> ``--lora-r``) with the field's type, default and help, and an
+older spelling kept working is declared once beside the field (``metadata={"alias":
+"--pairs"}``). A config that holds others declares them on itself (``_nested``: when each
+applies, which of its fields the holder sets); a field shared by two sections (``epochs`` of
+the frozen head and of the fine-tuned RM) is one flag that goes to whichever section applies.
+Values are resolved in this order: the config's defaults, then ``--config FILE.toml``, then
+the flags the user typed. A flag or TOML table for a section that does not apply
+(``--lora-r`` with ``--mode frozen``) is refused, and every error names the flag as
+the user typed it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import typer
 from rmlens._errors import InputError
 
 CONFIG_FILE = "config_file"
-_NEGATIVE = {"use_margin": "--no-margin"}
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,8 @@ class Section:
     ``key`` is ``None`` for the command's top config, else the name of the top config's
     field that holds this one (``"head"``). ``when=("mode", "finetune")`` makes the section
     apply only when that top-level field has that value. ``defaults`` is an instance whose
-    values are the command's defaults (``rmlens demo`` trains an MLP head).
+    values are the command's defaults (``rmlens demo`` makes 1500 pairs). Build them with
+    :func:`sections`, which reads all of this from the config.
     """
 
     cls: type
@@ -41,16 +44,11 @@ class Section:
     skip: tuple[str, ...] = ()
     when: tuple[str, Any] | None = None
     defaults: Any = None
-    flags: tuple[tuple[str, str], ...] = ()
-
-    def flag(self, name: str) -> str:
-        return dict(self.flags).get(name, flag(name))
 
     def default_of(self, name: str) -> Any:
         if self.defaults is not None:
             return getattr(self.defaults, name)
-        f = {f.name: f for f in fields(self.cls)}[name]
-        return f.default if f.default is not MISSING else f.default_factory()
+        return _field_default(self.cls, name)
 
     def names(self) -> list[str]:
         nested = {s for s, h in typing.get_type_hints(self.cls).items() if _is_config(h)}
@@ -62,6 +60,32 @@ class Section:
 
     def applies(self, top: dict[str, Any]) -> bool:
         return self.when is None or top.get(self.when[0]) == self.when[1]
+
+
+def sections(cls: type, *, defaults: Any = None, skip: tuple[str, ...] = ()) -> list[Section]:
+    """The sections of a command that builds ``cls``: its fields, then each nested config.
+
+    The nested configs, when each applies and which of their fields are not options come from
+    ``cls._nested``; their defaults are ``cls``'s (``AuditConfig().head``). ``defaults`` is an
+    instance of ``cls`` holding the command's own defaults; ``skip`` names fields the command
+    sets itself, dotted for a nested one (``"head.objective"``).
+    """
+    top = Section(cls, skip=tuple(s for s in skip if "." not in s), defaults=defaults)
+    hints = typing.get_type_hints(cls)
+    nested = []
+    for key, spec in cls._nested.items():
+        inner = tuple(s.split(".", 1)[1] for s in skip if s.startswith(key + "."))
+        default = _field_default(cls, key) if defaults is None else getattr(defaults, key)
+        nested.append(
+            Section(hints[key], key=key, skip=spec.not_options + inner, when=spec.when,
+                    defaults=default)
+        )  # fmt: skip
+    return [top, *nested]
+
+
+def _field_default(cls: type, name: str) -> Any:
+    f = {f.name: f for f in fields(cls)}[name]
+    return f.default if f.default is not MISSING else f.default_factory()
 
 
 def flag(name: str) -> str:
@@ -92,9 +116,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         hint = typing.get_type_hints(first.cls)[name]
         meta = {f.name: f for f in fields(first.cls)}[name].metadata
         help_ = meta.get("help", "")
-        opt = first.flag(name)
-        if hint is bool:
-            opt = f"{opt}/{_NEGATIVE.get(name, '--no-' + opt[2:])}"
+        decls = _declarations(name, hint, meta)
         listed = typing.get_origin(hint) in (list, tuple)
         if listed:
             hint = list[str]
@@ -118,7 +140,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         applies = [s.when for s in where if s.when]
         if len(applies) == len(where):
             help_ += " (" + ", ".join(f"{flag(k)} {v}" for k, v in applies) + ")"
-        option = typer.Option(default, opt, help=help_, show_default=shown)
+        option = typer.Option(default, *decls, help=help_, show_default=shown)
         annotation = hint if default is not None or hint is bool else hint | None
         params.append(
             inspect.Parameter(
@@ -139,6 +161,20 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         )
     )
     return params
+
+
+def _declarations(name: str, hint: Any, meta: Any) -> list[str]:
+    """The option's spellings: ``--field-name`` (``--x/--no-x`` for a bool), then the aliases
+    declared beside the field (``"alias": "--no-margin"``: a bool's ``--no-`` alias is its
+    off switch)."""
+    opt = flag(name)
+    alias = meta.get("alias", ())
+    aliases = (alias,) if isinstance(alias, str) else tuple(alias)
+    if hint is not bool:
+        return [opt, *aliases]
+    off = [a for a in aliases if a.startswith("--no-")]
+    on = [a for a in aliases if not a.startswith("--no-")]
+    return [f"{opt}/--no-{opt[2:]}", *on, *(f" /{a}" for a in off)]
 
 
 def with_parameters(func, extra: list[inspect.Parameter]):
@@ -218,17 +254,17 @@ def resolve(
     for name, value in given.items():
         if name in top.names():
             values[name] = value
-            origin[(None, name)] = top.flag(name)
+            origin[(None, name)] = flag(name)
     for name, value in given.items():
         owners = [s for s in nested if name in s.names()]
         if not owners:
             continue
         active = [s for s in owners if s.applies(values)]
         if not active and name not in top.names():
-            raise InputError(_refusal(owners[0].flag(name), owners, values))
+            raise InputError(_refusal(flag(name), owners, values))
         for s in active:
             values[s.key][name] = value
-            origin[(s.key, name)] = s.flag(name)
+            origin[(s.key, name)] = flag(name)
     for s in nested:
         table = from_file.get(s.key)
         if not s.applies(values) and isinstance(table, dict) and _sets_anything(s, table):
@@ -254,7 +290,7 @@ def _listed(value: Any, section: Section, name: str) -> Any:
             return [kind(v) for v in items]
         except ValueError:
             raise InputError(
-                f"{section.flag(name)} must be {kind.__name__}s, got {','.join(items)}"
+                f"{flag(name)} must be {kind.__name__}s, got {','.join(items)}"
             ) from None
     return items
 

@@ -29,10 +29,11 @@ _NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)`")
 
 
 def command_flags(root: Any, argv: Sequence[str]) -> dict[str, str]:
-    """``{parameter name: first long option}`` of the command that ``argv`` invokes.
+    """``{parameter name: long option}`` of the command that ``argv`` invokes.
 
     ``root`` is the click group of the app; ``argv`` is walked through its (nested) groups to
-    the command named, whose options map a parameter such as ``n_pairs`` to ``--pairs``.
+    the command named, whose options map a parameter such as ``n_pairs`` to ``--n-pairs``, or
+    to the alias typed in ``argv`` (``--pairs``).
     """
     node = root
     for token in argv:
@@ -45,7 +46,8 @@ def command_flags(root: Any, argv: Sequence[str]) -> dict[str, str]:
     for param in getattr(node, "params", []):
         long = [o for o in getattr(param, "opts", []) if o.startswith("--")]
         if param.name and long:
-            flags[param.name] = long[0]
+            typed = [o for o in long if any(t == o or t.startswith(o + "=") for t in argv)]
+            flags[param.name] = (typed or long)[0]
     return flags
 
 

@@ -10,7 +10,7 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.attribution._config import AttributeConfig
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 
 TOP = 5
 
@@ -98,7 +98,7 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
                   "attribution_diff.parquet, attribution_*.png)")
 
 
-ATTRIBUTE = [Section(AttributeConfig)]
+ATTRIBUTE = sections(AttributeConfig)
 
 
 def attribute(

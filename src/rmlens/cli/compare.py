@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.comparison._config import CompareConfig
 
-COMPARE = [Section(CompareConfig)]
+COMPARE = sections(CompareConfig)
 
 
 def _cell(row, warn: bool) -> str:

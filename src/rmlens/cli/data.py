@@ -13,11 +13,11 @@ from rmlens._errors import InputError
 from rmlens.cli import convert
 from rmlens.cli._common import DATA_HELP
 from rmlens.cli._options import (
-    Section,
     config_beside,
     config_parameters,
     resolve,
     save_config,
+    sections,
     with_parameters,
 )
 from rmlens.data._synth_config import SynthConfig
@@ -82,7 +82,7 @@ def _render(result: dict[str, Any]) -> None:
         console.print(f"  ... and {len(problems) - MAX_SHOWN} more (all of them with --json)")
 
 
-SYNTH = [Section(SynthConfig, flags=(("n_pairs", "--pairs"), ("n_users", "--users")))]
+SYNTH = sections(SynthConfig)
 
 
 def synth(

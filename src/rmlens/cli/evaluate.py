@@ -9,10 +9,10 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
 
-EVALUATE = [Section(EvaluateConfig, flags=(("n_bins", "--bins"),))]
+EVALUATE = sections(EvaluateConfig)
 
 
 def evaluate(

@@ -9,17 +9,10 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli._common import DATA_HELP, load_table, map_option
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
-from rmlens.generalization._config import GeneralizeConfig, default_train
-from rmlens.rewards.finetune import TrainConfig
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
+from rmlens.generalization._config import GeneralizeConfig
 
-GENERALIZE = [
-    Section(GeneralizeConfig),
-    Section(
-        TrainConfig, key="train", skip=("rm", "ensemble", "loss", "save_steps"),
-        defaults=default_train(),
-    ),
-]
+GENERALIZE = sections(GeneralizeConfig)
 
 
 def generalize(

@@ -7,24 +7,11 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.data._synth_config import SynthConfig
-from rmlens.memorization._config import AuditConfig, audit_head, audit_train
-from rmlens.rewards.finetune import TrainConfig
-from rmlens.rewards.frozen import HeadConfig
+from rmlens.memorization._config import AuditConfig
 
-# The audit owns these: one backbone, one length and one seed for every run.
-TRAIN_OWNED_BY_AUDIT = ("model", "max_length", "seed", "ensemble")
-DEMO_SYNTH = SynthConfig(n_pairs=1500, n_users=30)
-
-
-AUDIT = [
-    Section(AuditConfig),
-    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
-            defaults=audit_head()),
-    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
-            defaults=audit_train()),
-]
+AUDIT = sections(AuditConfig)
 
 
 def memorize(
@@ -221,17 +208,9 @@ def quality_table(quality: dict, validation: dict):
     return table
 
 
-DEMO = [
-    Section(AuditConfig),
-    Section(HeadConfig, key="head", skip=("seed",), when=("mode", "frozen"),
-            defaults=audit_head()),
-    Section(TrainConfig, key="train", skip=TRAIN_OWNED_BY_AUDIT, when=("mode", "finetune"),
-            defaults=audit_train()),
-]
-DEMO_DATA = [
-    Section(SynthConfig, skip=("seed",), defaults=DEMO_SYNTH,
-            flags=(("n_pairs", "--pairs"), ("n_users", "--users"))),
-]  # fmt: skip
+DEMO = AUDIT
+# the demo's data: those of `rmlens data synth`, smaller, drawn with the audit's seed
+DEMO_DATA = sections(SynthConfig, defaults=SynthConfig(n_pairs=1500, n_users=30), skip=("seed",))
 
 
 def demo(
@@ -245,7 +224,7 @@ def demo(
 ) -> None:
     """Offline demo: synthetic pairs with planted mechanisms through the whole audit.
 
-    The data options (--pairs, --users, the mechanism shares) are those of `rmlens data
+    The data options (--n-pairs, --n-users, the mechanism shares) are those of `rmlens data
     synth` and go in the [synth] table of a --config file; the data take the audit's --seed.
     """
     from rmlens.data import synthesize

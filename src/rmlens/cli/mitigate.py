@@ -7,25 +7,13 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.comparison._config import CompareConfig, MitigateConfig
-from rmlens.memorization._config import AuditConfig, audit_head, audit_train
-from rmlens.rewards.finetune import TrainConfig
-from rmlens.rewards.frozen import HeadConfig
+from rmlens.memorization._config import AuditConfig
 
-# the audit owns these (as in memorize); the objective is what mitigate varies
-TRAIN_OWNED = ("model", "max_length", "seed", "ensemble", "objective")
-
-AUDIT = [
-    Section(AuditConfig, skip=("target_reliability", "max_runs")),
-    Section(HeadConfig, key="head", skip=("seed", "objective"), when=("mode", "frozen"),
-            defaults=audit_head()),
-    Section(TrainConfig, key="train", skip=TRAIN_OWNED, when=("mode", "finetune"),
-            defaults=audit_train()),
-]  # fmt: skip
-PLAN = [Section(MitigateConfig)]
-# the comparison takes the audit's seed and n_boot; its labels are the objectives
-COMPARE = [Section(CompareConfig, skip=("labels", "seed", "n_boot", "device"))]
+AUDIT = sections(AuditConfig, skip=MitigateConfig._owned["audit"])
+PLAN = sections(MitigateConfig)
+COMPARE = sections(CompareConfig, skip=MitigateConfig._owned["compare"])
 
 
 def mitigate(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._options import Section, config_parameters, resolve, with_parameters
+from rmlens.cli._options import config_parameters, resolve, sections, with_parameters
 from rmlens.report._config import ReportConfig
 
-REPORT = [Section(ReportConfig)]
+REPORT = sections(ReportConfig)
 
 
 def report(

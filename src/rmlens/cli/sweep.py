@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._options import Section, config_parameters, resolve, save_config, with_parameters
+from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.tokens._config import SweepConfig
 
 
@@ -40,7 +40,8 @@ def _print_summary(summary: dict, out: Path, top_k: int) -> None:
                    f"rbo {row.get('rbo', float('nan')):.3f}")
 
 
-SWEEP = [Section(SweepConfig, skip=("prompts",))]
+# `prompts` comes from the file that --prompts names
+SWEEP = sections(SweepConfig, skip=("prompts",))
 
 
 def sweep(

@@ -14,18 +14,18 @@ import typer
 from rmlens._errors import InputError
 from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
 from rmlens.cli._options import (
-    Section,
     config_beside,
     config_parameters,
     resolve,
     save_config,
+    sections,
     with_parameters,
 )
 from rmlens.rewards._config import ScoreConfig
 from rmlens.rewards.finetune import TrainConfig
 
-TRAIN = [Section(TrainConfig)]
-SCORE = [Section(ScoreConfig)]
+TRAIN = sections(TrainConfig)
+SCORE = sections(ScoreConfig)
 
 
 def train(

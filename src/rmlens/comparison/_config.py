@@ -130,3 +130,12 @@ class MitigateConfig(Config):
             f"a non-empty tuple of objectives among {', '.join(OBJECTIVE_NAMES)}",
         ),
     }
+    # What mitigate sets in the configs it builds (so not options of `rmlens mitigate`): in
+    # the audit, the trainer's objective (each of `objectives` in turn) and no target
+    # reliability (one plan for every objective); in the comparison, the labels (the
+    # objectives), the audit's seed and n_boot, and the default device (`device` is the
+    # fine-tuned audits').
+    _owned = {
+        "audit": ("target_reliability", "max_runs", "head.objective", "train.objective"),
+        "compare": ("labels", "seed", "n_boot", "device"),
+    }

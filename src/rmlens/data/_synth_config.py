@@ -24,11 +24,14 @@ class SynthConfig(Config):
     sentences of user ``u - 30`` (and may like the other one of the two).
     """
 
-    n_pairs: int = field(default=2000, metadata={"help": "Number of preference pairs."})
+    n_pairs: int = field(
+        default=2000, metadata={"help": "Number of preference pairs.", "alias": "--pairs"}
+    )
     n_users: int = field(
         default=20,
-        metadata={"help": "Number of annotators (u00, u01, ...); each has their own taste."},
-    )
+        metadata={"help": "Number of annotators (u00, u01, ...); each has their own taste.",
+                  "alias": "--users"},
+    )  # fmt: skip
     seed: int = field(default=0, metadata={"help": "Random seed; same seed, same data."})
     quality: float = field(
         default=0.5, metadata={"help": "Share of pairs decided by response quality."}

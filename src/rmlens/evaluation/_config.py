@@ -22,7 +22,9 @@ class EvaluateConfig(ScoreConfig):
         default_factory=list,
         metadata={"help": "Columns to break accuracy down by (repeat); 'subset' is always used."},
     )
-    n_bins: int = field(default=10, metadata={"help": "Equal-mass bins of the ECE."})
+    n_bins: int = field(
+        default=10, metadata={"help": "Equal-mass bins of the ECE.", "alias": "--bins"}
+    )
     calibrate_frac: float = field(
         default=0.0,
         metadata={"help": "Share of pairs to fit a temperature on (0: none); ECE before/after "

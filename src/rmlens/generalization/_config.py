@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rmlens._params import Config, positive_int
+from rmlens._params import Config, Nested, positive_int
 from rmlens.rewards.finetune import TrainConfig
 
 
@@ -59,6 +59,8 @@ class GeneralizeConfig(Config):
     )
     train: TrainConfig = field(default_factory=default_train)
 
+    # generalize sets `rm` (explicit, then implicit) and trains one RM on pairs each time
+    _nested = {"train": Nested(owned=("rm", "ensemble", "loss", "save_steps"))}
     _constraints = {
         "task": (None, "persona"),
         "shifts": (lambda x: isinstance(x, str), "comma-separated shift names, or none"),

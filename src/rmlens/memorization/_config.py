@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rmlens._params import (
     Config,
+    Nested,
     ParamError,
     non_negative,
     non_negative_int,
@@ -13,6 +14,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
+from rmlens.memorization._regime import audit_head, audit_train, regime_words
 from rmlens.rewards._config import MODEL_HELP
 from rmlens.rewards._influence import OBJECTIVES as INFLUENCE_OBJECTIVES
 from rmlens.rewards.finetune import TrainConfig
@@ -36,44 +38,6 @@ GROWTH_FIELDS = ("target_reliability", "max_runs")
 MAX_RUNS = 200  # default cap of an audit with a target reliability
 ESTIMATORS = ("paired", "brute")
 CHECK_EXACT = 1  # groups refitted exactly per run of a paired audit, unless told otherwise
-
-
-def audit_head() -> HeadConfig:
-    """Frozen runs of an audit: the convex head, whose paired counterfactuals are exact up
-    to about 1e-6 (its Newton steps against exact refits)."""
-    return HeadConfig(head="logistic")
-
-
-# Fields the audit sets for its trainer too: the audit's value is used for every run (each
-# run's seed is drawn from the audit's); a nested config may leave them at their defaults or
-# repeat the audit's value, anything else is refused (never silently overwritten).
-SHARED_FIELDS = {"head": ("seed",), "train": ("model", "max_length", "seed")}
-
-
-def audit_train() -> TrainConfig:
-    """Fine-tuned runs of an audit: LoRA that fits its training pairs, as a practitioner's RM.
-
-    Epochs and learning rate are chosen per run by the validation rule (validation groups
-    carved from the run's own training groups, never its held-out groups): each rate of
-    ``lr_grid`` trains from the base weights with early stopping (patience 1, best epoch
-    kept), and the rate with the lowest validation loss is kept. Budget: 2 rates x at most 4
-    epochs per run.
-    """
-    return TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(1e-4, 3e-4), head_lr=2e-3)
-
-
-def _objective_words(trainer) -> str:
-    """The objective of a ``HeadConfig`` or ``TrainConfig`` in words (none for ``bt``)."""
-    name = trainer.objective
-    if name == "label_smoothing":
-        return f"; objective label_smoothing (eps {trainer.smoothing:g})"
-    if name in ("poe", "reweight"):
-        extra = f", gamma {trainer.gamma:g}" if name == "reweight" else ""
-        return f"; objective {name} (bias features {', '.join(trainer.bias_features)}{extra})"
-    if name == "group_dro":
-        groups = trainer.dro_groups or "user_id"
-        return f"; objective group_dro over '{groups}' (step {trainer.dro_step:g})"
-    return ""
 
 
 @dataclass
@@ -188,6 +152,15 @@ class AuditConfig(Config):
         },
     )
 
+    # The trainer of the mode: the audit's model, max_length and seed are used for every run
+    # (each run's seed is drawn from the audit's), so the nested configs may only leave them
+    # at their defaults or repeat them; a run is one RM, never an ensemble.
+    _nested = {
+        "head": Nested(when=("mode", "frozen"), shared=("seed",)),
+        "train": Nested(
+            when=("mode", "finetune"), shared=("model", "max_length", "seed"), owned=("ensemble",)
+        ),
+    }
     _constraints = {
         "model": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
         "runs": (
@@ -232,8 +205,7 @@ class AuditConfig(Config):
                         f"Got {name}={value!r} with backend={self.backend!r}."
                     ),
                 )
-        for nested, names in SHARED_FIELDS.items():
-            self._check_shared(nested, names)
+        self._check_shared()
         self._check_validation()
         self._check_growth()
         self._check_estimator()
@@ -343,44 +315,7 @@ class AuditConfig(Config):
 
     def regime(self) -> str:
         """The training regime of every run, in words (``config.json``'s ``regime``)."""
-        if self.mode == "frozen" and self.head.convex:
-            grid = ", ".join(f"{x:g}" for x in self.head.l2_grid)
-            what = (
-                f"frozen {self.model} features, one logistic head per run: linear "
-                "Bradley-Terry with an L2 penalty solved to its optimum (Newton's method), "
-                f"lambda from {{{grid}}}"
-            )
-        elif self.mode == "frozen":
-            h = self.head
-            what = (
-                f"frozen {self.model} features, one {h.head} head per run: AdamW lr {h.lr:g}, "
-                f"weight decay {h.weight_decay:g}, batch {h.batch_size}, at most {h.epochs} epochs"
-            )
-        else:
-            t = self.train
-            what = (
-                f"{self.model} fine-tuned ({t.finetune}, {t.rm} RM) per run: lr {t.lr:g}, "
-                f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
-                "epochs"
-            )
-        what += _objective_words(self.head if self.mode == "frozen" else self.train)
-        if self.mode == "frozen" and self.head.convex:
-            if not self.validates:
-                return what + "; the largest lambda (no validation pairs)"
-            return what + (
-                f", the one with the lowest validation loss on validation pairs, "
-                f"{self.val_fraction:g} of each run's training groups (never its held-out "
-                "groups); a run trains only on its other training pairs, and its validation "
-                "pairs count neither in nor out"
-            )
-        if not self.validates:
-            return what + "; every epoch trained (no early stopping, no validation pairs)"
-        return what + (
-            f"; early stopping with patience {self.patience} on the validation loss of "
-            f"validation pairs, {self.val_fraction:g} of each run's training groups (never its "
-            "held-out groups), keeping the best epoch's weights; a run takes gradients only "
-            "on its other training pairs, and its validation pairs count neither in nor out"
-        )
+        return regime_words(self)
 
     def _check_validation(self) -> None:
         # Membership rule (DESIGN.md section 3): a pair is in a run only if the run's RM took
@@ -428,7 +363,7 @@ class AuditConfig(Config):
         """
         return self.replace(
             **{
-                nested: {name: getattr(self, name) for name in names}
-                for nested, names in SHARED_FIELDS.items()
+                nested: {name: getattr(self, name) for name in spec.shared}
+                for nested, spec in self._nested.items()
             }
         )

@@ -93,8 +93,10 @@ class TrainConfig(Config):
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
     )
     use_margin: bool = field(
-        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
-    )
+        default=False,
+        metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
+                  "alias": "--no-margin"},
+    )  # fmt: skip
     center_coef: float = field(
         default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
     )

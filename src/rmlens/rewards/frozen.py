@@ -91,8 +91,10 @@ class HeadConfig(Config):
         },
     )
     use_margin: bool = field(
-        default=False, metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m)."}
-    )
+        default=False,
+        metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
+                  "alias": "--no-margin"},
+    )  # fmt: skip
     center_coef: float = field(
         default=0.0, metadata={"help": "Reward centering coefficient: coef * mean((r+ + r-)^2)."}
     )

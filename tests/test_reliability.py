@@ -269,7 +269,7 @@ def test_cli_target_reliability(tmp_path, monkeypatch, capsys):
     data = tmp_path / "pairs.jsonl"
     pairs.to_json(data, orient="records", lines=True)
     monkeypatch.setattr(
-        "rmlens.memorization._runner.default_trainer", lambda *a, **k: PlantedTrainer(len(pairs))
+        "rmlens.memorization._execute.default_trainer", lambda *a, **k: PlantedTrainer(len(pairs))
     )
     out = tmp_path / "cli"
     args = ["memorize", "--data", str(data), "--out", str(out), "--folds", "2", "--runs", "4",

@@ -198,7 +198,8 @@ def _json(path: Path, required: bool) -> dict:
 
 def load_audit(path: str | Path, label: str) -> Audit:
     """Read an audit directory (its finished runs) as an :class:`Audit`."""
-    from rmlens.memorization._runs import load_matrices, run_dir
+    from rmlens.experiment import ExperimentDir
+    from rmlens.memorization._runs import load_matrices
 
     path = Path(path)
     record = _json(path / "config.json", required=True)
@@ -217,7 +218,7 @@ def load_audit(path: str | Path, label: str) -> Audit:
     r_c = np.full(member.shape, np.nan)
     r_r = np.full(member.shape, np.nan)
     for j, run in enumerate(runs):
-        scores = pd.read_parquet(run_dir(path, run) / "scores.parquet")
+        scores = pd.read_parquet(ExperimentDir(path).scores_path(run))
         rows = ids.get_indexer(scores["id"])
         ok = rows >= 0
         r_c[rows[ok], j] = scores["r_chosen"].to_numpy(float)[ok]

@@ -89,16 +89,12 @@ def finish(
         "estimator_note": record.get("estimator_note", "brute force: in-runs against out-runs"),
         "rm_quality": quality,
         "reliability": reliability,
+        **_checks(exactness_summary(checks), damping),
+        **summarize_audit(table, cm_threshold=config.cm_threshold),
+        **_accounting(exp, table, pairs, finished, n_runs),
     }
-    exactness = exactness_summary(checks)
-    if exactness is not None:
-        summary["exactness"] = exactness
-    if damping is not None:
-        summary["damping"] = damping
-    summary.update(summarize_audit(table, cm_threshold=config.cm_threshold))
     if estimator == "paired":
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
-    summary.update(_accounting(exp, table, pairs, finished, n_runs))
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
     if config.target_reliability is not None:
@@ -138,6 +134,12 @@ def _label(table: pd.DataFrame, pairs: pd.DataFrame, groups: pd.Series,
     table["category"] = categorize(table, cm_threshold=config.cm_threshold)
     table["cm_significant"] = cm_significant(table)
     return table
+
+
+def _checks(exactness: dict | None, damping: dict | None) -> dict:
+    """How exact the paired counterfactuals were, and how their damping was calibrated."""
+    found = {"exactness": exactness, "damping": damping}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _run_record(exp: ExperimentDir, run: int) -> dict:

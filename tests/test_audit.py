@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from rmlens.cli import main
-from rmlens.memorization import AuditConfig, audit, run_done
+from rmlens.experiment import ExperimentDir
+from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
 WORDS = [
@@ -143,7 +144,7 @@ def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
     out = tmp_path / "crashed"
     with pytest.raises(Crash):
         audit(pairs, config(), out, trainer=CrashingTrainer(trainer_factory(), 4), quiet=True)
-    assert [run_done(out / "runs" / f"{r:03d}") for r in range(6)] == [True] * 4 + [False] * 2
+    assert [ExperimentDir(out).run_done(r) for r in range(6)] == [True] * 4 + [False] * 2
     # a half-written run: scores without a manifest, plus a stale temporary file
     half = out / "runs" / "004"
     half.mkdir(parents=True)
@@ -228,6 +229,32 @@ def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path,
     assert err.startswith("error: 1 usable pair(s) left of 2 (1 dropped: chosen == rejected")
     assert "would train on none, and every run needs at least one" in err
     assert "Traceback" not in err and "ZeroDivisionError" not in err
+
+
+def test_a_refused_plan_writes_nothing_and_the_same_out_takes_other_data(
+    tiny_encoder_dir, tmp_path, monkeypatch, capsys
+):
+    """The refusal of a run with no usable pair comes before config.json and plan.parquet,
+    so the same `out` then takes the fixed data (not refused as an audit of other data)."""
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
+    data, out = tmp_path / "pairs.jsonl", tmp_path / "o"
+    data.write_text(
+        '{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
+        '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n'
+    )
+    args = ["memorize", "--data", data, "--out", out, "--model", tiny_encoder_dir, "--runs",
+            "2", "--quiet", "--no-report"]  # fmt: skip
+    assert main([str(a) for a in args]) == 2
+    assert "would train on none" in capsys.readouterr().err
+    assert list(out.iterdir()) == []
+    words = ["good", "great", "fine", "bad", "awful", "poor"]
+    data.write_text("".join(
+        f'{{"prompt": "q{i}", "chosen": "{words[i % 3]} answer {i}", '
+        f'"rejected": "{words[3 + i % 3]} reply"}}\n'
+        for i in range(8)
+    ))  # fmt: skip
+    assert main([str(a) for a in args]) == 0, capsys.readouterr().err
+    assert json.loads((out / "config.json").read_text())["n_pairs"] == 8
 
 
 def test_cli_bad_input_exit_2(tmp_path, capsys):

@@ -53,6 +53,14 @@ def test_the_hint_follows_the_settings(tmp_path):
         exp.resume(record(runs=5), what="an audit", hint=" (grew)")
 
 
+def test_a_hint_may_read_the_saved_record(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    exp.write_record(record(runs=8))
+    with pytest.raises(InputError, match=r"vs 5 \(now\) \(it had 8\); use another"):
+        exp.resume(record(runs=5), what="an audit",
+                   hint=lambda saved: f" (it had {saved['settings']['runs']})")  # fmt: skip
+
+
 def test_a_custom_view_and_record_file(tmp_path):
     exp = ExperimentDir(tmp_path, record="train.json")
     exp.write_record({"train_config": {"lr": 1.0}, "data_sha1": "x", "eval_sha1": None})
@@ -91,6 +99,18 @@ def test_a_run_is_finished_only_with_scores_and_a_manifest_naming_its_pairs(tmp_
     assert exp.finished_runs() == [0]
     assert exp.manifest(0) == {"train_ids": ["p"]}
     assert exp.scores_path(0).is_file()
+
+
+def test_a_failed_run_says_why_in_its_error_file(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    assert exp.read_error(3) is None
+    exp.write_error(3, {"run": 3, "attempts": 2, "error": "ValueError: bad", "traceback": "tb"})
+    assert exp.read_error(3) == "ValueError: bad"
+    assert json.loads((exp.run_dir(3) / "error.json").read_text())["attempts"] == 2
+    (exp.run_dir(4)).mkdir(parents=True)
+    (exp.run_dir(4) / "error.json").write_text("{half")
+    assert exp.read_error(4) is None
+    assert not exp.run_done(3)
 
 
 def test_stale_temporary_files_are_removed(tmp_path):

@@ -204,7 +204,7 @@ def test_choose_estimator():
     groups = pd.Series(np.repeat([f"g{i}" for i in range(40)], 10))
     cfg = AuditConfig()
     share = group_share(groups, cfg, 5)
-    assert share == pytest.approx(10 / (400 * 0.8 * 0.8))
+    assert share == pytest.approx(10 / 260)  # each run: 32 of 40 groups, 6 for validation
     assert choose_estimator(cfg, share)[0] == "paired"
     few = pd.Series(np.repeat(["a", "b", "c", "d"], 100))
     big = group_share(few, cfg, 4)
@@ -215,6 +215,25 @@ def test_choose_estimator():
     assert f"{big:.1%}" in warning["message"]
     mlp = cfg.replace(head=HeadConfig(head="mlp"))
     assert choose_estimator(mlp, share)[0] == "brute"
+
+
+def test_group_share_is_of_the_pairs_a_run_trains_on():
+    """The plan's own runs, not an expected count: two groups of one pair in two folds train
+    each run on one pair (100%; the expected 2 x 1/2 x 0.8 = 0.8 pairs said 125%)."""
+    cfg = AuditConfig()
+    assert group_share(pd.Series(["a", "b"]), cfg, 2) == 1.0
+    assert "holds 100.0% of a run's training pairs" in choose_estimator(cfg, 1.0)[1]
+    # 4 groups in 4 folds: 3 training groups a run, 1 of them for validation; the large
+    # group with a small one is 5 of 6 pairs
+    uneven = pd.Series(["a"] * 5 + ["b", "c", "d"])
+    assert group_share(uneven, cfg, 4) == pytest.approx(5 / 6)
+    no_validation = cfg.replace(val_fraction=0.0)  # 3 training groups: a, and two of b, c, d
+    assert group_share(uneven, no_validation, 4) == pytest.approx(5 / 7)
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 9):
+        groups = pd.Series(rng.choice(list("abcdefgh"), n))
+        if groups.nunique() >= 2:
+            assert 0 < group_share(groups, cfg, min(5, groups.nunique())) <= 1
 
 
 def test_exactness_summary():

@@ -144,8 +144,23 @@ def test_a_longer_plan_starts_with_the_shorter_one(kind):
     assert not plans[35][plans[35].run >= 10].empty
 
 
-def test_growth_settings_may_differ_on_resume():
-    from rmlens.memorization._runner import _difference
+def test_growth_settings_may_differ_on_resume(tmp_path):
+    from rmlens.experiment import ExperimentDir
+    from rmlens.memorization._directory import check_resume
+
+    def _difference(old: dict, now: dict) -> str | None:
+        """What the resume check says of ``now`` against the saved ``old``; None: resumes."""
+        exp = ExperimentDir(tmp_path / "d").create()
+        exp.write_record(old)
+        try:
+            check_resume(exp, now)
+        except InputError as err:
+            head = f"`out` {exp.path} holds an audit with "
+            tail = "; use another `out`, or the saved settings and data (its config.json) to " \
+                "resume it"
+            assert str(err).startswith(head) and str(err).endswith(tail), str(err)
+            return str(err)[len(head) : -len(tail)]
+        return None
 
     def record(**kw):
         audit_ = AuditConfig(**kw).to_dict()

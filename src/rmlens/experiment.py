@@ -34,6 +34,7 @@ RECORD = "config.json"
 PLAN = "plan.parquet"
 MANIFEST = "manifest.json"
 SCORES = "scores.parquet"
+ERROR = "error.json"
 
 
 def shown(value: Any) -> str:
@@ -156,7 +157,7 @@ class ExperimentDir:
         data_keys: tuple[str, ...] = ("data_sha1",),
         size_key: str = "n_pairs",
         defaults: dict | None = None,
-        hint: str = "",
+        hint: str | Callable[[dict], str] = "",
     ) -> dict | None:
         """Check that the experiment saved here is the one ``record`` describes.
 
@@ -164,13 +165,15 @@ class ExperimentDir:
         naming every setting that differs and whether the data did, in one wording for every
         command: ``settings(record)`` is the part that makes the tables (compared field by
         field, dotted names for nested ones), ``data_keys`` the fingerprints of the data and
-        ``size_key`` their size. ``hint`` is said after the settings (how to resume instead).
-        ``defaults``: the settings' defaults, which a saved setting made before it existed
-        had in effect.
+        ``size_key`` their size. ``hint`` is said after the settings (how to resume instead);
+        a callable gets the saved record. ``defaults``: the settings' defaults, which a saved
+        setting made before it existed had in effect.
         """
         saved = self.read_record()
         if saved is None:
             return None
+        if callable(hint):
+            hint = hint(saved)
         then = with_defaults(settings(saved), defaults or {})
         changes = dict_changes(then, json.loads(json.dumps(settings(record))))
         text = ", ".join(
@@ -248,6 +251,17 @@ class ExperimentDir:
 
     def scores_path(self, run: int) -> Path:
         return self.run_dir(run) / SCORES
+
+    def write_error(self, run: int, record: dict) -> Path:
+        """Run ``run``'s error.json: why it failed for good (``record["error"]``, one line)."""
+        return self.write_json(record, f"runs/{run:03d}/{ERROR}")
+
+    def read_error(self, run: int) -> str | None:
+        """The one-line error of a run that failed for good, None when there is none."""
+        try:
+            return str(json.loads((self.run_dir(run) / ERROR).read_text())["error"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 def with_defaults(saved: dict, defaults: dict) -> dict:

@@ -16,7 +16,7 @@ import pandas as pd
 from scipy.stats import spearmanr
 
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._plan import runs_per_repeat
+from rmlens.memorization._plan import carve_validation, make_plan, runs_per_repeat
 from rmlens.rewards._convex import REFINE_SHARE
 
 MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing
@@ -28,14 +28,28 @@ OFF_SPEARMAN = 0.9
 
 
 def group_share(groups: pd.Series, config: AuditConfig, folds: int) -> float:
-    """The largest group's pairs over a run's training pairs (their expected number: the
-    plan's training share of the groups, less the validation share)."""
+    """The largest share one group holds of a run's training pairs, over the first repeat of
+    the plan (its training groups less its validation groups), so at most 1.
+
+    From the plan itself, not from the expected number of training pairs: with few groups
+    that expectation (2 groups in 2 folds, less 20% validation: 0.8 pairs) can be smaller
+    than one group, and the share came out above 100%. The plan grows by its own prefix, so
+    the first repeat's runs are those of every audit of these groups and settings.
+    """
+    if not len(groups):
+        return 0.0
     k = runs_per_repeat(config.plan, folds)
-    train = (k - 1) / k if config.plan == "kfold" else 0.5
-    if config.validates:
-        train *= 1 - config.val_fraction
-    sizes = groups.value_counts()
-    return float(sizes.max() / (len(groups) * train)) if len(groups) else 0.0
+    try:
+        plan = make_plan(groups, n_runs=k, n_folds=folds, kind=config.plan, seed=config.seed)
+    except ValueError:  # too few groups for the plan: the audit refuses it later
+        return 0.0
+    share = config.val_fraction if config.validates else 0.0
+    plan = carve_validation(plan, share, seed=config.seed)
+    sizes = groups.astype(str).value_counts()
+    trained = plan[plan.in_train.to_numpy(bool)]
+    pairs = sizes.reindex(trained.group.astype(str)).to_numpy()
+    by_run = pd.DataFrame({"run": trained.run.to_numpy(), "pairs": pairs}).groupby("run").pairs
+    return float((by_run.max() / by_run.sum()).max())
 
 
 def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict | None]:

@@ -15,7 +15,6 @@ for good leaves ``error.json`` instead.
 
 from __future__ import annotations
 
-import json
 import shutil
 import uuid
 from collections.abc import Callable
@@ -28,7 +27,8 @@ import pyarrow.parquet as pq
 from scipy.special import expit
 
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
+from rmlens._io import write_parquet
+from rmlens.experiment import ERROR, MANIFEST, ExperimentDir
 from rmlens.memorization._damping import (
     blend,
     brute_cm,
@@ -62,97 +62,63 @@ class RunFailure:
     traceback: str
     exception: BaseException
 
-
-def run_dir(out: Path, run: int) -> Path:
-    return Path(out) / "runs" / f"{run:03d}"
-
-
-def run_done(run_dir: Path) -> bool:
-    manifest = run_dir / "manifest.json"
-    if not manifest.exists() or not (run_dir / "scores.parquet").exists():
-        return False
-    try:
-        return "train_ids" in json.loads(manifest.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return False
-
-
-def clean_stale(folder: Path) -> None:
-    """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``."""
-    if not folder.is_dir():
-        return
-    for path in folder.glob(".*.tmp"):
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    def record(self) -> dict:
+        """What the run's error.json holds."""
+        return {
+            "run": self.run,
+            "attempts": self.attempts,
+            "error": self.error,
+            "traceback": self.traceback,
+        }
 
 
 def write_run(
-    out: Path, run: int, ids: np.ndarray, kept: np.ndarray, output: RunOutput, manifest: dict
+    out: str | Path | ExperimentDir,
+    run: int,
+    ids: np.ndarray,
+    kept: np.ndarray,
+    output: RunOutput,
+    manifest: dict,
 ) -> None:
     """Scores, then the RM, then the manifest: a run counts as finished only once all exist."""
-    folder = run_dir(out, run)
-    clean_stale(folder)
-    (folder / "manifest.json").unlink(missing_ok=True)
+    exp = experiment(out)
+    folder = exp.run_dir(run)
+    exp.clean_stale(folder)
+    (folder / MANIFEST).unlink(missing_ok=True)
     columns = {"id": ids, "r_chosen": output.r_chosen, "r_rejected": output.r_rejected}
     if output.p_cf is not None and output.p_cf.ndim == 2:  # last-layer influence: a grid
         columns.update(p=output.p, p_cf_grid=list(output.p_cf))
     elif output.p_cf is not None:
         columns.update(p=output.p, p_cf=output.p_cf)
     scores = pd.DataFrame(columns)[kept]
-    write_parquet(scores, folder / "scores.parquet")
+    write_parquet(scores, exp.scores_path(run))
     if output.save_rm is not None:
         tmp = folder / f".rm.{uuid.uuid4().hex[:8]}.tmp"
         output.save_rm(tmp)
         shutil.rmtree(folder / "rm", ignore_errors=True)
         tmp.rename(folder / "rm")
-    (folder / "error.json").unlink(missing_ok=True)
-    write_json(manifest, folder / "manifest.json")
+    (folder / ERROR).unlink(missing_ok=True)
+    exp.write_json(manifest, f"runs/{run:03d}/{MANIFEST}")
 
 
-def write_error(out: Path, failure: RunFailure) -> Path:
-    record = {
-        "run": failure.run,
-        "attempts": failure.attempts,
-        "error": failure.error,
-        "traceback": failure.traceback,
-    }
-    return write_json(record, run_dir(out, failure.run) / "error.json")
+def experiment(out: str | Path | ExperimentDir) -> ExperimentDir:
+    """``out`` as an :class:`ExperimentDir` (a path, or one already)."""
+    return out if isinstance(out, ExperimentDir) else ExperimentDir(out)
 
 
-def read_error(out: Path, run: int) -> str | None:
-    path = run_dir(out, run) / "error.json"
-    try:
-        return str(json.loads(path.read_text())["error"])
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def plan_runs(out: Path) -> int:
-    """The audit's real run count: the runs of its plan (plan.parquet), which a target
-    reliability grows past ``--runs``."""
-    path = Path(out) / "plan.parquet"
-    if not path.is_file():
-        raise InputError(f"{out}: no plan.parquet (not an audit directory)")
-    column = pq.read_table(path, columns=["run"]).column("run").to_numpy()
-    return int(column.max()) + 1 if len(column) else 0
-
-
-def load_runs(out: Path, runs: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def load_runs(
+    out: str | Path | ExperimentDir, runs: int | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long score and membership tables from the finished runs' files.
 
     The membership table has ``run, id, in_train, validation``; ``estimate`` counts a
     run's validation pairs neither in nor out. ``runs``: the plan's run count when None.
     """
-    runs = plan_runs(out) if runs is None else runs
+    exp = experiment(out)
     scores, members = [], []
-    for run in range(runs):
-        folder = run_dir(out, run)
-        if not run_done(folder):
-            continue
-        s = pd.read_parquet(folder / "scores.parquet").assign(run=run)
-        manifest = json.loads((folder / "manifest.json").read_text())
+    for run in exp.finished_runs(runs):
+        s = pd.read_parquet(exp.scores_path(run)).assign(run=run)
+        manifest = exp.manifest(run)
         train, val = set(manifest["train_ids"]), set(manifest.get("val_ids", []))
         scores.append(s)
         members.append(
@@ -161,7 +127,7 @@ def load_runs(out: Path, runs: int | None = None) -> tuple[pd.DataFrame, pd.Data
             )
         )
     if not scores:
-        raise InputError(f"{out}: no finished runs")
+        raise InputError(f"{exp.path}: no finished runs")
     return pd.concat(scores, ignore_index=True), pd.concat(members, ignore_index=True)
 
 
@@ -191,76 +157,110 @@ class RunMatrices:
         return run_sides(self.p, self.member, self.val, self.p_cf)
 
 
-def load_matrices(out: Path, runs: int | None = None) -> RunMatrices:
+def load_matrices(out: str | Path | ExperimentDir, runs: int | None = None) -> RunMatrices:
     """Probabilities and membership of the finished runs, without long tables.
 
-    ``runs``: the run count to read (runs 0 to runs - 1); the plan's (:func:`plan_runs`)
-    when None.
+    ``runs``: the run count to read (runs 0 to runs - 1); the plan's
+    (:meth:`ExperimentDir.n_runs`) when None.
 
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
     A paired audit's ``p`` is read from its scores' ``p`` column, with ``p_cf`` beside it.
     """
-    runs = plan_runs(out) if runs is None else runs
-    finished = [r for r in range(runs) if run_done(run_dir(out, r))]
+    exp = experiment(out)
+    finished = exp.finished_runs(runs)
     if not finished:
-        raise InputError(f"{out}: no finished runs")
-    ids = p = member = val = p_cf = sums = counts = damping = None
-    previous, position, positions = None, None, []
+        raise InputError(f"{exp.path}: no finished runs")
+    reader = _MatrixReader(exp, finished)
     for j, run in enumerate(finished):
-        folder = run_dir(out, run)
-        table = pq.read_table(folder / "scores.parquet")
+        if not reader.read(j, run):
+            return _from_long_tables(exp, runs)  # runs scored different pairs
+    return reader.matrices()
+
+
+class _MatrixReader:
+    """Fills the matrices of :func:`load_matrices` one finished run at a time."""
+
+    def __init__(self, exp: ExperimentDir, finished: list[int]):
+        self.exp, self.finished = exp, finished
+        self.ids: pd.Index | None = None
+        self.previous = self.position = None
+        self.positions: list[np.ndarray] = []
+        self.sums = self.counts = self.damping = None
+
+    def _start(self, column, paired: bool, grid: bool) -> None:
+        self.ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
+        shape = (len(self.ids), len(self.finished))
+        self.p = np.full(shape, np.nan)
+        self.member = np.zeros(shape, dtype=bool)
+        self.val = np.zeros(shape, dtype=bool)
+        self.p_cf = np.full(shape, np.nan) if paired else None
+        self.grid = grid
+
+    def read(self, j: int, run: int) -> bool:
+        """Run ``run`` into column ``j``; False when it scored other pairs than the first."""
+        path = self.exp.scores_path(run)
+        table = pq.read_table(path)
         column = table.column("id")
-        paired = "p_cf" in table.column_names or "p_cf_grid" in table.column_names
         grid = "p_cf_grid" in table.column_names
-        if ids is None:
-            ids = pd.Index(np.sort(column.to_numpy(zero_copy_only=False)))
-            p = np.full((len(ids), len(finished)), np.nan)
-            member = np.zeros((len(ids), len(finished)), dtype=bool)
-            val = np.zeros((len(ids), len(finished)), dtype=bool)
-            p_cf = np.full(p.shape, np.nan) if paired else None
-            first_grid = grid
-        if paired != (p_cf is not None) or grid != first_grid:
+        paired = "p_cf" in table.column_names or grid
+        if self.ids is None:
+            self._start(column, paired, grid)
+        if paired != (self.p_cf is not None) or grid != self.grid:
             raise InputError(
-                f"{folder / 'scores.parquet'}: the runs of {out} mix estimators (p_cf or "
-                "p_cf_grid in some runs' scores only)"
+                f"{path}: the runs of {self.exp.path} mix estimators (p_cf or p_cf_grid in "
+                "some runs' scores only)"
             )
-        if previous is None or not column.equals(previous):
-            position = ids.get_indexer(column.to_numpy(zero_copy_only=False))
-            if (position < 0).any() or len(position) != len(ids):
-                return _from_long_tables(out, runs)  # runs scored different pairs
-            previous = column
-        positions.append(position)
-        manifest = json.loads((folder / "manifest.json").read_text())
-        rows = ids.get_indexer(manifest["train_ids"])
-        member[rows[rows >= 0], j] = True
-        rows = ids.get_indexer(manifest.get("val_ids", []))
-        val[rows[rows >= 0], j] = True
-        if grid:
-            p[position, j] = table.column("p").to_numpy()
+        if self.previous is None or not column.equals(self.previous):
+            position = self.ids.get_indexer(column.to_numpy(zero_copy_only=False))
+            if (position < 0).any() or len(position) != len(self.ids):
+                return False
+            self.position, self.previous = position, column
+        self.positions.append(self.position)
+        manifest = self.exp.manifest(run)
+        rows = self.ids.get_indexer(manifest["train_ids"])
+        self.member[rows[rows >= 0], j] = True
+        rows = self.ids.get_indexer(manifest.get("val_ids", []))
+        self.val[rows[rows >= 0], j] = True
+        self._scores(j, table, manifest)
+        return True
+
+    def _scores(self, j: int, table, manifest: dict) -> None:
+        position = self.position
+        if self.grid:
+            self.p[position, j] = table.column("p").to_numpy()
             values = _grid(table)
-            if sums is None:
-                sums, counts = np.zeros((len(ids), values.shape[1])), np.zeros(len(ids))
-                damping = manifest["metrics"].get("damping_grid")
-            s, c = run_sums(p[position, j], values, member[position, j], val[position, j])
-            sums[position] += s
-            counts[position] += c
-        elif paired:
-            p[position, j] = table.column("p").to_numpy()
-            p_cf[position, j] = table.column("p_cf").to_numpy()
+            if self.sums is None:
+                self.sums = np.zeros((len(self.ids), values.shape[1]))
+                self.counts = np.zeros(len(self.ids))
+                self.damping = manifest["metrics"].get("damping_grid")
+            s, c = run_sums(
+                self.p[position, j], values, self.member[position, j], self.val[position, j]
+            )
+            self.sums[position] += s
+            self.counts[position] += c
+        elif self.p_cf is not None:
+            self.p[position, j] = table.column("p").to_numpy()
+            self.p_cf[position, j] = table.column("p_cf").to_numpy()
         else:
             r_c = table.column("r_chosen").to_numpy()
             r_r = table.column("r_rejected").to_numpy()
-            p[position, j] = expit(r_c - r_r)
-        del table
-    calibration = None
-    if sums is not None:  # second pass: each run's p_cf at the calibrated damping
-        grid_values = damping or np.arange(1, sums.shape[1] + 1)
-        k, t, calibration = choose_damping(brute_cm(p, member, val), sums, counts, grid_values)
-        for j, run in enumerate(finished):
-            table = pq.read_table(run_dir(out, run) / "scores.parquet", columns=["p_cf_grid"])
-            p_cf[positions[j], j] = blend(_grid(table), k, t)
-    return RunMatrices(ids, finished, p, member, val, p_cf, calibration)
+            self.p[position, j] = expit(r_c - r_r)
+
+    def matrices(self) -> RunMatrices:
+        """The matrices; last-layer influence's p_cf at the calibrated damping (a second
+        pass over the runs' grids)."""
+        p, member, val, p_cf = self.p, self.member, self.val, self.p_cf
+        calibration = None
+        if self.sums is not None:
+            grid_values = self.damping or np.arange(1, self.sums.shape[1] + 1)
+            k, t, calibration = choose_damping(
+                brute_cm(p, member, val), self.sums, self.counts, grid_values
+            )
+            for j, run in enumerate(self.finished):
+                table = pq.read_table(self.exp.scores_path(run), columns=["p_cf_grid"])
+                p_cf[self.positions[j], j] = blend(_grid(table), k, t)
+        return RunMatrices(self.ids, self.finished, p, member, val, p_cf, calibration)
 
 
 def _grid(table) -> np.ndarray:
@@ -269,8 +269,8 @@ def _grid(table) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), -1)
 
 
-def _from_long_tables(out: Path, runs: int) -> RunMatrices:
-    scores, members = load_runs(out, runs)
+def _from_long_tables(exp: ExperimentDir, runs: int | None) -> RunMatrices:
+    scores, members = load_runs(exp, runs)
     ids = pd.Index(np.sort(scores.id.unique()))
     finished = sorted(scores.run.unique().tolist())
     col = {r: j for j, r in enumerate(finished)}
@@ -290,6 +290,6 @@ def _from_long_tables(out: Path, runs: int) -> RunMatrices:
     elif "p_cf_grid" in scores:
         p[cell] = scores.p.to_numpy(float)
         grid = grid_matrix(scores.p_cf_grid, p.shape, cell)
-        manifest = json.loads((run_dir(out, finished[0]) / "manifest.json").read_text())
+        manifest = exp.manifest(finished[0])
         p_cf, calibration = calibrate(p, grid, member, val, manifest["metrics"]["damping_grid"])
     return RunMatrices(ids, finished, p, member, val, p_cf, calibration)

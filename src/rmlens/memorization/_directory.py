@@ -1,0 +1,181 @@
+"""The audit's record (config.json) and its one resume check, and write errors in one line.
+
+The record says what makes the tables: the resolved settings, the estimator, the grouping
+column and the data's fingerprint. :func:`check_resume` hands
+:meth:`rmlens.experiment.ExperimentDir.resume` the part of it an audit compares, so a
+changed setting is refused in the wording every command uses.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import rmlens
+from rmlens._errors import InputError
+from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
+from rmlens.experiment import ExperimentDir, with_defaults
+from rmlens.memorization._config import (
+    EXECUTION_FIELDS,
+    GROWTH_FIELDS,
+    RESOLVED_FIELDS,
+    AuditConfig,
+)
+
+# errno values meaning "this output cannot be written": full disk or quota, read-only file
+# system, no permission, a path through a regular file
+OUTPUT_ERRORS = {
+    errno.ENOSPC: "no space left on the device; free some space or choose another `out`",
+    errno.EDQUOT: "disk quota exceeded; free some space or choose another `out`",
+    errno.EROFS: "read-only file system; choose another `out`",
+    errno.EACCES: "permission denied; choose another `out`",
+    errno.EPERM: "operation not permitted; choose another `out`",
+    errno.ENOTDIR: "a part of the path is a file, not a folder; choose another `out`",
+}
+
+
+@dataclass
+class Grouping:
+    """Every pair's group label, the column it came from, the note saying how groups were
+    chosen, and the folds of the plan (fewer than asked when there are fewer groups)."""
+
+    groups: pd.Series
+    column: str
+    note: str
+    folds: int
+
+
+def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series, str, str]:
+    """Group label of every pair, the column used, and a note saying how groups were chosen."""
+    if group_by is not None:
+        if group_by not in pairs:
+            raise InputError(
+                f"`group_by`: no column '{group_by}' in the data (columns: {', '.join(pairs)})"
+            )
+        missing = pairs[group_by].isna().to_numpy()
+        if missing.any():
+            row = int(np.flatnonzero(missing)[0]) + 1
+            raise InputError(f"row {row}: '{group_by}' (the grouping column) is empty")
+        return pairs[group_by].astype(str), group_by, f"grouped by '{group_by}'"
+    if "user_id" in pairs and pairs.user_id.notna().all():
+        return pairs.user_id.astype(str), "user_id", "grouped by 'user_id'"
+    groups = pairs.prompt.map(lambda p: hashlib.sha1(to_text(p).encode()).hexdigest()[:12])
+    note = "no user_id column and no --group-by: grouped by prompt"
+    return groups, "prompt", note
+
+
+def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
+    """:func:`resolve_groups`, and a K-fold plan's folds capped at the number of groups."""
+    groups, column, note = resolve_groups(pairs, config.group_by)
+    folds = config.folds
+    if config.plan == "kfold" and 2 <= groups.nunique() < folds:
+        folds = int(groups.nunique())
+        note += f"; only {folds} groups, so {folds} folds (leave one group out)"
+    return Grouping(groups, column, note, folds)
+
+
+def data_fingerprint(pairs: pd.DataFrame, group_col: str) -> str:
+    """What the runs read (pairs, margins) and how they are grouped (``fingerprint``)."""
+    columns = [c for c in FINGERPRINT_COLUMNS if c in pairs]
+    return fingerprint(pairs, [*columns, group_col])
+
+
+def make_record(
+    pairs: pd.DataFrame, config: AuditConfig, grouping: Grouping, estimator: str, note: str
+) -> dict:
+    """config.json of the audit (its ``audit.runs`` set when the plan is written)."""
+    return {
+        "version": rmlens.__version__,
+        "audit": config.resolved().to_dict(),
+        "regime": f"{config.regime()}; estimator {note}",
+        "estimator": estimator,
+        "estimator_note": note,
+        "data_sha1": data_fingerprint(pairs, grouping.column),
+        "n_pairs": len(pairs),
+        "group_by": grouping.column,
+        "group_note": grouping.note,
+        "n_groups": int(grouping.groups.nunique()),
+        "folds_used": grouping.folds,
+    }
+
+
+def check_resume(exp: ExperimentDir, record: dict) -> dict | None:
+    """Create ``exp`` or check that the audit saved there is this one; the saved record.
+
+    Execution-only settings (``EXECUTION_FIELDS``) may differ: they never change the tables.
+    So may the target and cap (``GROWTH_FIELDS``), and with a target now, ``runs``: the saved
+    audit's runs are the first runs of the grown plan, whatever its length. The estimator is
+    compared as resolved (brute force for an audit saved before there was a choice).
+    """
+    exp.create()
+    fixed = record["audit"].get("target_reliability") is None  # no target: runs are fixed
+    return exp.resume(
+        record,
+        what="an audit",
+        settings=lambda r: comparable(r, fixed=fixed),
+        hint=lambda saved: grew_hint(saved, record, fixed=fixed),
+    )
+
+
+def comparable(record: dict, *, fixed: bool) -> dict:
+    """The part of an audit's record that makes its tables (compared field by field)."""
+    settings = _results_part(saved_audit(record), runs=fixed)
+    settings["grouping column"] = record.get("group_by")
+    settings["estimator"] = record.get("estimator", "brute")  # saved before there was a choice
+    return settings
+
+
+def saved_audit(record: dict) -> dict:
+    """A record's ``audit`` settings; one it lacks (saved before it existed) had its
+    default's effect."""
+    defaults = json.loads(json.dumps(AuditConfig().to_dict()))  # as saved: tuples as lists
+    return with_defaults(record.get("audit") or {}, defaults)
+
+
+def grew_hint(saved: dict, record: dict, *, fixed: bool) -> str:
+    """How to resume an audit a target grew, when it is now given without one."""
+    was = saved_audit(saved)
+    grown = was.get("target_reliability")
+    if not fixed or grown is None or was.get("runs") == record["audit"]["runs"]:
+        return ""
+    return (
+        f" (it grew to {was.get('runs')} runs towards `target_reliability` {grown}: "
+        f"give `target_reliability`, or `runs` {was.get('runs')}, to resume it)"
+    )
+
+
+def _results_part(audit_record: dict, *, runs: bool = True) -> dict:
+    """The settings that make the tables: all but execution and growth settings; ``runs``
+    left out too when the audit has a target (it is then where the audit starts from)."""
+    skip = {*EXECUTION_FIELDS, *GROWTH_FIELDS, *RESOLVED_FIELDS, *(() if runs else ("runs",))}
+    return {k: v for k, v in audit_record.items() if k not in skip}
+
+
+def _os_errno(err: OSError) -> int | None:
+    if err.errno is not None:
+        return err.errno
+    found = re.search(r"\[Errno (\d+)\]", str(err))  # pyarrow puts the errno in the message
+    return int(found.group(1)) if found else None
+
+
+@contextmanager
+def output_errors(out: str | Path | ExperimentDir):
+    """Turn a full disk or an unwritable ``out`` into a one-line ``InputError``."""
+    try:
+        yield
+    except OSError as err:
+        code = _os_errno(err)
+        if code not in OUTPUT_ERRORS:
+            raise
+        where = f" ({err.filename})" if err.filename else ""
+        raise InputError(
+            f"`out` {Path(out)}: cannot write{where}: {OUTPUT_ERRORS[code]}"
+        ) from None

@@ -1,0 +1,194 @@
+"""Finishing an audit: estimators, memorization table, map and summary from the finished
+runs on disk (memorization.parquet, memorization_map.png, summary.json)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rmlens.data import to_text
+from rmlens.experiment import ExperimentDir
+from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._damping import brute_agreement, damping_warning
+from rmlens.memorization._estimate import memorization_scores
+from rmlens.memorization._map import plot_memorization_map
+from rmlens.memorization._notes import PAIRED_SIGNIFICANCE
+from rmlens.memorization._paired import exactness_summary, exactness_warning
+from rmlens.memorization._plan import runs_per_repeat
+from rmlens.memorization._quality import (
+    audit_warnings,
+    budget_warning,
+    coverage_warning,
+    interval_note,
+    interval_warning,
+    rm_quality,
+    validation_note,
+)
+from rmlens.memorization._reliability import (
+    reliability_warnings,
+    same_partition,
+    split_half,
+    target_status,
+)
+from rmlens.memorization._runs import RunMatrices, experiment, load_matrices
+from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
+
+SAME_PARTITION = (
+    "every repeat of the plan draws the same partition of groups, so the halves differ only "
+    "in seeds: the figure measures seed noise, not the plan's"
+)
+
+
+def finish(
+    pairs: pd.DataFrame,
+    groups: pd.Series,
+    config: AuditConfig,
+    out: str | Path | ExperimentDir,
+    *,
+    quiet: bool = False,
+) -> pd.DataFrame:
+    """Estimators, memorization table, map and summary from the finished runs on disk.
+
+    Runs that are not finished (failed, or not run yet) are left out and listed in
+    ``summary.json`` (``complete``, ``failed_runs``, ``pairs_lacking_runs``). The run count is
+    the plan's (plan.parquet), which a target reliability grows past ``config.runs``; with a
+    target, ``summary.json``'s ``target_reliability`` says whether it was reached and why the
+    audit stopped.
+    """
+    exp = experiment(out)
+    plan = exp.read_plan()
+    n_runs = exp.n_runs()
+    config = config.replace(runs=n_runs)  # the real run count (coverage_warning reads it)
+    record = exp.read_record() or {}
+    folds = record.get("folds_used", config.folds)
+    k = runs_per_repeat(config.plan, folds)
+    m = load_matrices(exp, n_runs)
+    table = _estimate(m, config)
+    runs = [_run_record(exp, r) for r in m.runs]
+    checks = [r.pop("exactness") for r in runs]  # the Newton step against refits
+    quality = rm_quality(m.p, m.member, m.val, m.runs, runs)
+    reliability = split_half(
+        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed
+    )
+    damping = m.damping
+    if damping is not None:
+        damping["brute_check"] = brute_agreement(
+            table.cm.to_numpy(), m, reliability, np.asarray(m.runs) // k, k, config.seed
+        )
+    finished, estimator = m.runs, m.estimator
+    del m
+    if same_partition(plan, k):
+        reliability["note"] = SAME_PARTITION
+    table = _label(table, pairs, groups, config)
+    exp.write_table(table, "memorization.parquet")
+    plot_memorization_map(table, exp / "memorization_map.png")
+    summary = {
+        "estimator": estimator,
+        "estimator_note": record.get("estimator_note", "brute force: in-runs against out-runs"),
+        "rm_quality": quality,
+        "reliability": reliability,
+        **_checks(exactness_summary(checks), damping),
+        **summarize_audit(table, cm_threshold=config.cm_threshold),
+        **_accounting(exp, table, pairs, finished, n_runs),
+    }
+    if estimator == "paired":
+        summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
+    summary["validation"] = validation_note(config, quality)
+    summary["intervals"] = interval_note(table)
+    if config.target_reliability is not None:
+        summary["target_reliability"] = target_status(
+            reliability,
+            config.target_reliability,
+            runs=n_runs,
+            max_runs=config.max_runs,
+            folds=k,
+            missing=len(summary["failed_runs"]),
+        )
+    summary["warnings"] = _warnings(summary, table, plan, config, folds)
+    exp.write_json(summary, "summary.json")
+    return table
+
+
+def _estimate(m: RunMatrices, config: AuditConfig) -> pd.DataFrame:
+    """TM, TG and CM of every pair. A run's validation pairs count neither in nor out for
+    it: it took no gradients on them, and its early stopping read them (as out-pairs they
+    would bias TG upwards)."""
+    p_cf = None if m.p_cf is None else np.where(m.val, np.nan, m.p_cf)
+    table = memorization_scores(
+        np.where(m.val, np.nan, m.p), m.member, p_cf=p_cf, n_boot=config.n_boot,
+        seed=config.seed,
+    )  # fmt: skip
+    table.insert(0, "id", m.ids.to_numpy())
+    return table
+
+
+def _label(table: pd.DataFrame, pairs: pd.DataFrame, groups: pd.Series,
+           config: AuditConfig) -> pd.DataFrame:  # fmt: skip
+    """The table with every pair column, its group, category and CM's significance."""
+    meta = pairs.assign(group=groups.to_numpy())
+    for col in ("prompt", "chosen", "rejected"):
+        meta[col] = meta[col].map(to_text)
+    table = table.merge(meta, on="id", how="left")
+    table["category"] = categorize(table, cm_threshold=config.cm_threshold)
+    table["cm_significant"] = cm_significant(table)
+    return table
+
+
+def _checks(exactness: dict | None, damping: dict | None) -> dict:
+    """How exact the paired counterfactuals were, and how their damping was calibrated."""
+    found = {"exactness": exactness, "damping": damping}
+    return {k: v for k, v in found.items() if v is not None}
+
+
+def _run_record(exp: ExperimentDir, run: int) -> dict:
+    """What a run's manifest says about its training: validation pairs, epochs, best epoch."""
+    manifest = exp.manifest(run)
+    metrics = manifest.get("metrics") or {}
+    record = {"n_val": int(manifest.get("n_val", 0))}
+    record.update({k: metrics[k] for k in ("epochs", "best_epoch", "l2") if k in metrics})
+    record["exactness"] = metrics.get("exactness")
+    return record
+
+
+def _accounting(exp: ExperimentDir, table: pd.DataFrame, pairs: pd.DataFrame,
+                finished: list[int], n_runs: int) -> dict:  # fmt: skip
+    """Which runs finished, which failed and why, and the pairs they leave without runs."""
+    missing = sorted(set(range(n_runs)) - set(finished))
+    lacking = (table.n_in == 0) | (table.n_out == 0)
+    dropped = sorted(set(pairs.id) - set(table.id))
+    return {
+        "n_runs_finished": len(finished),
+        "n_runs_planned": n_runs,
+        "complete": not missing,
+        "failed_runs": [{"run": r, "error": exp.read_error(r) or "not finished"} for r in missing],
+        "pairs_lacking_runs": {
+            "count": int(lacking.sum()),
+            "no_in_run": int((table.n_in == 0).sum()),
+            "no_out_run": int((table.n_out == 0).sum()),
+            "ids": table.id[lacking].head(100).tolist(),
+        },
+        "dropped_truncation": {"count": len(dropped), "ids": dropped[:100]},
+    }
+
+
+def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: AuditConfig,
+              folds: int) -> list[dict]:  # fmt: skip
+    """summary.json's warnings, from the rest of the summary."""
+    quality, reliability = summary["rm_quality"], summary["reliability"]
+    found = audit_warnings(table, quality)
+    found += reliability_warnings(reliability)
+    found.append(budget_warning(summary["validation"], summary["n_runs_finished"]))
+    if summary["estimator"] == "brute":  # paired: every run gives every pair both sides
+        found.append(coverage_warning(table, plan, config, folds))
+    found.append(exactness_warning(summary.get("exactness")))
+    found.append(damping_warning(summary.get("damping")))
+    found.append(interval_warning(summary["intervals"], len(table)))
+    status = summary.get("target_reliability")
+    if status is not None and status["stopped_because"] in ("max_runs", "failed_runs"):
+        found.append(
+            {"code": "target_not_reached", "message": status["message"],
+             "runs_predicted": status["runs_predicted"]}
+        )  # fmt: skip
+    return [w for w in found if w is not None]

@@ -1,0 +1,84 @@
+"""What the audit says while it runs: status lines, warnings, and the words of its notes."""
+
+from __future__ import annotations
+
+import warnings
+
+import pandas as pd
+
+from rmlens._errors import RmlensWarning
+from rmlens.memorization._runs import RunFailure
+from rmlens.progress import status
+
+PAIRED_SIGNIFICANCE = (
+    "paired CM: an RM's step with a pair's group (the convex head's, or the last layer's) "
+    "almost always scores that pair higher than without it (a training pair's influence on "
+    "itself is positive), and the "
+    "paired differences share each run's noise, so nearly every pair's interval lies above "
+    "0. Significance here says the estimate is precise, not that the pair stands out; CM's "
+    "size (the memorized category) does"
+)
+
+
+def say_start(pairs: pd.DataFrame, groups: pd.Series, group_note: str, estimator_note: str,
+              warning: dict | None, quiet: bool) -> None:  # fmt: skip
+    """The data, its groups and the estimator as status lines; an explicit paired estimator
+    with large groups as a warning (at ``audit``'s caller)."""
+    if not quiet:
+        status(f"{len(pairs)} pairs, {groups.nunique()} groups: {group_note}")
+        status(f"estimator: {estimator_note}")
+    if warning:
+        warnings.warn(warning["message"], RmlensWarning, stacklevel=3)
+
+
+def say_growing(target: dict, n_runs: int, k: int) -> None:
+    """The status line of an audit that adds a repeat towards its target reliability."""
+    predicted = target["runs_predicted"]
+    status(
+        f"{target['message']}"
+        + (f" (about {predicted} runs predicted)" if predicted else "")
+        + f": adding repeat {n_runs // k + 1} (runs {n_runs} to {n_runs + k - 1})"
+    )
+
+
+def run_failed(failure: RunFailure) -> str:
+    return (
+        f"run {failure.run} failed {failure.attempts} times ({failure.error}); the audit goes "
+        "on without it"
+    )
+
+
+def systematic_failure(failure: RunFailure, in_a_row: int, everything: bool) -> str:
+    why = "every run" if everything else f"{in_a_row} runs in a row"
+    return (
+        f"{why} failed, so the failure looks systematic: stopping with run {failure.run}'s "
+        "error"
+    )
+
+
+def say_summary(summary: dict) -> None:
+    """summary.json's warnings (and an incomplete audit) as warnings at ``audit``'s caller;
+    a reached target as a status line (one out of reach is among the warnings)."""
+    for warning in summary.get("warnings", []):
+        warnings.warn(warning["message"], RmlensWarning, stacklevel=3)
+    message = incomplete_message(summary)
+    if message:
+        warnings.warn(message, RmlensWarning, stacklevel=3)
+    target = summary.get("target_reliability") or {}
+    if target.get("reached"):
+        status(target["message"])
+
+
+def incomplete_message(summary: dict) -> str | None:
+    """One line saying what an incomplete audit lacks, or None when it is complete."""
+    if summary.get("complete", True):
+        return None
+    failed = summary["failed_runs"]
+    runs = ", ".join(str(f["run"]) for f in failed)
+    lacking = summary["pairs_lacking_runs"]["count"]
+    return (
+        f"incomplete audit: {len(failed)} of {summary['n_runs_planned']} runs failed "
+        f"(runs {runs}; errors in runs/<run>/error.json); {lacking} of {summary['n_pairs']} "
+        "pairs lack in- or out-runs and have NaN TM/TG/CM; the others use the finished runs. "
+        "Start the same command again to retry the failed runs."
+    )

@@ -203,3 +203,30 @@ def test_fingerprint_is_the_same_in_another_process():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == fingerprint(pairs_table())
+
+
+def test_get_and_set_params_come_from_one_base():
+    """Trainers, the attributor and the length calibrator share ``Params``: a config's fields,
+    or ``__init__``'s arguments; an unknown name is a ParamError naming it."""
+    from rmlens._params import Params
+    from rmlens.attribution import AttributeConfig, Attributor
+    from rmlens.evaluation import LengthCalibrator
+    from rmlens.rewards import FrozenHeadTrainer
+
+    for cls in (Attributor, LengthCalibrator, FrozenHeadTrainer):
+        assert "get_params" not in vars(cls) and "set_params" not in vars(cls)
+        assert isinstance(cls(), Params)
+    attributor = Attributor(config=AttributeConfig(folds=3))
+    assert attributor.get_params() == {
+        f.name: getattr(attributor.config, f.name) for f in dataclasses.fields(AttributeConfig)
+    }
+    assert Attributor().get_params()["folds"] == AttributeConfig().folds
+    assert attributor.set_params(folds=4) is attributor and attributor.config.folds == 4
+    with pytest.raises(InputError, match="unknown AttributeConfig setting"):
+        attributor.set_params(n_folds=4)
+    calibrator = LengthCalibrator(frac=0.3)
+    assert calibrator.get_params() == {"frac": 0.3, "it": 3}
+    assert calibrator.set_params(it=1).it == 1
+    with pytest.raises(ParamError, match="no parameter `span`") as err:
+        calibrator.set_params(span=2)
+    assert err.value.param == "span"

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from rmlens._params import check_params, non_negative_int, positive
+from rmlens._params import Params, check_params, non_negative_int, positive
 from rmlens.evaluation._config import LOWESS_FRAC
 from rmlens.stats import spearman
 
@@ -118,7 +118,7 @@ def _lowess(x: np.ndarray, y: np.ndarray, *, frac: float, it: int, grid: int = 1
     return u, f
 
 
-class LengthCalibrator:
+class LengthCalibrator(Params):
     """The bias f(length) of an RM's rewards, fitted by LOWESS (module docstring).
 
     Parameters
@@ -152,9 +152,6 @@ class LengthCalibrator:
     def __init__(self, *, frac: float = LOWESS_FRAC, it: int = 3):
         self.frac = frac
         self.it = it
-
-    def get_params(self) -> dict:
-        return {"frac": self.frac, "it": self.it}
 
     def fit(self, rewards, lengths) -> LengthCalibrator:
         """Fit f on rewards (n,) and lengths (n,) of all scored responses."""

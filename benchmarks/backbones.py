@@ -78,7 +78,7 @@ def head_audit(pairs, backbone, name: str, cache: Path, folds: int, out: Path) -
     trainer.fit_score = timed_fit_score
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")  # the audit's warnings about few runs: one repeat here
-        audit(pairs, config, out, trainer=trainer, quiet=True)
+        audit(pairs, config, out=out, trainer=trainer, quiet=True)
     plan = pd.read_parquet(out / "plan.parquet")
     runs = int(json.loads((out / "config.json").read_text())["folds_used"])
     pair_groups, _, _ = resolve_groups(pairs, None)

@@ -216,7 +216,7 @@ def test_frozen_audit_with_a_causal_lm(tiny_causal_dir, tmp_path):
         ignore_index=True,
     )
     trainer = FrozenHeadTrainer(model=str(tiny_causal_dir), cache_dir=tmp_path / "cache")
-    table = audit(pairs, AuditConfig(runs=4, folds=4, n_boot=0), tmp_path / "exp",
+    table = audit(pairs, AuditConfig(runs=4, folds=4, n_boot=0), out=tmp_path / "exp",
                   trainer=trainer, quiet=True)
     assert trainer.backbone_.pooling == "last" and trainer.features_.chosen.shape == (16, 32)
     assert len(table) == 16 and table.tm.notna().all() and table.tg.notna().all()

@@ -45,7 +45,7 @@ def experiment(tiny_encoder_dir, tmp_path_factory):
     trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=root / "cache")
     head = HeadConfig(epochs=5, batch_size=16, patience=0)  # no validation: in or out
     config = AuditConfig(runs=5, folds=5, n_boot=20, head=head)
-    audit(pairs, config, root / "exp", trainer=trainer, quiet=True)
+    audit(pairs, config, out=root / "exp", trainer=trainer, quiet=True)
     return root, data, pairs
 
 

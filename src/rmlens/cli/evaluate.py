@@ -42,7 +42,7 @@ def evaluate(
     except ValueError as err:
         raise InputError(f"--probes: {err}") from err
     pairs = load_table(data, column_map)
-    metrics = run_evaluation(rm, pairs, out=out, config=config, quiet=quiet)
+    metrics = run_evaluation(pairs, config, rm=rm, out=out, quiet=quiet)
     if not quiet:  # the result carries its warnings; the command says them
         from rmlens.progress import stderr
 

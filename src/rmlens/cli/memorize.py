@@ -67,7 +67,7 @@ def run_audit(
     from rmlens.memorization import audit
 
     trainer_config = config.head if config.mode == "frozen" else config.train
-    audit(pairs, config, out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
+    audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
     if attribute:
         from rmlens.attribution import attribute as run_attribution
 

@@ -28,6 +28,7 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
+from rmlens._params import resolve_config
 from rmlens.data import fingerprint, to_text
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
@@ -148,29 +149,37 @@ def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: b
 def generalize(
     pairs: pd.DataFrame | None,
     config: GeneralizeConfig | None = None,
-    out: str | Path = "rmlens-generalize",
     *,
+    out: str | Path | None = None,
     shift_pairs: pd.DataFrame | None = None,
     quiet: bool = False,
+    **overrides,
 ) -> pd.DataFrame:
     """Train an EX-RM and an IM-RM on the same pairs and backbone; score them under shifts.
 
     Parameters
     ----------
     pairs : DataFrame or None
-        The pair table; None with ``config.task="persona"``.
+        The canonical pair table (``rmlens.data.load_pairs``); None with
+        ``config.task="persona"``.
     config : GeneralizeConfig, optional
-    out : path
-        Output directory (see the module docstring).
+        The settings (default ``GeneralizeConfig()``).
+    out : str or Path, optional
+        The output directory (default ``rmlens-generalize``; see the module docstring).
     shift_pairs : DataFrame, optional
         User-rewritten pairs (same meaning, other tokens): the ``token_shift:file`` split.
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``GeneralizeConfig``, applied to ``config`` (``generalize(None,
+        task="persona")``).
 
     Returns
     -------
     DataFrame with ``rm`` (explicit, implicit), ``split``, ``accuracy``, ``norm_margin``, ``n``.
     """
-    config = (config or GeneralizeConfig()).check()
-    out = Path(out)
+    config = resolve_config("generalize", GeneralizeConfig, config, overrides).check()
+    out = Path("rmlens-generalize" if out is None else out)
     splits = build_splits(pairs, config, shift_pairs=shift_pairs)
     _prepare_dir(
         out,

@@ -38,7 +38,7 @@ from scipy.special import expit
 import rmlens
 from rmlens._errors import InputError, RmlensNote, RmlensWarning
 from rmlens._io import write_json, write_parquet
-from rmlens._params import dict_changes
+from rmlens._params import dict_changes, resolve_config
 from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
 from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import (
@@ -277,11 +277,12 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
 def audit(
     pairs: pd.DataFrame,
     config: AuditConfig | None = None,
-    out: str | Path = "rmlens-audit",
     *,
+    out: str | Path | None = None,
     trainer: PairTrainer | None = None,
     bias=None,
     quiet: bool = False,
+    **overrides,
 ) -> pd.DataFrame:
     """Run a counterfactual memorization audit and write the experiment directory.
 
@@ -290,12 +291,14 @@ def audit(
     pairs : DataFrame
         The canonical pair table (``rmlens.data.load_pairs``).
     config : AuditConfig, optional
-        With ``target_reliability``, whole repeats of the plan are added to ``runs`` until
-        CM's split-half reliability reaches it or one more repeat would pass ``max_runs``
-        (``summary.json``'s ``target_reliability`` says which).
-    out : path
-        Experiment directory; an unfinished audit there is resumed (an audit with a target
-        goes on from its last finished repeat, and a higher target or cap continues it).
+        The settings (default ``AuditConfig()``). With ``target_reliability``, whole repeats
+        of the plan are added to ``runs`` until CM's split-half reliability reaches it or one
+        more repeat would pass ``max_runs`` (``summary.json``'s ``target_reliability`` says
+        which).
+    out : str or Path, optional
+        The experiment directory (default ``rmlens-audit``); an unfinished audit there is
+        resumed (an audit with a target goes on from its last finished repeat, and a higher
+        target or cap continues it).
     trainer : PairTrainer, optional
         Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``). With the
         Ray backend it is prepared here and shipped to the tasks, so it must pickle.
@@ -303,6 +306,10 @@ def audit(
         Shortcut feature differences phi(chosen) - phi(rejected) that the ``poe`` and
         ``reweight`` objectives need: ``rmlens.attribution.bias_features(pairs,
         config.head.bias_features)`` (``config.train`` in finetune mode).
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``AuditConfig``, applied to ``config`` (``audit(pairs, runs=10)``).
 
     Returns
     -------
@@ -318,13 +325,12 @@ def audit(
         A run's own error when ``config.abort_after`` runs failed in a row or every run
         failed.
     """
-    config = config or AuditConfig()
-    config.check()
+    config = resolve_config("audit", AuditConfig, config, overrides).check()
     if config.backend == "ray":
         from rmlens.memorization._ray import import_ray
 
         import_ray()  # fail before the slow preparation when Ray is missing
-    out = Path(out)
+    out = Path("rmlens-audit" if out is None else out)
     groups, group_col, note = resolve_groups(pairs, config.group_by)
     folds = config.folds
     if config.plan == "kfold" and 2 <= groups.nunique() < folds:

@@ -15,7 +15,7 @@ __all__, __getattr__, __dir__ = attach(
             "special_token_ids",
             "sweep_token_ids",
         ],
-        "_run": ["model_stats", "read_prompts", "run_sweep"],
+        "_run": ["model_stats", "read_prompts", "sweep"],
         "_scorers": ["HeadScorer", "ImplicitScorer", "PooledScorer", "SeqClsScorer", "TokenScorer"],
         "_stats": [
             "agreement",

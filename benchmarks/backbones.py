@@ -39,7 +39,8 @@ import torch
 
 from rmlens.backbones import featurize, load_backbone
 from rmlens.data import load_pairs
-from rmlens.memorization import AuditConfig, audit, resolve_groups
+from rmlens.memorization import AuditConfig, audit
+from rmlens.memorization._runner import resolve_groups
 from rmlens.rewards import FrozenHeadTrainer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

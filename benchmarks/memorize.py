@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
+from rmlens.backbones import load_backbone
+from rmlens.backbones._featurize import encode_ids
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer

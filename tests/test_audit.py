@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 
 from rmlens.cli import main
-from rmlens.memorization import AuditConfig, audit, run_done
+from rmlens.memorization import AuditConfig, audit
+from rmlens.memorization._runs import run_done
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
 WORDS = [

@@ -16,7 +16,9 @@ from scipy.stats import spearmanr
 
 from rmlens._errors import InputError
 from rmlens.cli import main
-from rmlens.comparison import CompareConfig, compare, is_shortcut, margin_terciles, shortcut_share
+from rmlens.comparison import CompareConfig, compare
+from rmlens.comparison._margin import margin_terciles
+from rmlens.comparison._shortcuts import is_shortcut, shortcut_share
 
 # Six pairs in two groups; run 0 trains on u0 and holds out u1, run 1 the other way round.
 IDS = [f"p{i}" for i in range(6)]
@@ -310,7 +312,7 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
 
 
 def test_synthetic_quality_slices_from_the_planted_mechanism():
-    from rmlens.comparison import counter_bias_slices
+    from rmlens.comparison._heldout import counter_bias_slices
 
     table = pd.DataFrame({
         "prompt": ["q"] * 4,

@@ -27,14 +27,13 @@ from rmlens.evaluation import (
     probe_effects,
     register_probe,
     reliability_bins,
-    resolve_probes,
     reward_distribution,
     rewardbench_scores,
     run_probes,
     temperature_scaling,
 )
-from rmlens.evaluation._probes import FILLER
-from rmlens.rewards import pairwise_accuracy
+from rmlens.evaluation._probes import FILLER, resolve_probes
+from rmlens.rewards._metrics import pairwise_accuracy
 
 
 class LengthRM:
@@ -263,7 +262,7 @@ def test_evaluate_samples_pairs_for_probes():
 
 def test_validation_pairs_are_neither_in_train_nor_held_out():
     """An audit run's validation pairs (its early stopping looked at them) count in neither."""
-    from rmlens.evaluation import membership_metrics
+    from rmlens.evaluation._evaluate import membership_metrics
     from rmlens.rewards import EnsembleRM
 
     class Constant:

@@ -10,13 +10,9 @@ import pytest
 from rmlens.cli import main
 from rmlens.evaluation import Probe, run_probes
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import (
-    FrozenHeadTrainer,
-    HeadConfig,
-    load_rm,
-    pairwise_accuracy,
-)
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig, load_rm
 from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._metrics import pairwise_accuracy
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]

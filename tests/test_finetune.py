@@ -9,7 +9,9 @@ import pytest
 import torch
 
 from rmlens._errors import InputError, RmlensWarning
-from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
+from rmlens.backbones import load_backbone
+from rmlens.backbones._featurize import encode_ids
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.rewards import (
     EnsembleRM,
     ExplicitRMTrainer,

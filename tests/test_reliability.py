@@ -293,7 +293,7 @@ def test_cli_target_reliability(tmp_path, monkeypatch, capsys):
 
 
 def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_path):
-    from rmlens.memorization import run_done
+    from rmlens.memorization._runs import run_done
 
     pairs = planted_pairs()
     whole = audit(pairs, growing(), out=tmp_path / "whole", trainer=PlantedTrainer(120), quiet=True)

@@ -12,15 +12,8 @@ import torch
 from rmlens import backbones, rewards
 from rmlens.cli import main
 from rmlens.rewards import load_rm, save_head_rm
-from rmlens.tokens import (
-    DEFAULT_PROMPTS,
-    HeadScorer,
-    sweep_prompt,
-    tiny_causal_lm,
-    tiny_seq_cls,
-    tiny_tokenizer,
-    token_scorer,
-)
+from rmlens.tokens import DEFAULT_PROMPTS, HeadScorer, sweep_prompt, token_scorer
+from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
 
 def sweepable(spec):

@@ -311,7 +311,7 @@ def resolve_config(verb: str, config_class: type, config: Any, overrides: dict[s
         config = config_class()
     elif not isinstance(config, config_class):
         raise InputError(
-            f"`config` of {verb}(): expected a {owner} or None, got {type(config).__name__} "
+            f"`config` of {verb}(): expected {owner} or None, got {type(config).__name__} "
             "(the output folder is the keyword argument `out`)"
         )
     if not overrides:

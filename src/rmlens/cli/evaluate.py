@@ -34,7 +34,7 @@ def evaluate(
     table give accuracy and Spearman(reward, length) before and after, and length.png shows f.
     """
     from rmlens.evaluation import evaluate as run_evaluation
-    from rmlens.evaluation import resolve_probes
+    from rmlens.evaluation._probes import resolve_probes
 
     config = resolve(ctx, EVALUATE, options)
     try:

@@ -63,7 +63,7 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
 ) -> None:
-    from rmlens.attribution import objective_bias
+    from rmlens.attribution._bias import objective_bias
     from rmlens.memorization import audit
 
     trainer_config = config.head if config.mode == "frozen" else config.train

@@ -43,7 +43,7 @@ def train(
     **options,
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
-    from rmlens.attribution import objective_bias
+    from rmlens.attribution._bias import objective_bias
     from rmlens.rewards import train as run_training
 
     config = resolve(ctx, TRAIN, options)
@@ -78,7 +78,8 @@ def score(
     import numpy as np
 
     from rmlens.data import save_pairs
-    from rmlens.rewards import load_rm, pairwise_accuracy
+    from rmlens.rewards import load_rm
+    from rmlens.rewards._metrics import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
     pairs = load_table(data, column_map)

@@ -17,7 +17,7 @@ import pandas as pd
 from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
 from rmlens._params import needed_out, resolve_config
-from rmlens.attribution import objective_bias
+from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import Comparison, compare
 from rmlens.comparison._config import CompareConfig
 from rmlens.memorization import AuditConfig, audit
@@ -89,6 +89,11 @@ def mitigate(
     Returns
     -------
     Comparison
+
+    Examples
+    --------
+    >>> result = mitigate(pairs, out="mitigate", objectives=("bt", "poe"))  # doctest: +SKIP
+    >>> result.wide()  # doctest: +SKIP
     """
     config = resolve_config("mitigate", AuditConfig, config, overrides).check()
     out = Path(needed_out("mitigate", out))

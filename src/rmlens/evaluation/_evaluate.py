@@ -32,8 +32,9 @@ from rmlens.evaluation._posthoc import (
     response_lengths,
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
-from rmlens.rewards import EnsembleRM, load_rm, pairwise_accuracy
+from rmlens.rewards import EnsembleRM, load_rm
 from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._metrics import pairwise_accuracy
 
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:

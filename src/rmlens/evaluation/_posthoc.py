@@ -10,7 +10,7 @@ scored response, and subtract it:
 so that, across the pair set, no length earns more reward on average than another. A pair
 whose two responses have the same length keeps its margin exactly.
 
-Length unit: characters of the response (``rmlens.data.to_text``; the prompt is left out).
+Length unit: characters of the response (``rmlens.data._schema.to_text``; the prompt is left out).
 The authors' code measures the response both in characters and in tokens of the RM's
 tokenizer; characters need no tokenizer, so one f serves every RM (pretrained classifiers,
 ensembles, the backbones compared by the objectives table) and the texts a shortcut probe
@@ -59,7 +59,7 @@ UNIT = "characters"
 
 def response_lengths(responses: Sequence[Any]) -> np.ndarray:
     """Length in characters of each response (conversations rendered by ``to_text``), (n,)."""
-    from rmlens.data import to_text
+    from rmlens.data._schema import to_text
 
     return np.fromiter(
         (len(r) if isinstance(r, str) else len(to_text(r)) for r in responses),

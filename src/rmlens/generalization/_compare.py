@@ -29,13 +29,15 @@ import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
 from rmlens._params import resolve_config
-from rmlens.data import fingerprint, to_text
+from rmlens.data._fingerprint import fingerprint
+from rmlens.data._schema import to_text
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plot import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
 from rmlens.progress import status
-from rmlens.rewards import load_rm, make_trainer, pairwise_accuracy
+from rmlens.rewards import load_rm, make_trainer
+from rmlens.rewards._metrics import pairwise_accuracy
 
 RMS = ("explicit", "implicit")
 
@@ -125,7 +127,7 @@ def _prepare_dir(out: Path, record: dict) -> None:
 
 
 def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:
-    """Every split by name, each by :func:`rmlens.data.fingerprint` (pairs and margins)."""
+    """Every split by name, each by :func:`rmlens.data._fingerprint.fingerprint` (pairs and margins)."""
     parts = {name: fingerprint(frame) for name, frame in splits.items()}
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -177,6 +179,11 @@ def generalize(
     Returns
     -------
     DataFrame with ``rm`` (explicit, implicit), ``split``, ``accuracy``, ``norm_margin``, ``n``.
+
+    Examples
+    --------
+    >>> table = generalize(None, task="persona", out="gen")  # doctest: +SKIP
+    >>> table.pivot(index="split", columns="rm", values="accuracy")  # doctest: +SKIP
     """
     config = resolve_config("generalize", GeneralizeConfig, config, overrides).check()
     out = Path("rmlens-generalize" if out is None else out)

@@ -39,7 +39,8 @@ import rmlens
 from rmlens._errors import InputError, RmlensNote, RmlensWarning
 from rmlens._io import write_json, write_parquet
 from rmlens._params import dict_changes, resolve_config
-from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
+from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, fingerprint
+from rmlens.data._schema import to_text
 from rmlens.memorization._backends import RunJob, make_backend
 from rmlens.memorization._config import (
     EXECUTION_FIELDS,
@@ -324,6 +325,11 @@ def audit(
     Exception
         A run's own error when ``config.abort_after`` runs failed in a row or every run
         failed.
+
+    Examples
+    --------
+    >>> table = audit(load_pairs("prefs.jsonl"), runs=8, out="audit")  # doctest: +SKIP
+    >>> table.sort_values("cm", ascending=False).head()  # doctest: +SKIP
     """
     config = resolve_config("audit", AuditConfig, config, overrides).check()
     if config.backend == "ray":

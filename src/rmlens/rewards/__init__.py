@@ -25,12 +25,13 @@ __all__, __getattr__, __dir__ = attach(
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_tuned": ["TunedRM"],
         "_ensemble": ["EnsembleRM"],
-        "_load": ["RM_PRESETS", "load_experiment", "load_rm"],
+        "_load": ["RM_PRESETS", "load_rm"],
         "losses": [
-            "OBJECTIVES", "Objective", "bradley_terry_loss", "centering_loss",
+            "OBJECTIVES",
+            "Objective",
+            "bradley_terry_loss",
+            "centering_loss",
             "plackett_luce_loss",
         ],
-        # to move to rmlens.stats (another part of the redesign)
-        "_metrics": ["pairwise_accuracy", "reward_stats"],
     },
 )

@@ -18,7 +18,7 @@ import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens._params import dict_changes, needed_out, resolve_config
-from rmlens.data import fingerprint
+from rmlens.data._fingerprint import fingerprint
 from rmlens.progress import status
 from rmlens.rewards.finetune import TrainConfig, make_trainer
 

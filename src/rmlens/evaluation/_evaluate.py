@@ -113,8 +113,8 @@ def evaluate(
     pairs: pd.DataFrame,
     config: EvaluateConfig | None = None,
     *,
-    rm: Any,
     out: str | Path | None = None,
+    rm: Any,
     probes: str | Sequence[str | Probe] | None = None,
     quiet: bool = False,
     **overrides,
@@ -131,15 +131,15 @@ def evaluate(
         ensemble's member margins and the probes' edited texts (f stays as fitted) use it;
         scores.parquet keeps the raw rewards beside ``r_chosen_calibrated``,
         ``r_rejected_calibrated``, ``len_chosen``, ``len_rejected``.
+    out : str or Path, optional
+        The folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
+        ``reliability.png``, ``rewards.png`` and ``probes.png`` (and ``length.png`` with
+        ``config.calibrate``); default: nothing is written.
     rm : RewardModel, EnsembleRM, str or Path
         An object with ``score(prompts, responses)`` (``score_pairs`` is used when present),
         or anything ``rmlens.rewards.load_rm`` loads: a saved RM folder (an ensemble folder
         of ``rmlens train --ensemble N`` too), an RM preset, a sequence-classification model,
         or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
-    out : str or Path, optional
-        The folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
-        ``reliability.png``, ``rewards.png`` and ``probes.png`` (and ``length.png`` with
-        ``config.calibrate``); default: nothing is written.
     probes : "all", "none", "a,b", or list of names / Probe, optional
         Default ``config.probes``.
     quiet : bool, default=False

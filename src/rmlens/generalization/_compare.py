@@ -127,7 +127,7 @@ def _prepare_dir(out: Path, record: dict) -> None:
 
 
 def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:
-    """Every split by name, each by :func:`rmlens.data._fingerprint.fingerprint` (pairs and margins)."""
+    """Every split by name, each by ``fingerprint`` (``data._fingerprint``: pairs, margins)."""
     parts = {name: fingerprint(frame) for name, frame in splits.items()}
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class ExplicitNet(nn.Module):
-    """r(x, y) = w . h(x, y) + b, h pooled as in ``backbones._featurize.pool``; ``forward`` gives (B, K).
+    """r(x, y) = w . h(x, y) + b, h pooled as in ``backbones._featurize.pool``; ``forward``: (B, K).
 
     Causal LMs use the hidden state of each sequence's last token (found from the layout, so
     padding side and pad == eos do not matter); encoders mean-pool over real tokens.

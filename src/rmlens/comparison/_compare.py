@@ -125,7 +125,7 @@ def compare(
 
     Examples
     --------
-    >>> from rmlens.comparison import CompareConfig, compare
+    >>> from rmlens.comparison import compare
     >>> result = compare(["cmp/bt", "cmp/poe"], out="cmp", probes=False)  # doctest: +SKIP
     >>> result.wide()  # doctest: +SKIP
     """

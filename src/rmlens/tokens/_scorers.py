@@ -178,7 +178,8 @@ class HeadScorer(PooledScorer):
     Examples
     --------
     >>> import torch
-    >>> from rmlens.tokens import tiny_tokenizer, tiny_causal_lm, sweep_prompt
+    >>> from rmlens.tokens import sweep_prompt
+    >>> from rmlens.tokens._tiny import tiny_causal_lm, tiny_tokenizer
     >>> tok = tiny_tokenizer()
     >>> scorer = HeadScorer(tiny_causal_lm(tok), tok, torch.ones(32), 0.0)
     >>> frame, info = sweep_prompt(scorer, "What, in one word, is the best thing ever?")

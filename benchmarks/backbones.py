@@ -39,7 +39,8 @@ import torch
 
 from rmlens.backbones import featurize, load_backbone
 from rmlens.data import load_pairs
-from rmlens.memorization import AuditConfig, audit, resolve_groups
+from rmlens.memorization import AuditConfig, audit
+from rmlens.memorization._runner import resolve_groups
 from rmlens.rewards import FrozenHeadTrainer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -78,7 +79,7 @@ def head_audit(pairs, backbone, name: str, cache: Path, folds: int, out: Path) -
     trainer.fit_score = timed_fit_score
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")  # the audit's warnings about few runs: one repeat here
-        audit(pairs, config, out, trainer=trainer, quiet=True)
+        audit(pairs, config, out=out, trainer=trainer, quiet=True)
     plan = pd.read_parquet(out / "plan.parquet")
     runs = int(json.loads((out / "config.json").read_text())["folds_used"])
     pair_groups, _, _ = resolve_groups(pairs, None)

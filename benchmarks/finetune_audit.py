@@ -39,7 +39,7 @@ def shortest(pairs: pd.DataFrame, n: str) -> pd.DataFrame:
 
 def run_mode(name: str, pairs: pd.DataFrame, config: AuditConfig, out: Path) -> dict:
     start = time.perf_counter()
-    table = audit(pairs, config, out / name, quiet=True)
+    table = audit(pairs, config, out=out / name, quiet=True)
     seconds = time.perf_counter() - start
     quality = json.loads((out / name / "summary.json").read_text())["rm_quality"]
     return {

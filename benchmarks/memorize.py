@@ -18,7 +18,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
+from rmlens.backbones import load_backbone
+from rmlens.backbones._featurize import encode_ids
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer
@@ -35,7 +37,7 @@ def timed(fn):
 def rmlens_audit(pairs, cache: Path, out: Path, runs: int = 25) -> float:
     trainer = FrozenHeadTrainer(model="minilm", cache_dir=cache)
     seconds, _ = timed(
-        lambda: audit(pairs, AuditConfig(runs=runs), out, trainer=trainer, quiet=True)
+        lambda: audit(pairs, AuditConfig(runs=runs), out=out, trainer=trainer, quiet=True)
     )
     return seconds
 

@@ -92,7 +92,7 @@ def run_audit(pairs, cache: Path, out: Path, runs: int, seed: int, **kw) -> tupl
     config = AuditConfig(runs=runs, seed=seed, n_boot=0, **kw)
     trainer = FrozenHeadTrainer(config.head, model="minilm", cache_dir=cache)
     start = time.perf_counter()
-    audit(pairs, config, out, trainer=trainer, quiet=True)
+    audit(pairs, config, out=out, trainer=trainer, quiet=True)
     return time.perf_counter() - start, out
 
 

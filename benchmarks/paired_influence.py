@@ -111,16 +111,16 @@ def bench_mlp(dataset: str, reference_runs: int, work: Path) -> None:
     trainer().prepare(pairs, quiet=True)  # warm the embedding cache for both audits
     base = AuditConfig(n_boot=0, head=head)
     paired, ref = work / f"mlp-{dataset}-paired", work / f"mlp-{dataset}-ref"
-    audit(pairs, base.replace(runs=RUNS, seed=0, estimator="paired"), paired,
+    audit(pairs, base.replace(runs=RUNS, seed=0, estimator="paired"), out=paired,
           trainer=trainer(), quiet=True)  # fmt: skip
-    audit(pairs, base.replace(runs=reference_runs, seed=1, estimator="brute"), ref,
+    audit(pairs, base.replace(runs=reference_runs, seed=1, estimator="brute"), out=ref,
           trainer=trainer(), quiet=True)  # fmt: skip
     report(f"frozen minilm, MLP head, {dataset} ({len(pairs)} pairs)", paired, ref)
     seconds = {}
     for i, estimator in enumerate(("brute", "paired", "brute", "paired")):  # a noisy machine
         start = time.perf_counter()
         audit(pairs, base.replace(runs=RUNS, seed=0, estimator=estimator),
-              work / f"mlp-{dataset}-timing-{i}", trainer=trainer(), quiet=True)
+              out=work / f"mlp-{dataset}-timing-{i}", trainer=trainer(), quiet=True)
         seconds.setdefault(estimator, []).append(time.perf_counter() - start)
     print(f"wall of a {RUNS}-run audit (fresh directories, same plan, interleaved): paired "
           f"{min(seconds['paired']):.1f} s, brute {min(seconds['brute']):.1f} s (ratio of the "
@@ -131,8 +131,9 @@ def bench_lora(reference_runs: int, work: Path) -> None:
     pairs = synthesize(SynthConfig(n_pairs=300, n_users=30, seed=0))
     config = AuditConfig(mode="finetune", train=LORA, n_boot=0)
     paired, ref = work / "lora-paired", work / "lora-ref"
-    audit(pairs, config.replace(runs=RUNS, seed=0, estimator="paired"), paired, quiet=True)
-    audit(pairs, config.replace(runs=reference_runs, seed=1, estimator="brute"), ref, quiet=True)
+    audit(pairs, config.replace(runs=RUNS, seed=0, estimator="paired"), out=paired, quiet=True)
+    audit(pairs, config.replace(runs=reference_runs, seed=1, estimator="brute"), out=ref,
+          quiet=True)
     report("minilm fine-tuned with LoRA, synthetic (300 pairs, 30 users)", paired, ref)
 
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization import AuditConfig, finish, make_plan, memorization_scores
-from rmlens.memorization._runner import membership_matrix
+from rmlens.memorization import AuditConfig, make_plan, memorization_scores
+from rmlens.memorization._runner import finish, membership_matrix
 from rmlens.memorization._runs import RunOutput, write_run
 
 

@@ -46,9 +46,11 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
     fit in ``max_length`` tokens (short conversations: cheap to encode on a CPU, and closer
     to one-word answers than long transcripts).
     """
-    from rmlens.backbones import encode_pair_text, featurize, load_backbone
+    from rmlens.backbones import featurize, load_backbone
+    from rmlens.backbones._tokenize import encode_pair_text
     from rmlens.data import load_pairs
-    from rmlens.rewards import FrozenHeadTrainer, HeadConfig, pairwise_accuracy, save_head_rm
+    from rmlens.rewards import FrozenHeadTrainer, HeadConfig, save_head_rm
+    from rmlens.rewards._metrics import pairwise_accuracy
 
     if (out / "rm_config.json").is_file():
         return out
@@ -155,7 +157,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     from rmlens.rewards import load_rm
-    from rmlens.tokens import build_candidates, sweep_prompt, sweep_token_ids, token_scorer
+    from rmlens.tokens import sweep_prompt, token_scorer
+    from rmlens.tokens._candidates import build_candidates, sweep_token_ids
 
     rm_dir = args.rm or build_hh_rm(cache_root() / "rms" / "smollm2-135m-hh")
     if args.write_preset:

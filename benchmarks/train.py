@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rmlens.backbones import encode_pair_text, resolve_model
+from rmlens.backbones import resolve_model
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.rewards import ExplicitRMTrainer, TrainConfig
 

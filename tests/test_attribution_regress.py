@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmlens.attribution import AttributeConfig, Attributor, design_matrix, tm_tg_difference
-from rmlens.attribution._regress import make_regressor, mlp_forward, permutation_shap
+from rmlens.attribution import AttributeConfig, Attributor, tm_tg_difference
+from rmlens.attribution._regress import design_matrix, make_regressor, mlp_forward, permutation_shap
 
 FAST = dict(folds=3, tokenizer=None, shap_rows=150, mlp_shap_rows=30, shap_background=15)
 VOCAB = ("the", "a", "cat", "dog", "sat", "ran", "on", "mat", "happy", "sad", "good", "bad",

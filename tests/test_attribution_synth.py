@@ -30,7 +30,7 @@ def audited(tmp_path_factory):
     # (chosen_model ranks 7th for TG), which is a finding about the RMs, not attribution.
     head = HeadConfig(head="mlp", seed=SEED, epochs=40, lr=3e-3, weight_decay=0.0, patience=0)
     config = AuditConfig(model="minilm", runs=RUNS, folds=5, n_boot=0, seed=SEED, head=head)
-    table = audit(pairs, config, out, quiet=True)
+    table = audit(pairs, config, out=out, quiet=True)
     attributor = attribute(
         out, config=AttributeConfig(seed=SEED, regressors=("lightgbm",), plots=False), quiet=True
     )

@@ -58,7 +58,7 @@ def trainer_factory(tiny_encoder_dir, tmp_path):
 def test_audit_writes_the_experiment_directory(trainer_factory, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "exp"
-    table = audit(pairs, config(), out, trainer=trainer_factory(), quiet=True)
+    table = audit(pairs, config(), out=out, trainer=trainer_factory(), quiet=True)
     for name in (
         "config.json",
         "plan.parquet",
@@ -113,8 +113,8 @@ def test_audit_writes_the_experiment_directory(trainer_factory, tmp_path):
 
 def test_same_seed_same_tables(trainer_factory, tmp_path):
     pairs = make_pairs()
-    a = audit(pairs, config(), tmp_path / "a", trainer=trainer_factory(), quiet=True)
-    b = audit(pairs, config(), tmp_path / "b", trainer=trainer_factory(), quiet=True)
+    a = audit(pairs, config(), out=tmp_path / "a", trainer=trainer_factory(), quiet=True)
+    b = audit(pairs, config(), out=tmp_path / "b", trainer=trainer_factory(), quiet=True)
     pd.testing.assert_frame_equal(a, b)
 
 
@@ -140,10 +140,10 @@ class CrashingTrainer:
 
 def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
     pairs = make_pairs()
-    whole = audit(pairs, config(), tmp_path / "whole", trainer=trainer_factory(), quiet=True)
+    whole = audit(pairs, config(), out=tmp_path / "whole", trainer=trainer_factory(), quiet=True)
     out = tmp_path / "crashed"
     with pytest.raises(Crash):
-        audit(pairs, config(), out, trainer=CrashingTrainer(trainer_factory(), 4), quiet=True)
+        audit(pairs, config(), out=out, trainer=CrashingTrainer(trainer_factory(), 4), quiet=True)
     assert [ExperimentDir(out).run_done(r) for r in range(6)] == [True] * 4 + [False] * 2
     # a half-written run: scores without a manifest, plus a stale temporary file
     half = out / "runs" / "004"
@@ -152,7 +152,7 @@ def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
     (half / ".manifest.json.x.tmp").write_text("{")
     before = (out / "runs" / "001" / "scores.parquet").stat().st_mtime_ns
     counting = CrashingTrainer(trainer_factory(), at=-1)
-    resumed = audit(pairs, config(), out, trainer=counting, quiet=True)
+    resumed = audit(pairs, config(), out=out, trainer=counting, quiet=True)
     assert counting.calls == 6  # runs 4..9 only: finished runs are never redone
     assert (out / "runs" / "001" / "scores.parquet").stat().st_mtime_ns == before
     pd.testing.assert_frame_equal(resumed, whole)
@@ -162,9 +162,9 @@ def test_other_config_in_same_dir_is_refused(trainer_factory, tmp_path):
     from rmlens._errors import InputError
 
     pairs = make_pairs()
-    audit(pairs, config(), tmp_path / "x", trainer=trainer_factory(), quiet=True)
+    audit(pairs, config(), out=tmp_path / "x", trainer=trainer_factory(), quiet=True)
     with pytest.raises(InputError, match="another configuration"):
-        audit(pairs, config(seed=1), tmp_path / "x", trainer=trainer_factory(), quiet=True)
+        audit(pairs, config(seed=1), out=tmp_path / "x", trainer=trainer_factory(), quiet=True)
 
 
 def test_group_by_prompt_when_no_users(trainer_factory, tmp_path):
@@ -173,7 +173,7 @@ def test_group_by_prompt_when_no_users(trainer_factory, tmp_path):
     audit(
         pairs,
         AuditConfig(runs=4, folds=2, n_boot=0, head=HeadConfig(epochs=2)),
-        out,
+        out=out,
         trainer=trainer_factory(),
         quiet=True,
     )
@@ -296,7 +296,7 @@ def test_finetune_mode_runs_through_the_same_runner(tiny_causal_dir, tmp_path):
         train=train,
         max_length=48,
     )
-    table = audit(pairs, cfg, tmp_path / "ft", quiet=True)
+    table = audit(pairs, cfg, out=tmp_path / "ft", quiet=True)
     assert len(table) == 24 and (table.n_in == 1).all() and (table.n_out == 1).all()
     assert table.tm.notna().all()
     record = json.loads((tmp_path / "ft" / "config.json").read_text())

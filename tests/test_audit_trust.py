@@ -72,7 +72,7 @@ def test_validation_groups_come_from_the_runs_training_groups():
 def test_manifest_membership_excludes_validation_pairs(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "exp"
-    table = audit(pairs, regime(), out, trainer=trainer(regime()), quiet=True)
+    table = audit(pairs, regime(), out=out, trainer=trainer(regime()), quiet=True)
     plan = pd.read_parquet(out / "plan.parquet")
     found = manifests(out, 4)
     for run, manifest in enumerate(found):
@@ -103,7 +103,7 @@ def test_early_stopping_never_reads_the_out_groups(trainer, tmp_path):
     pairs = make_pairs()
     head = HeadConfig(head="mlp", epochs=60, patience=3, lr=3e-2, batch_size=16)
     config = regime(runs=2, n_boot=0, head=head)
-    audit(pairs, config, tmp_path / "a", trainer=trainer(config), quiet=True)
+    audit(pairs, config, out=tmp_path / "a", trainer=trainer(config), quiet=True)
     plan = pd.read_parquet(tmp_path / "a" / "plan.parquet")
     held = plan[(plan.run == 0) & ~plan.in_train & ~plan.validation].group
     out_pairs = pairs.user_id.isin(held)
@@ -112,7 +112,7 @@ def test_early_stopping_never_reads_the_out_groups(trainer, tmp_path):
     flipped.loc[out_pairs, ["chosen", "rejected"]] = pairs.loc[
         out_pairs, ["rejected", "chosen"]
     ].to_numpy()
-    audit(flipped, config, tmp_path / "b", trainer=trainer(config), quiet=True)
+    audit(flipped, config, out=tmp_path / "b", trainer=trainer(config), quiet=True)
     a, b = (manifests(tmp_path / x, 2)[0] for x in ("a", "b"))
     assert a["metrics"]["best_epoch"] < a["metrics"]["epochs"] < 60  # it did stop early
     assert a["metrics"]["best_epoch"] == b["metrics"]["best_epoch"]
@@ -181,7 +181,7 @@ def test_validation_is_required_for_early_stopping_and_finetune_eval_split_is_re
 
 def test_rm_quality_in_the_summary(trainer, tmp_path):
     out = tmp_path / "exp"
-    audit(make_pairs(), regime(), out, trainer=trainer(regime()), quiet=True)
+    audit(make_pairs(), regime(), out=out, trainer=trainer(regime()), quiet=True)
     quality = json.loads((out / "summary.json").read_text())["rm_quality"]
     runs = quality["runs"]
     assert len(runs) == 4 and quality["chance_accuracy"] == 0.5
@@ -197,7 +197,7 @@ def test_rm_quality_in_the_summary(trainer, tmp_path):
 def test_runs_that_never_stopped_early_are_warned_about(trainer, tmp_path):
     out = tmp_path / "short"
     config = regime(head=HeadConfig(epochs=2, patience=5, batch_size=16), n_boot=0)
-    audit(make_pairs(), config, out, trainer=trainer(config), quiet=True)
+    audit(make_pairs(), config, out=out, trainer=trainer(config), quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["validation"]["runs_at_epoch_budget"] == 4
     warning = next(w for w in summary["warnings"] if w["code"] == "epoch_budget")
@@ -277,7 +277,7 @@ def test_runs_needed_comes_from_the_plan():
 def test_a_thin_plan_is_warned_about_with_the_runs_that_fix_it(trainer, tmp_path):
     out = tmp_path / "thin"
     with pytest.warns(RmlensWarning) as caught:  # quiet or not: a Python warning
-        audit(make_pairs(), regime(runs=2), out, trainer=trainer(regime()), quiet=True)
+        audit(make_pairs(), regime(runs=2), out=out, trainer=trainer(regime()), quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     warning = next(w for w in summary["warnings"] if w["code"] == "few_runs")
     assert warning["pairs"] == 72
@@ -359,7 +359,7 @@ def test_categories_follow_the_stated_order():
 def test_category_counts_and_significance_in_the_summary(trainer, tmp_path):
     out = tmp_path / "exp"
     config = regime(runs=8, folds=4)
-    table = audit(make_pairs(), config, out, trainer=trainer(config), quiet=True)
+    table = audit(make_pairs(), config, out=out, trainer=trainer(config), quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["category_order"] == [
         "undefined", "not_learned", "memorized", "generalized", "other"

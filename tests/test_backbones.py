@@ -6,14 +6,9 @@ import pandas as pd
 import pytest
 import torch
 
-from rmlens.backbones import (
-    EmbeddingCache,
-    encode_ids,
-    encode_pair_text,
-    featurize,
-    load_backbone,
-    pool,
-)
+from rmlens.backbones import EmbeddingCache, featurize, load_backbone
+from rmlens.backbones._featurize import encode_ids, pool
+from rmlens.backbones._tokenize import encode_pair_text
 
 PAIRS = pd.DataFrame(
     {
@@ -181,7 +176,7 @@ def test_a_model_that_cannot_be_loaded_says_what_was_looked_for(
 
 
 def test_hh_transcript_prompt_becomes_chat_turns(tiny_causal_dir, tiny_encoder_dir):
-    from rmlens.backbones import prompt_messages
+    from rmlens.backbones._tokenize import prompt_messages
 
     transcript = (
         "\n\nHuman: what is the sun ?\n\nAssistant: the sun is big .\n\nHuman: why ?"
@@ -216,7 +211,7 @@ def test_frozen_audit_with_a_causal_lm(tiny_causal_dir, tmp_path):
         ignore_index=True,
     )
     trainer = FrozenHeadTrainer(model=str(tiny_causal_dir), cache_dir=tmp_path / "cache")
-    table = audit(pairs, AuditConfig(runs=4, folds=4, n_boot=0), tmp_path / "exp",
+    table = audit(pairs, AuditConfig(runs=4, folds=4, n_boot=0), out=tmp_path / "exp",
                   trainer=trainer, quiet=True)
     assert trainer.backbone_.pooling == "last" and trainer.features_.chosen.shape == (16, 32)
     assert len(table) == 16 and table.tm.notna().all() and table.tg.notna().all()

@@ -189,6 +189,37 @@ def test_help_does_not_import_the_heavy_stack():
     assert "HEAVY []" in out.stdout
 
 
+def test_import_rmlens_gives_the_verbs_lazily():
+    """`import rmlens` lists the verbs and configs without importing torch or pandas; a name
+    loads its module on first use."""
+    code = (
+        "import sys\n"
+        "import rmlens\n"
+        "names = set(rmlens.__all__)\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'pandas', 'sklearn') "
+        "if m in sys.modules)\n"
+        "print('HEAVY', heavy)\n"
+        "config = rmlens.AuditConfig(runs=4)\n"
+        "print('LIGHT', 'pandas' in sys.modules, config.runs)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in out.stdout and "LIGHT False 4" in out.stdout
+
+    import rmlens
+
+    verbs = ("load_pairs", "audit", "attribute", "evaluate", "compare", "mitigate", "sweep",
+             "generalize", "train", "write_report", "load_rm")  # fmt: skip
+    configs = ("AuditConfig", "HeadConfig", "TrainConfig", "AttributeConfig", "EvaluateConfig",
+               "CompareConfig", "MitigateConfig", "SweepConfig", "GeneralizeConfig",
+               "ReportConfig", "SynthConfig")  # fmt: skip
+    others = ("InputError", "RmlensWarning", "RmlensNote", "ExperimentDir")
+    assert set(verbs + configs + others) <= set(rmlens.__all__)
+    assert all(callable(getattr(rmlens, name)) for name in rmlens.__all__)
+    from rmlens.memorization import audit
+
+    assert rmlens.audit is audit
+
+
 def test_broken_json_line_names_its_column(tmp_path, capsys):
     good = '{"prompt": "a", "chosen": "b", "rejected": "c"}'
     path = tmp_path / "bad.jsonl"

@@ -16,7 +16,9 @@ from scipy.stats import spearmanr
 
 from rmlens._errors import InputError
 from rmlens.cli import main
-from rmlens.comparison import CompareConfig, compare, is_shortcut, margin_terciles, shortcut_share
+from rmlens.comparison import CompareConfig, compare
+from rmlens.comparison._margin import margin_terciles
+from rmlens.comparison._shortcuts import is_shortcut, shortcut_share
 
 # Six pairs in two groups; run 0 trains on u0 and holds out u1, run 1 the other way round.
 IDS = [f"p{i}" for i in range(6)]
@@ -85,7 +87,7 @@ def figure(result, metric: str, audit: str = "a") -> pd.Series:
 
 def test_figures_worked_out_by_hand(tmp_path):
     a = write_audit(tmp_path / "a")
-    result = compare([a], tmp_path / "out", config(min_group_pairs=2), quiet=True)
+    result = compare([a], config(min_group_pairs=2), out=tmp_path / "out", quiet=True)
     # run 0 on p3 p4 p5: 1, 0, 1/2 (a tie) -> 1/2; run 1 on p0 p1 p2: 1, 0, 1 -> 2/3
     acc = figure(result, "heldout_accuracy")
     assert acc.value == pytest.approx((0.5 + 2 / 3) / 2) and acc.n == 6
@@ -122,11 +124,11 @@ def test_figures_worked_out_by_hand(tmp_path):
 
 def test_worst_group_needs_enough_held_out_pairs(tmp_path):
     a = write_audit(tmp_path / "a")
-    result = compare([a], tmp_path / "out", config(min_group_pairs=4), quiet=True)
+    result = compare([a], config(min_group_pairs=4), out=tmp_path / "out", quiet=True)
     worst = figure(result, "worst_group_accuracy")
     assert math.isnan(worst.value) and "no group" in worst.detail
     # --groups: another column of the memorization table
-    result = compare([a], tmp_path / "out", config(groups="chosen_model"), quiet=True)
+    result = compare([a], config(groups="chosen_model"), out=tmp_path / "out", quiet=True)
     worst = figure(result, "worst_group_accuracy")
     assert "'chosen_model'" in worst.detail
 
@@ -135,7 +137,7 @@ def test_accuracy_near_chance_is_a_warning(tmp_path):
     d = D.copy()
     d[:, 1] = [1, -1, 0, 2, 2, 2]  # run 1 on u0: 1, 0, 1/2 -> both runs 1/2
     a = write_audit(tmp_path / "a", d)
-    result = compare([a], tmp_path / "out", config(), quiet=True)
+    result = compare([a], config(), out=tmp_path / "out", quiet=True)
     assert figure(result, "heldout_accuracy").value == pytest.approx(0.5)
     assert any("held-out accuracy 0.500 is within 0.05 of chance" in w for w in result.warnings)
 
@@ -144,7 +146,7 @@ def test_agreement_beside_its_ceiling(tmp_path):
     a = write_audit(tmp_path / "a", reliability=(0.9, 0.8, 0.25))
     d = D + np.array([[0.5, 0], [0, 0], [0, -0.3], [0, 0], [0, 0.4], [0, 0]])
     b = write_audit(tmp_path / "b", d, objective="poe", reliability=(0.4, 0.8, 0.36))
-    result = compare([a, b], tmp_path / "out", config(), quiet=True)
+    result = compare([a, b], config(), out=tmp_path / "out", quiet=True)
     agree = result.agreement.set_index("score")
     s = expit
 
@@ -187,7 +189,7 @@ def test_length_calibration_reference(tmp_path, monkeypatch):
         return np.zeros_like(np.asarray(rewards, dtype=float))
 
     monkeypatch.setattr(rmlens.evaluation, "calibrate_length", flat, raising=False)
-    result = compare([a, b], tmp_path / "out", config(length_calibration=True), quiet=True)
+    result = compare([a, b], config(length_calibration=True), out=tmp_path / "out", quiet=True)
     assert [x["label"] for x in result.audits] == ["a", "a + length calibration", "b"]
     assert seen == [12, 12]  # per run: the chosen and rejected of all 6 pairs it scored
     ref = figure(result, "heldout_accuracy", "a + length calibration")
@@ -195,7 +197,7 @@ def test_length_calibration_reference(tmp_path, monkeypatch):
     assert figure(result, "heldout_accuracy", "b").value == pytest.approx((0.5 + 2 / 3) / 2)
     assert set(result.agreement.audit_a) | set(result.agreement.audit_b) == {"a", "b"}
     monkeypatch.setattr(compare_module, "calibrator", lambda: None)  # an rmlens without it
-    result = compare([a], tmp_path / "out", config(length_calibration=True), quiet=True)
+    result = compare([a], config(length_calibration=True), out=tmp_path / "out", quiet=True)
     assert len(result.audits) == 1
     assert any("has no rmlens.evaluation.calibrate_length" in n for n in result.notes)
 
@@ -205,7 +207,7 @@ def test_outputs_and_a_safe_page(tmp_path):
     b = write_audit(tmp_path / "b", D * 2, sha="other")
     out = tmp_path / "out"
     label = '<script>alert("x")</script>'
-    result = compare([a, b], out, config(labels=(label, "b")), quiet=True)
+    result = compare([a, b], config(labels=(label, "b")), out=out, quiet=True)
     assert any("data fingerprints differ" in w for w in result.warnings)
     table = pd.read_parquet(out / "compare.parquet")
     assert list(table.columns) == ["audit", "family", "metric", "value", "lo", "hi", "n",
@@ -240,7 +242,7 @@ def test_disjoint_pairs_and_bad_input_exit_2(tmp_path, capsys):
     a = write_audit(tmp_path / "a")
     b = write_audit(tmp_path / "b", ids=[f"q{i}" for i in range(6)])
     with pytest.raises(InputError, match="share no pair ids"):
-        compare([a, b], tmp_path / "out", config(), quiet=True)
+        compare([a, b], config(), out=tmp_path / "out", quiet=True)
     out = str(tmp_path / "out")
     for args in (
         [str(a), str(b), "--out", out],  # no common pairs
@@ -277,7 +279,7 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
         cfg = AuditConfig(runs=4, folds=2, n_boot=20,
                           head=HeadConfig(head=head, epochs=5, batch_size=16))  # fmt: skip
         trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
-        audit(pairs, cfg, root / name, trainer=trainer, quiet=True)
+        audit(pairs, cfg, out=root / name, trainer=trainer, quiet=True)
     code = main(["compare", str(root), "--out", str(root), "--n-boot", "30",
                  "--probe-pairs", "8", "--min-group-pairs", "5", "-q"])  # fmt: skip
     out, err = capsys.readouterr()
@@ -310,7 +312,7 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
 
 
 def test_synthetic_quality_slices_from_the_planted_mechanism():
-    from rmlens.comparison import counter_bias_slices
+    from rmlens.comparison._heldout import counter_bias_slices
 
     table = pd.DataFrame({
         "prompt": ["q"] * 4,

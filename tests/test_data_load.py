@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from rmlens._errors import InputError
-from rmlens.data import load_pairs, load_rankings, parse_column_map, save_pairs, to_text
+from rmlens.data import load_pairs, load_rankings, save_pairs
 from rmlens.data._layouts import split_messages, split_transcripts
+from rmlens.data._schema import parse_column_map, to_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HH = SHARED / "hh-rlhf-harmless-base-test.jsonl.gz"

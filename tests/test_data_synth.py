@@ -16,9 +16,9 @@ from rmlens.data import (
     save_pairs,
     summarize,
     synthesize,
-    to_text,
     validate_pairs,
 )
+from rmlens.data._schema import to_text
 from rmlens.data._synth_bank import TASTES, TOPICS
 
 

@@ -27,14 +27,13 @@ from rmlens.evaluation import (
     probe_effects,
     register_probe,
     reliability_bins,
-    resolve_probes,
     reward_distribution,
     rewardbench_scores,
     run_probes,
     temperature_scaling,
 )
-from rmlens.evaluation._probes import FILLER
-from rmlens.rewards import pairwise_accuracy
+from rmlens.evaluation._probes import FILLER, resolve_probes
+from rmlens.rewards._metrics import pairwise_accuracy
 
 
 class LengthRM:
@@ -232,7 +231,7 @@ def test_evaluate_writes_metrics_and_probes(tmp_path):
     )
     config = EvaluateConfig(calibrate_frac=0.5, by=["subset"])
     metrics = evaluate(
-        LengthRM(), pairs, probes="pad_filler,refusal", out=tmp_path, config=config, quiet=True
+        pairs, rm=LengthRM(), probes="pad_filler,refusal", out=tmp_path, config=config, quiet=True
     )
     assert metrics["accuracy"] == pytest.approx(4.5 / 7)
     assert metrics["by"]["subset"]["b"] == {"accuracy": pytest.approx(1 / 3), "n": 3}
@@ -254,16 +253,16 @@ def test_evaluate_samples_pairs_for_probes():
         {"prompt": "q", "chosen": [f"{'a' * i}" for i in range(1, 41)], "rejected": "aaa"}
     )
     metrics = evaluate(
-        LengthRM(), pairs, probes="refusal", config=EvaluateConfig(probe_pairs=10), quiet=True
+        pairs, rm=LengthRM(), probes="refusal", config=EvaluateConfig(probe_pairs=10), quiet=True
     )
     assert [row["n"] for row in metrics["probes"]] == [10, 10]
     with pytest.raises(ValueError, match="unknown probe"):
-        evaluate(LengthRM(), pairs, probes="nope", quiet=True)
+        evaluate(pairs, rm=LengthRM(), probes="nope", quiet=True)
 
 
 def test_validation_pairs_are_neither_in_train_nor_held_out():
     """An audit run's validation pairs (its early stopping looked at them) count in neither."""
-    from rmlens.evaluation import membership_metrics
+    from rmlens.evaluation._evaluate import membership_metrics
     from rmlens.rewards import EnsembleRM
 
     class Constant:
@@ -364,9 +363,9 @@ def test_length_calibration_removes_a_planted_length_bias(tmp_path):
     assert pairwise_accuracy(calibrated[:n], calibrated[n:]) > 0.98  # quality decides again
 
     probes = "pad_filler,refusal"
-    raw = evaluate(rm, pairs, probes=probes, quiet=True)
+    raw = evaluate(pairs, rm=rm, probes=probes, quiet=True)
     config = EvaluateConfig(calibrate="length")
-    metrics = evaluate(rm, pairs, probes=probes, out=tmp_path, config=config, quiet=True)
+    metrics = evaluate(pairs, rm=rm, probes=probes, out=tmp_path, config=config, quiet=True)
     block = metrics["posthoc_calibration"]
     assert block["method"] == "length" and block["unit"] == "characters"
     assert block["frac"] == 0.5 and block["n_responses"] == 2 * n
@@ -401,10 +400,10 @@ def test_length_calibration_leaves_a_constant_length_set_unchanged():
             return np.array([sum(map(ord, r)) * 7919 % 1000 / 100 for r in responses])
 
     config = EvaluateConfig(calibrate="length")
-    metrics = evaluate(Hashed(), pairs, probes="none", config=config, quiet=True)
+    metrics = evaluate(pairs, rm=Hashed(), probes="none", config=config, quiet=True)
     block = metrics["posthoc_calibration"]
     assert block["accuracy_after"] == block["accuracy_before"] and block["flipped"] == 0.0
     assert np.isnan(block["corr_before"])  # one length: no correlation to speak of
     bad = EvaluateConfig(calibrate="spline")
     with pytest.raises(ValueError, match="'calibrate' parameter of EvaluateConfig must be 'length"):
-        evaluate(Hashed(), pairs, probes="none", config=bad)
+        evaluate(pairs, rm=Hashed(), probes="none", config=bad)

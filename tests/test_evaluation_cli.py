@@ -10,13 +10,9 @@ import pytest
 from rmlens.cli import main
 from rmlens.evaluation import Probe, run_probes
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import (
-    FrozenHeadTrainer,
-    HeadConfig,
-    load_rm,
-    pairwise_accuracy,
-)
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig, load_rm
 from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._metrics import pairwise_accuracy
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
 BAD = ["bad", "worst", "hate", "never", "no", "sorry"]
@@ -45,7 +41,7 @@ def experiment(tiny_encoder_dir, tmp_path_factory):
     trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=root / "cache")
     head = HeadConfig(epochs=5, batch_size=16, patience=0)  # no validation: in or out
     config = AuditConfig(runs=5, folds=5, n_boot=20, head=head)
-    audit(pairs, config, root / "exp", trainer=trainer, quiet=True)
+    audit(pairs, config, out=root / "exp", trainer=trainer, quiet=True)
     return root, data, pairs
 
 

@@ -191,10 +191,10 @@ def test_other_execution_options_resume_but_other_results_do_not(tmp_path, tiny_
     pairs = make_pairs()
     cfg = {"runs": 3, "folds": 3, "n_boot": 10, "head": HeadConfig(epochs=2)}
     trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
-    audit(pairs, AuditConfig(**cfg), tmp_path / "x", trainer=trainer, quiet=True)
-    audit(pairs, AuditConfig(**cfg, retries=5, cpus_per_run=2.0), tmp_path / "x", quiet=True)
+    audit(pairs, AuditConfig(**cfg), out=tmp_path / "x", trainer=trainer, quiet=True)
+    audit(pairs, AuditConfig(**cfg, retries=5, cpus_per_run=2.0), out=tmp_path / "x", quiet=True)
     with pytest.raises(InputError, match="another configuration"):
-        audit(pairs, AuditConfig(**{**cfg, "n_boot": 11}), tmp_path / "x", quiet=True)
+        audit(pairs, AuditConfig(**{**cfg, "n_boot": 11}), out=tmp_path / "x", quiet=True)
 
 
 def test_ray_options_need_the_ray_backend(data_file, tmp_path, capsys):

@@ -9,14 +9,16 @@ import pytest
 import torch
 
 from rmlens._errors import InputError, RmlensWarning
-from rmlens.backbones import encode_ids, encode_pair_text, load_backbone
+from rmlens.backbones import load_backbone
+from rmlens.backbones._featurize import encode_ids
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.rewards import (
     EnsembleRM,
     ExplicitRMTrainer,
     TrainConfig,
     load_rm,
     make_trainer,
-    train_rm,
+    train,
 )
 from rmlens.rewards._loop import lr_factor
 from rmlens.rewards._nets import ExplicitNet, trainable_state
@@ -281,7 +283,7 @@ def test_finetune_trainer_runs_an_audit(tiny_causal_dir, tmp_path):
     # patience=0: no validation groups (2 folds leave too few groups to carve them from)
     cfg = AuditConfig(model=str(tiny_causal_dir), runs=2, folds=2, n_boot=20,
                       head=HeadConfig(patience=0))  # fmt: skip
-    table = audit(PAIRS, cfg, tmp_path / "exp", trainer=trainer, quiet=True)
+    table = audit(PAIRS, cfg, out=tmp_path / "exp", trainer=trainer, quiet=True)
     assert len(table) == len(PAIRS) and table.tm.notna().all() and table.tg.notna().all()
     rm = load_rm(tmp_path / "exp" / "runs" / "000" / "rm", device="cpu")
     scores = pd.read_parquet(tmp_path / "exp" / "runs" / "000" / "scores.parquet")
@@ -295,21 +297,21 @@ def test_finetune_trainer_runs_an_audit(tiny_causal_dir, tmp_path):
 
 def test_train_rm_ensemble_and_resume(tiny_causal_dir, tmp_path):
     cfg = config(tiny_causal_dir, ensemble=2)
-    ens = train_rm(PAIRS, cfg, tmp_path / "ens", quiet=True)
+    ens = train(PAIRS, cfg, out=tmp_path / "ens", quiet=True)
     assert isinstance(ens, EnsembleRM) and len(ens.members) == 2
     a, b = (m.score(PAIRS.prompt, PAIRS.chosen) for m in ens.members)
     assert not np.allclose(a, b)
-    again = train_rm(PAIRS, cfg, tmp_path / "ens", quiet=True)
+    again = train(PAIRS, cfg, out=tmp_path / "ens", quiet=True)
     np.testing.assert_allclose(again.score(PAIRS.prompt, PAIRS.chosen), (a + b) / 2, atol=1e-5)
     out = tmp_path / "ens"
     with pytest.raises(ValueError) as err:
-        train_rm(PAIRS, cfg.replace(lr=1e-3), out, quiet=True)
+        train(PAIRS, cfg.replace(lr=1e-3), out=out, quiet=True)
     assert str(err.value) == (
         f"`out` {out} holds an RM with another configuration: lr {cfg.lr} (saved) vs 0.001 "
         "(now); use another `out`, or the saved settings and data (its train.json) to resume it"
     )
     with pytest.raises(ValueError, match=r"an RM with other data \(12 pairs \(saved\) vs 3"):
-        train_rm(PAIRS.iloc[:3], cfg, out, quiet=True)
+        train(PAIRS.iloc[:3], cfg, out=out, quiet=True)
 
 
 def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):
@@ -392,12 +394,12 @@ def test_train_rm_with_a_bias_objective_and_its_refusals(tiny_causal_dir, tmp_pa
 
     bias = bias_features(PAIRS, ["len_words"])
     cfg = config(tiny_causal_dir, objective="reweight", eval_fraction=0.25, patience=1, epochs=2)
-    rm = train_rm(PAIRS, cfg, tmp_path / "rw", bias=bias, quiet=True)
+    rm = train(PAIRS, cfg, out=tmp_path / "rw", bias=bias, quiet=True)
     assert np.isfinite(rm.score(list(PAIRS.prompt), list(PAIRS.chosen))).all()
     history = json.loads((tmp_path / "rw" / "history.json").read_text())
     assert "eval_loss" in history[0]  # early stopping watched the weighted validation loss
     with pytest.raises(InputError, match="needs bias features"):
-        train_rm(PAIRS, config(tiny_causal_dir, objective="poe"), tmp_path / "poe", quiet=True)
+        train(PAIRS, config(tiny_causal_dir, objective="poe"), out=tmp_path / "poe", quiet=True)
     data = tmp_path / "pairs.jsonl"
     PAIRS.to_json(data, orient="records", lines=True)
     args = ["train", "--data", str(data), "--model", str(tiny_causal_dir), "--device", "cpu",

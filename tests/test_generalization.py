@@ -11,13 +11,12 @@ from rmlens.generalization import (
     SHIFT_TOKENS,
     TRAIN_TOKENS,
     GeneralizeConfig,
-    build_splits,
     persona_splits,
     rewrite_pairs,
-    split_metrics,
     swap_synonyms,
     synonym_table,
 )
+from rmlens.generalization._compare import build_splits, split_metrics
 from rmlens.generalization._shifts import (
     change_casing,
     change_punctuation,

@@ -10,7 +10,7 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens.backbones import _gguf
-from rmlens.tokens import tiny_causal_lm, tiny_tokenizer
+from rmlens.tokens._tiny import tiny_causal_lm, tiny_tokenizer
 
 gguf = pytest.importorskip("gguf")
 

@@ -130,7 +130,7 @@ def mlp_audit(tmp_path_factory, tiny_encoder_dir):
                                  cache_dir=root / "cache")  # fmt: skip
 
     out = root / "a"
-    table = audit(pairs, cfg, out, trainer=trainer(), quiet=True)
+    table = audit(pairs, cfg, out=out, trainer=trainer(), quiet=True)
     return pairs, cfg, trainer, out, table
 
 
@@ -160,7 +160,7 @@ def test_mlp_paired_audit_end_to_end(mlp_audit):
     assert m.damping["damping"] == pytest.approx(damping["damping"])
     # resume: nothing redone, identical tables
     stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns
-    pd.testing.assert_frame_equal(table, audit(pairs, cfg, out, trainer=trainer(), quiet=True))
+    pd.testing.assert_frame_equal(table, audit(pairs, cfg, out=out, trainer=trainer(), quiet=True))
     assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
 
 
@@ -181,7 +181,7 @@ def test_finetuned_explicit_rm_gives_paired_counterfactuals(tiny_causal_dir, tmp
     cfg = AuditConfig(model=str(tiny_causal_dir), mode="finetune", train=train, runs=3,
                       folds=3, n_boot=20, estimator="paired", max_length=24)  # fmt: skip
     out = tmp_path / "ft"
-    table = audit(pairs, cfg, out, quiet=True)
+    table = audit(pairs, cfg, out=out, quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["estimator"] == "paired" and "damping" in summary
     scores = pd.read_parquet(out / "runs" / "000" / "scores.parquet")

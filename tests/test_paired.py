@@ -301,7 +301,7 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
                                  cache_dir=tmp_path / "cache")  # the audit's check_exact
 
     out = tmp_path / "a"
-    table = audit(pairs, cfg, out, trainer=trainer(), quiet=True)
+    table = audit(pairs, cfg, out=out, trainer=trainer(), quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     record = json.loads((out / "config.json").read_text())
     assert summary["estimator"] == record["estimator"] == "paired"
@@ -320,7 +320,7 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
     assert table.cm.notna().all()
     # resume: nothing redone, identical tables
     stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns
-    again = audit(pairs, cfg, out, trainer=trainer(), quiet=True)
+    again = audit(pairs, cfg, out=out, trainer=trainer(), quiet=True)
     assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
     pd.testing.assert_frame_equal(table, again)
 
@@ -396,11 +396,12 @@ def test_compare_and_attribute_read_paired_audits(tmp_path, tiny_encoder_dir):
         return FrozenHeadTrainer(head, model=str(tiny_encoder_dir),
                                  cache_dir=tmp_path / "cache")  # fmt: skip
 
-    paired = audit(pairs, cfg, tmp_path / "paired", trainer=trainer(cfg.head), quiet=True)
+    paired = audit(pairs, cfg, out=tmp_path / "paired", trainer=trainer(cfg.head), quiet=True)
     brute_cfg = cfg.replace(estimator="brute")
-    audit(pairs, brute_cfg, tmp_path / "brute", trainer=trainer(cfg.head), quiet=True)
-    result = compare([tmp_path / "paired", tmp_path / "brute"], tmp_path / "cmp",
-                     CompareConfig(probes=False, shap=False, n_boot=20), quiet=True)  # fmt: skip
+    audit(pairs, brute_cfg, out=tmp_path / "brute", trainer=trainer(cfg.head), quiet=True)
+    result = compare([tmp_path / "paired", tmp_path / "brute"],
+                     CompareConfig(probes=False, shap=False, n_boot=20), out=tmp_path / "cmp",
+                     quiet=True)  # fmt: skip
     estimators = {a["label"]: a["estimator"] for a in result.audits}
     assert estimators["paired"] == "paired" and estimators["brute"] == "brute"
     assert estimators["paired + length calibration"] == "paired"  # its p_cf moves with it
@@ -445,7 +446,7 @@ def test_target_reliability_reads_the_paired_scores(tmp_path, tiny_encoder_dir):
     cfg = AuditConfig(runs=6, folds=3, n_boot=0, target_reliability=0.9, max_runs=30)
     trainer = FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir),
                                 cache_dir=tmp_path / "cache")  # fmt: skip
-    audit(word_pairs(), cfg, tmp_path / "a", trainer=trainer, quiet=True)
+    audit(word_pairs(), cfg, out=tmp_path / "a", trainer=trainer, quiet=True)
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     status = summary["target_reliability"]
     assert summary["estimator"] == "paired"

@@ -173,7 +173,7 @@ def pairs_table() -> pd.DataFrame:
 
 
 def test_fingerprint_covers_what_training_reads():
-    from rmlens.data import fingerprint
+    from rmlens.data._fingerprint import fingerprint
 
     table = pairs_table()
     base = fingerprint(table)
@@ -192,14 +192,87 @@ def test_fingerprint_covers_what_training_reads():
 
 
 def test_fingerprint_is_the_same_in_another_process():
-    from rmlens.data import fingerprint
+    from rmlens.data._fingerprint import fingerprint
 
     code = (
         "import sys; sys.path.insert(0, 'tests'); from test_params import pairs_table; "
-        "from rmlens.data import fingerprint; print(fingerprint(pairs_table()))"
+        "from rmlens.data._fingerprint import fingerprint; print(fingerprint(pairs_table()))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "123"}  # another salt for Python's hash()
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert out.stdout.strip() == fingerprint(pairs_table())
+
+
+def test_get_and_set_params_come_from_one_base():
+    """Trainers, the attributor and the length calibrator share ``Params``: a config's fields,
+    or ``__init__``'s arguments; an unknown name is a ParamError naming it."""
+    from rmlens._params import Params
+    from rmlens.attribution import AttributeConfig, Attributor
+    from rmlens.evaluation import LengthCalibrator
+    from rmlens.rewards import FrozenHeadTrainer
+
+    for cls in (Attributor, LengthCalibrator, FrozenHeadTrainer):
+        assert "get_params" not in vars(cls) and "set_params" not in vars(cls)
+        assert isinstance(cls(), Params)
+    attributor = Attributor(config=AttributeConfig(folds=3))
+    assert attributor.get_params() == {
+        f.name: getattr(attributor.config, f.name) for f in dataclasses.fields(AttributeConfig)
+    }
+    assert Attributor().get_params()["folds"] == AttributeConfig().folds
+    assert attributor.set_params(folds=4) is attributor and attributor.config.folds == 4
+    with pytest.raises(InputError, match="unknown AttributeConfig setting"):
+        attributor.set_params(n_folds=4)
+    calibrator = LengthCalibrator(frac=0.3)
+    assert calibrator.get_params() == {"frac": 0.3, "it": 3}
+    assert calibrator.set_params(it=1).it == 1
+    with pytest.raises(ParamError, match="no parameter `span`") as err:
+        calibrator.set_params(span=2)
+    assert err.value.param == "span"
+
+
+def test_every_verb_takes_config_fields_as_keywords():
+    """``verb(data, config=None, *, out=None, **overrides)``: overrides are config fields (an
+    unknown one is a ParamError naming it); a folder a verb needs is asked for as `out`."""
+    import inspect
+
+    import rmlens
+    from rmlens._params import resolve_config
+
+    for name in ("audit", "attribute", "evaluate", "compare", "mitigate", "sweep",
+                 "generalize", "train", "write_report"):  # fmt: skip
+        params = list(inspect.signature(getattr(rmlens, name)).parameters.values())
+        assert [p.name for p in params[1:3]] == ["config", "out"], name
+        assert params[2].kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert params[-1].kind is inspect.Parameter.VAR_KEYWORD, name
+    base = rmlens.AuditConfig(runs=4)
+    assert resolve_config("audit", rmlens.AuditConfig, None, {"runs": 10}).runs == 10
+    assert resolve_config("audit", rmlens.AuditConfig, base, {"folds": 2}).to_dict() == \
+        base.replace(folds=2).to_dict()
+    assert resolve_config("audit", rmlens.AuditConfig, base, {}) is base
+    pairs = pd.DataFrame({"prompt": ["q"], "chosen": ["a"], "rejected": ["b"]})
+    with pytest.raises(ParamError, match=r"audit\(\) got an unknown setting `runz`") as err:
+        rmlens.audit(pairs, runz=3)
+    assert err.value.param == "runz"
+    with pytest.raises(InputError, match="`config` of audit\\(\\): expected AuditConfig"):
+        rmlens.audit(pairs, "audit-dir")
+    with pytest.raises(InputError, match="`out`: compare\\(\\) writes a folder"):
+        rmlens.compare(["a", "b"])
+    with pytest.raises(InputError, match="`out`: train\\(\\) writes a folder"):
+        rmlens.train(pairs)
+
+
+def test_evaluate_overrides_equal_a_config():
+    import rmlens
+
+    class LengthRM:
+        def score(self, prompts, responses):
+            return np.array([len(r) for r in responses], dtype=float)
+
+    pairs = pd.DataFrame({"prompt": ["q"] * 4, "chosen": ["aaaa", "bb", "ccc", "d"],
+                          "rejected": ["a", "bbb", "cc", "dddd"]})  # fmt: skip
+    by_keyword = rmlens.evaluate(pairs, rm=LengthRM(), probes="none", n_bins=2, quiet=True)
+    by_config = rmlens.evaluate(pairs, rmlens.EvaluateConfig(n_bins=2), rm=LengthRM(),
+                                probes="none", quiet=True)  # fmt: skip
+    assert by_keyword["ece"] == by_config["ece"] and by_keyword["accuracy"] == 0.5

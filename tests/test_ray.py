@@ -76,11 +76,11 @@ def test_ray_backend_gives_the_local_tables(ray_session, tiny_encoder_dir, tmp_p
     pairs = make_pairs()
     cache = tmp_path / "cache"
     local = audit(
-        pairs, config(), tmp_path / "local",
+        pairs, config(), out=tmp_path / "local",
         trainer=FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=cache), quiet=True,
     )
     remote = audit(
-        pairs, config(backend="ray"), tmp_path / "ray",
+        pairs, config(backend="ray"), out=tmp_path / "ray",
         trainer=FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=cache), quiet=True,
     )
     pd.testing.assert_frame_equal(local, remote)
@@ -97,7 +97,7 @@ def test_ray_backend_gives_the_local_tables(ray_session, tiny_encoder_dir, tmp_p
     cfg = json.loads((tmp_path / "ray" / "config.json").read_text())
     assert cfg["audit"]["backend"] == "ray"
     # the Ray audit may be resumed with the local backend: execution options are not results
-    again = audit(pairs, config(), tmp_path / "ray", trainer=None, quiet=True)
+    again = audit(pairs, config(), out=tmp_path / "ray", trainer=None, quiet=True)
     pd.testing.assert_frame_equal(again, local)
 
 
@@ -113,7 +113,7 @@ def test_ray_retries_then_reports_a_failing_run(ray_session, tiny_encoder_dir, t
     )
     out = tmp_path / "exp"
     with pytest.warns(RmlensWarning) as caught:
-        table = audit(pairs, config(backend="ray", retries=1), out, trainer=trainer, quiet=True)
+        table = audit(pairs, config(backend="ray", retries=1), out=out, trainer=trainer, quiet=True)
     attempts = log.read_text().split()
     assert attempts.count(str(flaky)) == 2 and attempts.count(str(broken)) == 2
     assert len(attempts) == 6 + 2
@@ -139,7 +139,7 @@ def test_missing_ray_is_a_clear_input_error(monkeypatch, tmp_path):
     # None in sys.modules makes `import ray` fail as if Ray were not installed
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(InputError, match=r"pip install 'rmlens\[ray\]'"):
-        audit(make_pairs(), config(backend="ray"), tmp_path / "x", quiet=True)
+        audit(make_pairs(), config(backend="ray"), out=tmp_path / "x", quiet=True)
     assert not (tmp_path / "x").exists()
 
 
@@ -151,8 +151,8 @@ def test_paired_audit_under_ray_gives_the_local_tables(ray_session, tiny_encoder
     def trainer():
         return FrozenHeadTrainer(cfg.head, model=str(tiny_encoder_dir), cache_dir=cache)
 
-    local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
-    remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),
+    local = audit(pairs, cfg, out=tmp_path / "local", trainer=trainer(), quiet=True)
+    remote = audit(pairs, cfg.replace(backend="ray"), out=tmp_path / "ray", trainer=trainer(),
                    quiet=True)  # fmt: skip
     pd.testing.assert_frame_equal(local, remote)
     scores = pd.read_parquet(tmp_path / "ray" / "runs/003/scores.parquet")
@@ -174,8 +174,8 @@ def test_last_layer_paired_audit_under_ray_gives_the_local_tables(
     def trainer():
         return FrozenHeadTrainer(head, model=str(tiny_encoder_dir), cache_dir=cache)
 
-    local = audit(pairs, cfg, tmp_path / "local", trainer=trainer(), quiet=True)
-    remote = audit(pairs, cfg.replace(backend="ray"), tmp_path / "ray", trainer=trainer(),
+    local = audit(pairs, cfg, out=tmp_path / "local", trainer=trainer(), quiet=True)
+    remote = audit(pairs, cfg.replace(backend="ray"), out=tmp_path / "ray", trainer=trainer(),
                    quiet=True)  # fmt: skip
     pd.testing.assert_frame_equal(local, remote)
     scores = pd.read_parquet(tmp_path / "ray" / "runs/003/scores.parquet")

@@ -119,7 +119,7 @@ def test_audit_writes_reliability(tiny_encoder_dir, tmp_path):
         config.resolved().head, model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache"
     )
     out = tmp_path / "audit"
-    audit(make_pairs(), config, out, trainer=trainer, quiet=True)
+    audit(make_pairs(), config, out=out, trainer=trainer, quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     rel = summary["reliability"]
     assert rel["n_runs"] == 6 and rel["n_repeats"] == 3 and rel["n_splits"] == 20
@@ -193,7 +193,7 @@ def test_target_stops_at_the_first_repeat_that_reaches_it(tmp_path, caplog):
     pairs, out = planted_pairs(), tmp_path / "grow"
     trainer = PlantedTrainer(len(pairs))
     with caplog.at_level("INFO", logger="rmlens"):  # status lines: the rmlens logger
-        audit(pairs, growing(), out, trainer=trainer, quiet=False)
+        audit(pairs, growing(), out=out, trainer=trainer, quiet=False)
     summary = json.loads((out / "summary.json").read_text())
     status = summary["target_reliability"]
     n = status["runs"]
@@ -221,7 +221,7 @@ def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path):
     pairs, out = planted_pairs(), tmp_path / "cap"
     trainer = PlantedTrainer(len(pairs), noise=1.0)
     with pytest.warns(RmlensWarning) as caught:
-        audit(pairs, growing(target_reliability=0.95, max_runs=9), out, trainer=trainer,
+        audit(pairs, growing(target_reliability=0.95, max_runs=9), out=out, trainer=trainer,
               quiet=True)  # fmt: skip
     summary = json.loads((out / "summary.json").read_text())
     status = summary["target_reliability"]
@@ -244,14 +244,14 @@ def test_runs_round_up_to_whole_repeats_and_the_cap_is_checked(tmp_path):
     pairs = planted_pairs()
     trainer = PlantedTrainer(len(pairs), noise=1.0)
     with pytest.warns(RmlensNote) as caught:
-        audit(pairs, growing(runs=5, max_runs=6, target_reliability=0.95), tmp_path / "r",
+        audit(pairs, growing(runs=5, max_runs=6, target_reliability=0.95), out=tmp_path / "r",
               trainer=trainer, quiet=True)  # fmt: skip
     assert trainer.calls == 6
     assert "`runs` 5 is not a whole number of repeats of 2 runs: starting from 6 runs" in [
         str(w.message) for w in caught if w.category is RmlensNote
     ]
     with pytest.raises(InputError, match=r"`max_runs` 5 holds 2 whole repeat\(s\) of 2 runs"):
-        audit(pairs, growing(runs=5, max_runs=5), tmp_path / "s", trainer=trainer, quiet=True)
+        audit(pairs, growing(runs=5, max_runs=5), out=tmp_path / "s", trainer=trainer, quiet=True)
     assert not (tmp_path / "s").exists()
     with pytest.raises(ParamError, match="`max_runs` 10 is below `runs` 25"):
         AuditConfig(target_reliability=0.8, max_runs=10).check()
@@ -296,11 +296,11 @@ def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_pat
     from rmlens.experiment import ExperimentDir
 
     pairs = planted_pairs()
-    whole = audit(pairs, growing(), tmp_path / "whole", trainer=PlantedTrainer(120), quiet=True)
+    whole = audit(pairs, growing(), out=tmp_path / "whole", trainer=PlantedTrainer(120), quiet=True)
     n = json.loads((tmp_path / "whole" / "summary.json").read_text())["target_reliability"]["runs"]
     out = tmp_path / "killed"
     with pytest.raises(KeyboardInterrupt):  # killed during the fourth repeat (runs 6 and 7)
-        audit(pairs, growing(), out, trainer=PlantedTrainer(120, crash_at=7), quiet=True)
+        audit(pairs, growing(), out=out, trainer=PlantedTrainer(120, crash_at=7), quiet=True)
     assert [ExperimentDir(out).run_done(r) for r in range(8)] == [True] * 7 + [False]
     assert json.loads((out / "config.json").read_text())["audit"]["runs"] == 8  # grown
     half = out / "runs" / "007"  # a half-written run: scores without a manifest
@@ -308,12 +308,14 @@ def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_pat
     (half / "scores.parquet").write_bytes(b"PAR1 truncated")
     before = (out / "runs" / "003" / "scores.parquet").stat().st_mtime_ns
     counting = PlantedTrainer(120)
-    resumed = audit(pairs, growing(), out, trainer=counting, quiet=True)
+    resumed = audit(pairs, growing(), out=out, trainer=counting, quiet=True)
     assert counting.calls == n - 7  # run 7 redone, runs 0..6 never
     assert (out / "runs" / "003" / "scores.parquet").stat().st_mtime_ns == before
     pd.testing.assert_frame_equal(resumed, whole)
     again = PlantedTrainer(120)  # finished: started again, nothing is trained
-    pd.testing.assert_frame_equal(audit(pairs, growing(), out, trainer=again, quiet=True), whole)
+    pd.testing.assert_frame_equal(
+        audit(pairs, growing(), out=out, trainer=again, quiet=True), whole
+    )
     assert again.calls == 0
 
 
@@ -322,19 +324,19 @@ def test_a_higher_target_or_cap_continues_the_same_audit(tmp_path):
 
     pairs, out = planted_pairs(), tmp_path / "x"
     trainer = PlantedTrainer(120)
-    audit(pairs, growing(target_reliability=0.6), out, trainer=trainer, quiet=True)
+    audit(pairs, growing(target_reliability=0.6), out=out, trainer=trainer, quiet=True)
     low = json.loads((out / "summary.json").read_text())["target_reliability"]
     assert low["reached"] and trainer.calls == low["runs"]
     # capped below what 0.8 needs: stops at the cap, then a higher cap goes on
     capped = growing(max_runs=low["runs"] + 2)
-    audit(pairs, capped, out, trainer=trainer, quiet=True)
+    audit(pairs, capped, out=out, trainer=trainer, quiet=True)
     mid = json.loads((out / "summary.json").read_text())["target_reliability"]
     assert (mid["runs"], mid["stopped_because"]) == (low["runs"] + 2, "max_runs")
-    audit(pairs, growing(), out, trainer=trainer, quiet=True)
+    audit(pairs, growing(), out=out, trainer=trainer, quiet=True)
     high = json.loads((out / "summary.json").read_text())["target_reliability"]
     assert high["reached"] and high["runs"] > mid["runs"] and trainer.calls == high["runs"]
     fresh = PlantedTrainer(120)  # the same tables as an audit run at 0.8 from the start
-    audit(pairs, growing(), tmp_path / "fresh", trainer=fresh, quiet=True)
+    audit(pairs, growing(), out=tmp_path / "fresh", trainer=fresh, quiet=True)
     assert fresh.calls == high["runs"]
     pd.testing.assert_frame_equal(
         pd.read_parquet(out / "memorization.parquet"),
@@ -342,8 +344,8 @@ def test_a_higher_target_or_cap_continues_the_same_audit(tmp_path):
     )
     # without a target, --runs must be the grown count; the refusal says how to resume
     with pytest.raises(InputError, match=rf"it grew to {high['runs']} runs towards"):
-        audit(pairs, growing(target_reliability=None, max_runs=200), out, trainer=trainer)
+        audit(pairs, growing(target_reliability=None, max_runs=200), out=out, trainer=trainer)
     plain = growing(target_reliability=None, max_runs=200, runs=high["runs"])
-    audit(pairs, plain, out, trainer=trainer, quiet=True)
+    audit(pairs, plain, out=out, trainer=trainer, quiet=True)
     assert trainer.calls == high["runs"]  # nothing redone
     assert "target_reliability" not in json.loads((out / "summary.json").read_text())

@@ -313,8 +313,11 @@ def test_missing_memorization_is_input_error(tmp_path: Path) -> None:
     with pytest.raises(ParamError, match="'max_points' parameter of ReportConfig") as err:
         write_report(tmp_path, ReportConfig(max_points=0))
     assert (err.value.param, err.value.value) == ("max_points", 0)
-    with pytest.raises(TypeError):
-        write_report(tmp_path, max_points=10)  # the options live in ReportConfig only
+    with pytest.raises(ParamError, match="'max_points' parameter of ReportConfig"):
+        write_report(tmp_path, max_points=0)  # an override is a ReportConfig field, checked
+    with pytest.raises(ParamError, match="unknown setting `points`") as err:
+        write_report(tmp_path, points=10)
+    assert err.value.param == "points"
 
 
 def test_cli_report(tmp_path: Path) -> None:

@@ -42,29 +42,29 @@ def test_changed_margins_refuse_the_resume(trainer, tmp_path):
     # a --use-margin audit trained on the margins: other margins make every saved run stale
     pairs = make_pairs()
     out = tmp_path / "x"
-    audit(pairs, config(), out, trainer=trainer(), quiet=True)
+    audit(pairs, config(), out=out, trainer=trainer(), quiet=True)
     changed = pairs.assign(margin=pairs.margin + 1.0)
     with pytest.raises(InputError, match="other data") as err:
-        audit(changed, config(), out, trainer=trainer(), quiet=True)
+        audit(changed, config(), out=out, trainer=trainer(), quiet=True)
     assert "margins" in str(err.value) and "another configuration" not in str(err.value)
-    audit(pairs, config(), out, trainer=trainer(), quiet=True)  # the same data still resumes
+    audit(pairs, config(), out=out, trainer=trainer(), quiet=True)  # the same data still resumes
 
 
 def test_changed_groups_refuse_the_resume(trainer, tmp_path):
     pairs = make_pairs()
-    audit(pairs, config(), tmp_path / "x", trainer=trainer(), quiet=True)
+    audit(pairs, config(), out=tmp_path / "x", trainer=trainer(), quiet=True)
     regrouped = pairs.assign(user_id=pairs.user_id.iloc[::-1].to_numpy())
     with pytest.raises(InputError, match="other data"):
-        audit(regrouped, config(), tmp_path / "x", trainer=trainer(), quiet=True)
+        audit(regrouped, config(), out=tmp_path / "x", trainer=trainer(), quiet=True)
 
 
 def test_the_refusal_names_the_settings_that_differ(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "runs"
-    audit(pairs, config(), out, trainer=trainer(), quiet=True)
+    audit(pairs, config(), out=out, trainer=trainer(), quiet=True)
     other = config(runs=6, head=HeadConfig(epochs=3, batch_size=16, use_margin=True, patience=0))
     with pytest.raises(InputError) as err:
-        audit(pairs, other, out, trainer=trainer(), quiet=True)
+        audit(pairs, other, out=out, trainer=trainer(), quiet=True)
     message = str(err.value)  # parameters in backticks; the command line reads flags
     assert f"`out` {out} holds an audit with another configuration: " in message
     assert "runs 4 (saved) vs 6 (now), head.epochs 2 vs 3;" in message
@@ -76,21 +76,21 @@ def test_the_refusal_names_the_settings_that_differ(trainer, tmp_path):
     assert "\n" not in message
     both = config(runs=6)
     with pytest.raises(InputError, match=r"runs 4 \(saved\) vs 6 \(now\); and other data"):
-        audit(pairs.assign(margin=0.5), both, out, trainer=trainer(), quiet=True)
+        audit(pairs.assign(margin=0.5), both, out=out, trainer=trainer(), quiet=True)
 
 
 def test_execution_settings_may_differ_on_resume(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "x"
-    first = audit(pairs, config(), out, trainer=trainer(), quiet=True)
-    again = audit(pairs, config(retries=0, abort_after=1), out, trainer=trainer(), quiet=True)
+    first = audit(pairs, config(), out=out, trainer=trainer(), quiet=True)
+    again = audit(pairs, config(retries=0, abort_after=1), out=out, trainer=trainer(), quiet=True)
     pd.testing.assert_frame_equal(first, again)
 
 
 def test_config_json_holds_the_resolved_trainer_settings(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "x"
-    audit(pairs, config(seed=3, max_length=64), out, trainer=trainer(), quiet=True)
+    audit(pairs, config(seed=3, max_length=64), out=out, trainer=trainer(), quiet=True)
     saved = json.loads((out / "config.json").read_text())["audit"]
     assert saved["head"]["seed"] == 3
     assert (saved["train"]["seed"], saved["train"]["max_length"]) == (3, 64)
@@ -116,7 +116,7 @@ class NaNTrainer:
 def test_a_pair_no_in_run_scored_is_listed_as_lacking_runs(trainer, tmp_path):
     pairs = make_pairs()
     out = tmp_path / "x"
-    table = audit(pairs, config(), out, trainer=NaNTrainer(trainer()), quiet=True)
+    table = audit(pairs, config(), out=out, trainer=NaNTrainer(trainer()), quiet=True)
     first = table.set_index("id").loc["r000"]
     assert (first.n_in, first.n_out) == (0, 2) and np.isnan(first.tm) and np.isnan(first.cm)
     assert first.category == "undefined"

@@ -10,9 +10,9 @@ from rmlens.rewards import (
     HeadRM,
     bradley_terry_loss,
     centering_loss,
-    pairwise_accuracy,
     plackett_luce_loss,
 )
+from rmlens.rewards._metrics import pairwise_accuracy
 
 
 def test_bradley_terry_by_hand():

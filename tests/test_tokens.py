@@ -6,22 +6,17 @@ import numpy as np
 import pytest
 import torch
 
-from rmlens.backbones import encode_pair_text
-from rmlens.tokens import (
-    HeadScorer,
-    ImplicitScorer,
-    SeqClsScorer,
+from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.tokens import HeadScorer, ImplicitScorer, SeqClsScorer, sweep_prompt
+from rmlens.tokens._candidates import (
     build_candidates,
     format_ids,
-    score_sequences,
     shared_prefix,
     special_token_ids,
-    sweep_prompt,
-    tiny_causal_lm,
-    tiny_seq_cls,
-    tiny_tokenizer,
+    split_candidates,
 )
-from rmlens.tokens._candidates import split_candidates
+from rmlens.tokens._sweep import score_sequences
+from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
 PROMPT = "What, in one word, is the best thing ever?"
 

@@ -12,15 +12,8 @@ import torch
 from rmlens import backbones, rewards
 from rmlens.cli import main
 from rmlens.rewards import load_rm, save_head_rm
-from rmlens.tokens import (
-    DEFAULT_PROMPTS,
-    HeadScorer,
-    sweep_prompt,
-    tiny_causal_lm,
-    tiny_seq_cls,
-    tiny_tokenizer,
-    token_scorer,
-)
+from rmlens.tokens import DEFAULT_PROMPTS, HeadScorer, sweep_prompt, token_scorer
+from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
 
 def sweepable(spec):
@@ -183,7 +176,7 @@ def test_finetuned_rm_folder_matches_its_own_scores(models, tmp_path, kind):
                           "chosen": words[:20], "rejected": words[20:]})
     config = rewards.TrainConfig(model=str(models["root"] / "backbone"), rm=kind,
                                  finetune="lora", epochs=2, batch_size=4, lr=5e-2)
-    rewards.train_rm(pairs, config, tmp_path / "rm", quiet=True)
+    rewards.train(pairs, config, out=tmp_path / "rm", quiet=True)
     tuned = rewards.load_rm(tmp_path / "rm")
     frame, info = sweep_prompt(sweepable(tmp_path / "rm"), "What is best?",
                                token_ids=np.arange(40, 70))

@@ -13,11 +13,11 @@ from rmlens.tokens import (
     framing,
     frequency_bias,
     moments,
-    ols,
     rank_biased_overlap,
     top_bottom,
     word_features,
 )
+from rmlens.tokens._stats import ols
 
 
 def sweep_frame(decoded, scores, prompt="p"):

@@ -18,6 +18,7 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import jsonable, write_json, write_parquet
+from rmlens._params import resolve_config
 from rmlens.attribution._attributor import Attributor
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._stability import (
@@ -30,7 +31,12 @@ from rmlens.experiment import ExperimentDir
 
 
 def attribute(
-    out_dir: str | Path, *, config: AttributeConfig | None = None, quiet: bool = False
+    directory: str | Path,
+    config: AttributeConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    quiet: bool = False,
+    **overrides,
 ) -> Attributor:
     """Attribute an audit's TM, TG and CM to pair features; write the results into the dir.
 
@@ -48,16 +54,21 @@ def attribute(
     With ``config.stability`` (default), TM, TG and CM are also estimated from each half of
     the audit's runs (``run_halves``: alternating whole repeats of the plan) and every
     regressor is fit to each half's targets, to say how stable the feature ranking is; when
-    ``out_dir`` has no runs or fewer than 2 whole repeats, the figures are NaN and the
+    ``directory`` has no runs or fewer than 2 whole repeats, the figures are NaN and the
     ``stability_note`` says why.
 
     Parameters
     ----------
-    out_dir : path
-        Experiment directory of ``rmlens memorize``.
+    directory : str or Path
+        The experiment directory of an audit (``audit``, ``rmlens memorize``).
     config : AttributeConfig, optional
+        The settings (default ``AttributeConfig()``).
+    out : str or Path, optional
+        The folder the results are written to (default ``directory``).
     quiet : bool, default=False
-        No progress bar.
+        No progress bars or status lines.
+    **overrides
+        Fields of ``AttributeConfig``, applied to ``config`` (``attribute(dir, folds=3)``).
 
     Returns
     -------
@@ -67,15 +78,21 @@ def attribute(
     Raises
     ------
     InputError
-        No memorization table in ``out_dir``, or it lacks the target columns.
+        No memorization table in ``directory``, or it lacks the target columns.
+
+    Examples
+    --------
+    >>> attributor = attribute("rmlens-demo", regressors=("lightgbm",))  # doctest: +SKIP
+    >>> attributor.importance_.head()  # doctest: +SKIP
     """
-    cfg = config or AttributeConfig()
+    cfg = resolve_config("attribute", AttributeConfig, config, overrides)
     cfg.check()  # ParamError (an InputError) names the field
-    out = Path(out_dir)
-    table = _read_table(out)
-    record = _read_record(out)
+    source = Path(directory)
+    out = source if out is None else Path(out)
+    table = _read_table(source)
+    record = _read_record(source)
     tokenizer, tok_note = _resolve_tokenizer(cfg.tokenizer, record)
-    halves, why = _run_halves(out, record, cfg)
+    halves, why = _run_halves(source, record, cfg)
     attributor = Attributor(config=cfg).fit(table, group_by=record.get("group_by"),
                                             tokenizer=tokenizer, halves=halves, quiet=quiet)
     if why:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens._params import ParamError
+from rmlens._params import ParamError, Params
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._features import pair_features
 from rmlens.attribution._fits import (
@@ -28,7 +28,7 @@ from rmlens.attribution._regress import Design, cross_validate, design_matrix, e
 from rmlens.attribution._stability import STABILITY_COLUMNS, Halves
 
 
-class Attributor:
+class Attributor(Params):
     """Regress memorization targets on pair features and explain them with SHAP.
 
     Parameters
@@ -84,11 +84,10 @@ class Attributor:
     True
     """
 
+    config_class = AttributeConfig
+
     def __init__(self, *, config: AttributeConfig | None = None):
         self.config = config
-
-    def get_params(self) -> dict:
-        return {"config": self.config}
 
     def fit(
         self,

@@ -153,7 +153,7 @@ _BUILTIN_PAIR_COLUMNS = frozenset(name for name, *_ in BUILTIN_PAIR)
 def _as_text(values: pd.Series) -> pd.Series:
     if values.map(lambda v: isinstance(v, str)).all():
         return values.astype(object)
-    from rmlens.data import to_text
+    from rmlens.data._schema import to_text
 
     def text(v) -> str:
         if isinstance(v, str):

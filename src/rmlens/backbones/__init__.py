@@ -5,18 +5,9 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_cache": ["EmbeddingCache", "default_cache_dir"],
-        "_featurize": [
-            "PairFeatures",
-            "collate",
-            "encode_ids",
-            "featurize",
-            "last_real",
-            "pool",
-            "position_ids",
-        ],
+        "_cache": ["EmbeddingCache"],
+        "_featurize": ["PairFeatures", "featurize"],
         "_load": ["Backbone", "load_backbone"],
         "_presets": ["PRESETS", "resolve_model"],
-        "_tokenize": ["encode_pair_text", "prompt_messages", "transcript_messages"],
     },
 )

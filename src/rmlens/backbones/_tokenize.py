@@ -15,7 +15,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from rmlens.data import to_text
+from rmlens.data._schema import to_text
 
 # An HH-RLHF turn marker: "Human:" or "Assistant:" at the start or after a blank line
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ \t]?")

@@ -26,7 +26,8 @@ def map_option() -> Any:
 
 
 def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False):
-    from rmlens.data import load_pairs, load_rankings, parse_column_map
+    from rmlens.data import load_pairs, load_rankings
+    from rmlens.data._schema import parse_column_map
 
     mapping = parse_column_map(column_map or [])
     return (load_rankings if rankings else load_pairs)(path, column_map=mapping)

@@ -126,7 +126,7 @@ def attribute(
     from rmlens.attribution import attribute as run_attribution
 
     config = resolve(ctx, ATTRIBUTE, options)
-    attributor = run_attribution(out_dir, config=config, quiet=quiet)  # ParamError: main words it
+    attributor = run_attribution(out_dir, config, quiet=quiet)  # ParamError: main words it
     save_config(config, out_dir / "attribute.toml")
     _print_result(attributor, out_dir, as_json)
     refresh_report(out_dir, quiet=as_json)

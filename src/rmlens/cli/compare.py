@@ -100,7 +100,7 @@ def compare(
     from rmlens.report import write_compare_report
 
     config = resolve(ctx, COMPARE, options)
-    result = run_compare(dirs, out, config, quiet=quiet)
+    result = run_compare(dirs, config, out=out, quiet=quiet)
     save_config(config, out / "compare.toml")
     page = write_compare_report(out)
     result.files += ["compare.toml", page.name]

@@ -136,7 +136,8 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Summarize a preference file and list every problem in it (file, line or row, field)."""
-        from rmlens.data import inspect_pairs, parse_column_map
+        from rmlens.data import inspect_pairs
+        from rmlens.data._schema import parse_column_map
 
         result = inspect_pairs(file, column_map=parse_column_map(column_map), split=split)
         if as_json:

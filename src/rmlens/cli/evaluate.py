@@ -34,7 +34,7 @@ def evaluate(
     table give accuracy and Spearman(reward, length) before and after, and length.png shows f.
     """
     from rmlens.evaluation import evaluate as run_evaluation
-    from rmlens.evaluation import resolve_probes
+    from rmlens.evaluation._probes import resolve_probes
 
     config = resolve(ctx, EVALUATE, options)
     try:
@@ -42,7 +42,7 @@ def evaluate(
     except ValueError as err:
         raise InputError(f"--probes: {err}") from err
     pairs = load_table(data, column_map)
-    metrics = run_evaluation(rm, pairs, out=out, config=config, quiet=quiet)
+    metrics = run_evaluation(pairs, config, rm=rm, out=out, quiet=quiet)
     if not quiet:  # the result carries its warnings; the command says them
         from rmlens.progress import stderr
 

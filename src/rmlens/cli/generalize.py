@@ -38,7 +38,7 @@ def generalize(
         raise InputError("give exactly one of --data FILE and --task persona")
     pairs = None if data is None else load_table(data, column_map)
     shifted = None if shift_data is None else load_table(shift_data, column_map)
-    table = run(pairs, config, out, shift_pairs=shifted, quiet=quiet)
+    table = run(pairs, config, out=out, shift_pairs=shifted, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:
         typer.echo(json.dumps(table.to_dict("records"), default=float))

@@ -50,11 +50,11 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
 ) -> None:
-    from rmlens.attribution import objective_bias
+    from rmlens.attribution._bias import objective_bias
     from rmlens.memorization import audit
 
     trainer_config = config.head if config.mode == "frozen" else config.train
-    audit(pairs, config, out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
+    audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
     if attribute:
         from rmlens.attribution import attribute as run_attribution
 

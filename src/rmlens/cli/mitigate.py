@@ -43,7 +43,7 @@ def mitigate(
         seed=config.seed, n_boot=config.n_boot
     )
     pairs = load_table(data, column_map)
-    result = run_mitigate(pairs, out, config, objectives=plan.objectives,
+    result = run_mitigate(pairs, config, out=out, objectives=plan.objectives,
                           compare_config=compare_config, quiet=quiet)  # fmt: skip
     save_config(config, out / "config.toml", sections=AUDIT, mitigate=plan,
                 compare=compare_config)

@@ -56,14 +56,15 @@ def sweep(
     **options,
 ) -> None:
     """Score every vocabulary token as a one-token answer: best and worst tokens per RM."""
-    from rmlens.tokens._run import read_prompts, run_sweep
+    from rmlens.tokens._run import read_prompts
+    from rmlens.tokens._run import sweep as run_sweep  # the command is `sweep` too
 
     config = resolve(ctx, SWEEP, options)
     if not config.rm:
         raise InputError("--rm: give at least one reward model (repeat --rm for several)")
     if prompts:
         config = config.replace(prompts=read_prompts(prompts))
-    summary = run_sweep(config, out, quiet=quiet)
+    summary = run_sweep(config=config, out=out, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:
         typer.echo(json.dumps(summary, indent=2, default=str))

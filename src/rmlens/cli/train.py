@@ -43,15 +43,15 @@ def train(
     **options,
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
-    from rmlens.attribution import objective_bias
-    from rmlens.rewards import train_rm
+    from rmlens.attribution._bias import objective_bias
+    from rmlens.rewards import train as run_training
 
     config = resolve(ctx, TRAIN, options)
     rankings = config.loss == "plackett-luce"
     pairs = load_table(data, column_map, rankings=rankings)
     evals = None if eval_data is None else load_table(eval_data, column_map, rankings=rankings)
     bias = objective_bias(pairs, config)
-    train_rm(pairs, config, out, eval_data=evals, bias=bias, quiet=quiet)
+    run_training(pairs, config, out=out, eval_data=evals, bias=bias, quiet=quiet)
     save_config(config, out / "config.toml")
     history = json.loads((out / "history.json").read_text())
     last = history[-1] if config.ensemble == 1 else [h[-1] for h in history]
@@ -78,7 +78,8 @@ def score(
     import numpy as np
 
     from rmlens.data import save_pairs
-    from rmlens.rewards import load_rm, pairwise_accuracy
+    from rmlens.rewards import load_rm
+    from rmlens.rewards._metrics import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
     pairs = load_table(data, column_map)

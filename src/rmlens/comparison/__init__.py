@@ -8,11 +8,7 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_config": ["CompareConfig", "MitigateConfig"],
         "_compare": ["Comparison", "compare"],
-        "_audit": ["Audit", "find_audits", "load_audit"],
-        "_agreement": ["ceiling", "spearman"],
-        "_heldout": ["counter_bias_slices", "heldout_accuracy", "minority_model", "worst_group"],
-        "_margin": ["margin_terciles"],
-        "_mitigate": ["mitigate", "usable_objectives"],
-        "_shortcuts": ["is_shortcut", "shortcut_share"],
+        "_audit": ["Audit", "load_audit"],
+        "_mitigate": ["mitigate"],
     },
 )

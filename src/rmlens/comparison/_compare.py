@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from rmlens._errors import InputError, RmlensWarning
+from rmlens._params import needed_out, resolve_config
 from rmlens.comparison import _metrics as M
 from rmlens.comparison._agreement import common_rows
 from rmlens.comparison._audit import Audit, default_labels, find_audits, is_audit, load_audit
@@ -86,10 +87,11 @@ class Comparison:
 
 def compare(
     dirs: list[str | Path],
-    out: str | Path,
     config: CompareConfig | None = None,
     *,
+    out: str | Path | None = None,
     quiet: bool = False,
+    **overrides,
 ) -> Comparison:
     """Compare audits side by side and write the comparison directory.
 
@@ -99,12 +101,17 @@ def compare(
         Experiment directories of ``rmlens memorize``; a folder holding audits one level
         down (a comparison directory) stands for them. Audits may differ in objective,
         backbone, head, mode or plan; their pair sets must overlap.
-    out : path
-        Comparison directory (created; may be the audits' parent): ``compare.parquet``,
-        ``compare.json``, ``compare_*.png``. Nothing else in it is touched.
     config : CompareConfig, optional
+        The settings (default ``CompareConfig()``).
+    out : str or Path
+        The comparison directory (created; may be the audits' parent): ``compare.parquet``,
+        ``compare.json``, ``compare_*.png``. Nothing else in it is touched. Needed.
     quiet : bool, default=False
-        No progress bars; the warnings are issued all the same (:class:`~rmlens.RmlensWarning`).
+        No progress bars or status lines; the warnings are issued all the same
+        (:class:`~rmlens.RmlensWarning`).
+    **overrides
+        Fields of ``CompareConfig``, applied to ``config`` (``compare(dirs, out="cmp",
+        probes=False)``).
 
     Returns
     -------
@@ -114,16 +121,16 @@ def compare(
     ------
     InputError
         A directory that is no audit and holds none, audits without common pairs, labels
-        that do not match the audits, a ``groups`` column that is absent.
+        that do not match the audits, a ``groups`` column that is absent, no ``out``.
 
     Examples
     --------
-    >>> from rmlens.comparison import CompareConfig, compare
-    >>> result = compare(["cmp/bt", "cmp/poe"], "cmp",
-    ...                  CompareConfig(probes=False))  # doctest: +SKIP
+    >>> from rmlens.comparison import compare
+    >>> result = compare(["cmp/bt", "cmp/poe"], out="cmp", probes=False)  # doctest: +SKIP
     >>> result.wide()  # doctest: +SKIP
     """
-    config = (config or CompareConfig()).check()
+    config = resolve_config("compare", CompareConfig, config, overrides).check()
+    out = needed_out("compare", out)
     _check_out(out)
     audits = _load_audits(dirs, config)
     notes: list[str] = []

@@ -16,7 +16,8 @@ import pandas as pd
 
 from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
-from rmlens.attribution import objective_bias
+from rmlens._params import needed_out, resolve_config
+from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import Comparison, compare
 from rmlens.comparison._config import CompareConfig
 from rmlens.memorization import AuditConfig, audit
@@ -53,37 +54,49 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
 
 def mitigate(
     pairs: pd.DataFrame,
-    out: str | Path,
     config: AuditConfig | None = None,
     *,
+    out: str | Path | None = None,
     objectives: Sequence[str] = OBJECTIVES,
     compare_config: CompareConfig | None = None,
     quiet: bool = False,
+    **overrides,
 ) -> Comparison:
     """Audit ``pairs`` once per objective with one plan and seed, then compare the audits.
 
     Parameters
     ----------
     pairs : DataFrame
-        The canonical pair table.
-    out : path
-        Comparison directory: one experiment directory per objective, and ``compare.*``.
+        The canonical pair table (``rmlens.data.load_pairs``).
     config : AuditConfig, optional
-        The audit every objective shares; its head's (``train``'s in finetune mode)
-        objective is replaced by each of ``objectives`` in turn, the rest is kept (bias
-        features, group column, ...).
+        The settings of the audit every objective shares (default ``AuditConfig()``); its
+        head's (``train``'s in finetune mode) objective is replaced by each of
+        ``objectives`` in turn, the rest is kept (bias features, group column, ...).
+    out : str or Path
+        The comparison directory: one experiment directory per objective, and
+        ``compare.*``. Needed.
     objectives : sequence of str
         Default: all of ``bt, label_smoothing, poe, reweight, group_dro`` that the data
         supports (``group_dro`` needs a group column).
     compare_config : CompareConfig, optional
         Options of the comparison; its labels are the objectives.
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``AuditConfig``, applied to ``config`` (``mitigate(pairs, out="m",
+        runs=8)``).
 
     Returns
     -------
     Comparison
+
+    Examples
+    --------
+    >>> result = mitigate(pairs, out="mitigate", objectives=("bt", "poe"))  # doctest: +SKIP
+    >>> result.wide()  # doctest: +SKIP
     """
-    config = (config or AuditConfig()).check()
-    out = Path(out)
+    config = resolve_config("mitigate", AuditConfig, config, overrides).check()
+    out = Path(needed_out("mitigate", out))
     kept, notes = usable_objectives(pairs, config, objectives)
     for note in notes:
         warnings.warn(note, RmlensNote, stacklevel=2)
@@ -101,7 +114,7 @@ def mitigate(
             trainer.backbone = backbone  # loaded by the first audit, shared by the rest
         if not quiet:
             status(f"objective {name}: auditing into {out / name}")
-        audit(pairs, run_config, out / name, trainer=trainer, bias=bias, quiet=quiet)
+        audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
         backbone = getattr(trainer, "backbone_", None)
     compare_config = (compare_config or CompareConfig()).replace(labels=tuple(kept))
-    return compare([out / name for name in kept], out, compare_config, quiet=quiet)
+    return compare([out / name for name in kept], compare_config, out=out, quiet=quiet)

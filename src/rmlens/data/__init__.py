@@ -6,10 +6,9 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_synth_config": ["MECHANISMS", "SynthConfig"],
-        "_fingerprint": ["FINGERPRINT_COLUMNS", "fingerprint"],
-        "converters": ["convert", "convert_with_report", "converter_names"],
+        "converters": ["convert", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
-        "_schema": ["CORE_COLUMNS", "parse_column_map", "to_text"],
+        "_schema": ["CORE_COLUMNS"],
         "_summary": ["inspect_pairs", "summarize"],
         "_synth": ["synthesize"],
     },

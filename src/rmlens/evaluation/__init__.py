@@ -15,13 +15,9 @@ __all__, __getattr__, __dir__ = attach(
             "log_loss",
             "reliability_bins",
             "temperature_scaling",
-            "top_label",
         ],
-        # EnsembleRM is rmlens.rewards.EnsembleRM (one ensemble; load_rm loads every RM)
-        "_evaluate": ["EnsembleRM", "evaluate", "membership_metrics"],
+        "_evaluate": ["evaluate"],
         "_metrics": [
-            "REWARDBENCH_COUNTS",
-            "REWARDBENCH_SECTIONS",
             "accuracy_by",
             "auroc",
             "ensemble_disagreement",
@@ -37,15 +33,6 @@ __all__, __getattr__, __dir__ = attach(
             "length_correlation",
             "response_lengths",
         ],
-        "_probes": [
-            "PROBES",
-            "Probe",
-            "prefix_probe",
-            "probe_effects",
-            "register_probe",
-            "resolve_probes",
-            "run_probes",
-            "summarize_effects",
-        ],
+        "_probes": ["PROBES", "Probe", "probe_effects", "register_probe", "run_probes"],
     },
 )

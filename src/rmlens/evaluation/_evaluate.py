@@ -13,6 +13,7 @@ from scipy.special import expit
 
 import rmlens
 from rmlens._errors import InputError
+from rmlens._params import resolve_config
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
@@ -31,8 +32,9 @@ from rmlens.evaluation._posthoc import (
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards import EnsembleRM, load_rm, pairwise_accuracy
+from rmlens.rewards import EnsembleRM, load_rm
 from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._metrics import pairwise_accuracy
 
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:
@@ -108,38 +110,43 @@ def _describe(rm: Any, source: Any) -> dict:
 
 
 def evaluate(
-    rm: Any,
     pairs: pd.DataFrame,
-    *,
-    probes: str | Sequence[str | Probe] | None = None,
-    out: str | Path | None = None,
     config: EvaluateConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    rm: Any,
+    probes: str | Sequence[str | Probe] | None = None,
     quiet: bool = False,
+    **overrides,
 ) -> dict:
     """Evaluate a reward model on a pair set: accuracy, calibration, distribution, probes.
 
     Parameters
     ----------
+    pairs : DataFrame
+        The canonical pair table (``rmlens.data.load_pairs``).
+    config : EvaluateConfig, optional
+        The settings (default ``EvaluateConfig()``). ``calibrate="length"`` evaluates the
+        length-calibrated RM r - f(len) instead (``calibrate_length``): every metric, the
+        ensemble's member margins and the probes' edited texts (f stays as fitted) use it;
+        scores.parquet keeps the raw rewards beside ``r_chosen_calibrated``,
+        ``r_rejected_calibrated``, ``len_chosen``, ``len_rejected``.
+    out : str or Path, optional
+        The folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
+        ``reliability.png``, ``rewards.png`` and ``probes.png`` (and ``length.png`` with
+        ``config.calibrate``); default: nothing is written.
     rm : RewardModel, EnsembleRM, str or Path
         An object with ``score(prompts, responses)`` (``score_pairs`` is used when present),
         or anything ``rmlens.rewards.load_rm`` loads: a saved RM folder (an ensemble folder
         of ``rmlens train --ensemble N`` too), an RM preset, a sequence-classification model,
         or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
-    pairs : DataFrame
-        The canonical pair table (``rmlens.data.load_pairs``).
     probes : "all", "none", "a,b", or list of names / Probe, optional
         Default ``config.probes``.
-    out : path, optional
-        Folder for ``metrics.json``, ``probes.parquet``, ``scores.parquet``,
-        ``reliability.png``, ``rewards.png`` and ``probes.png`` (and ``length.png`` with
-        ``config.calibrate``).
-    config : EvaluateConfig, optional
-        ``calibrate="length"`` evaluates the length-calibrated RM r - f(len) instead
-        (``calibrate_length``): every metric, the ensemble's member margins and the probes'
-        edited texts (f stays as fitted) use it; scores.parquet keeps the raw rewards beside
-        ``r_chosen_calibrated``, ``r_rejected_calibrated``, ``len_chosen``, ``len_rejected``.
     quiet : bool, default=False
-        No progress bars.
+        No progress bars or status lines.
+    **overrides
+        Fields of ``EvaluateConfig``, applied to ``config`` (``evaluate(pairs, rm=rm,
+        n_bins=5)``).
 
     Returns
     -------
@@ -159,10 +166,10 @@ def evaluate(
     ...         return np.array([len(r) for r in responses], dtype=float)
     >>> pairs = pd.DataFrame({"prompt": ["q", "q"], "chosen": ["a long one", "no"],
     ...                       "rejected": ["short", "longer"]})
-    >>> evaluate(LengthRM(), pairs, probes="none", quiet=True)["accuracy"]
+    >>> evaluate(pairs, rm=LengthRM(), probes="none", quiet=True)["accuracy"]
     0.5
     """
-    config = (config or EvaluateConfig()).check()  # ParamError names the field
+    config = resolve_config("evaluate", EvaluateConfig, config, overrides).check()
     try:
         chosen_probes = resolve_probes(config.probes if probes is None else probes)
     except ValueError as err:

@@ -10,7 +10,7 @@ scored response, and subtract it:
 so that, across the pair set, no length earns more reward on average than another. A pair
 whose two responses have the same length keeps its margin exactly.
 
-Length unit: characters of the response (``rmlens.data.to_text``; the prompt is left out).
+Length unit: characters of the response (``rmlens.data._schema.to_text``; the prompt is left out).
 The authors' code measures the response both in characters and in tokens of the RM's
 tokenizer; characters need no tokenizer, so one f serves every RM (pretrained classifiers,
 ensembles, the backbones compared by the objectives table) and the texts a shortcut probe
@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from rmlens._params import check_params, non_negative_int, positive
+from rmlens._params import Params, check_params, non_negative_int, positive
 from rmlens.evaluation._config import LOWESS_FRAC
 from rmlens.stats import spearman
 
@@ -59,7 +59,7 @@ UNIT = "characters"
 
 def response_lengths(responses: Sequence[Any]) -> np.ndarray:
     """Length in characters of each response (conversations rendered by ``to_text``), (n,)."""
-    from rmlens.data import to_text
+    from rmlens.data._schema import to_text
 
     return np.fromiter(
         (len(r) if isinstance(r, str) else len(to_text(r)) for r in responses),
@@ -118,7 +118,7 @@ def _lowess(x: np.ndarray, y: np.ndarray, *, frac: float, it: int, grid: int = 1
     return u, f
 
 
-class LengthCalibrator:
+class LengthCalibrator(Params):
     """The bias f(length) of an RM's rewards, fitted by LOWESS (module docstring).
 
     Parameters
@@ -152,9 +152,6 @@ class LengthCalibrator:
     def __init__(self, *, frac: float = LOWESS_FRAC, it: int = 3):
         self.frac = frac
         self.it = it
-
-    def get_params(self) -> dict:
-        return {"frac": self.frac, "it": self.it}
 
     def fit(self, rewards, lengths) -> LengthCalibrator:
         """Fit f on rewards (n,) and lengths (n,) of all scored responses."""

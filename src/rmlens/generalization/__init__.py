@@ -5,15 +5,9 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_compare": ["build_splits", "generalize", "split_metrics"],
+        "_compare": ["generalize"],
         "_config": ["GeneralizeConfig"],
-        "_persona": [
-            "SHIFT_TOKENS",
-            "TRAIN_TOKENS",
-            "persona_pairs",
-            "persona_splits",
-            "persona_statements",
-        ],
+        "_persona": ["SHIFT_TOKENS", "TRAIN_TOKENS", "persona_pairs", "persona_splits"],
         "_plot": ["plot_generalization"],
         "_shifts": ["REWRITES", "rewrite_pairs", "swap_synonyms", "synonym_table"],
     },

@@ -28,14 +28,17 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens.data import fingerprint, to_text
+from rmlens._params import resolve_config
+from rmlens.data._fingerprint import fingerprint
+from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plot import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
 from rmlens.progress import status
-from rmlens.rewards import load_rm, make_trainer, pairwise_accuracy
+from rmlens.rewards import load_rm, make_trainer
+from rmlens.rewards._metrics import pairwise_accuracy
 
 RMS = ("explicit", "implicit")
 
@@ -121,7 +124,7 @@ def _prepare_dir(out: Path, record: dict) -> None:
 
 
 def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:
-    """Every split by name, each by :func:`rmlens.data.fingerprint` (pairs and margins)."""
+    """Every split by name, each by ``fingerprint`` (``data._fingerprint``: pairs, margins)."""
     parts = {name: fingerprint(frame) for name, frame in splits.items()}
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
 
@@ -145,29 +148,42 @@ def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: b
 def generalize(
     pairs: pd.DataFrame | None,
     config: GeneralizeConfig | None = None,
-    out: str | Path = "rmlens-generalize",
     *,
+    out: str | Path | None = None,
     shift_pairs: pd.DataFrame | None = None,
     quiet: bool = False,
+    **overrides,
 ) -> pd.DataFrame:
     """Train an EX-RM and an IM-RM on the same pairs and backbone; score them under shifts.
 
     Parameters
     ----------
     pairs : DataFrame or None
-        The pair table; None with ``config.task="persona"``.
+        The canonical pair table (``rmlens.data.load_pairs``); None with
+        ``config.task="persona"``.
     config : GeneralizeConfig, optional
-    out : path
-        Output directory (see the module docstring).
+        The settings (default ``GeneralizeConfig()``).
+    out : str or Path, optional
+        The output directory (default ``rmlens-generalize``; see the module docstring).
     shift_pairs : DataFrame, optional
         User-rewritten pairs (same meaning, other tokens): the ``token_shift:file`` split.
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``GeneralizeConfig``, applied to ``config`` (``generalize(None,
+        task="persona")``).
 
     Returns
     -------
     DataFrame with ``rm`` (explicit, implicit), ``split``, ``accuracy``, ``norm_margin``, ``n``.
+
+    Examples
+    --------
+    >>> table = generalize(None, task="persona", out="gen")  # doctest: +SKIP
+    >>> table.pivot(index="split", columns="rm", values="accuracy")  # doctest: +SKIP
     """
-    config = (config or GeneralizeConfig()).check()
-    out = Path(out)
+    config = resolve_config("generalize", GeneralizeConfig, config, overrides).check()
+    out = Path("rmlens-generalize" if out is None else out)
     splits = build_splits(pairs, config, shift_pairs=shift_pairs)
     _prepare_dir(
         out,

@@ -9,7 +9,7 @@ __all__, __getattr__, __dir__ = attach(
         "_estimate": ["estimate", "memorization_scores"],
         "_map": ["plot_memorization_map"],
         "_plan": ["make_plan"],
-        "_runner": ["audit", "finish", "load_runs", "resolve_groups"],
+        "_runner": ["audit"],
         "_summary": ["categorize", "summarize_audit"],
     },
 )

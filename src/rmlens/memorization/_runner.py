@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from rmlens._params import resolve_config
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import (
@@ -70,11 +71,12 @@ __all__ = [
 def audit(
     pairs: pd.DataFrame,
     config: AuditConfig | None = None,
-    out: str | Path = "rmlens-audit",
     *,
+    out: str | Path | None = None,
     trainer: PairTrainer | None = None,
     bias=None,
     quiet: bool = False,
+    **overrides,
 ) -> pd.DataFrame:
     """Run a counterfactual memorization audit and write the experiment directory.
 
@@ -83,12 +85,14 @@ def audit(
     pairs : DataFrame
         The canonical pair table (``rmlens.data.load_pairs``).
     config : AuditConfig, optional
-        With ``target_reliability``, whole repeats of the plan are added to ``runs`` until
-        CM's split-half reliability reaches it or one more repeat would pass ``max_runs``
-        (``summary.json``'s ``target_reliability`` says which).
-    out : path
-        Experiment directory; an unfinished audit there is resumed (an audit with a target
-        goes on from its last finished repeat, and a higher target or cap continues it).
+        The settings (default ``AuditConfig()``). With ``target_reliability``, whole repeats
+        of the plan are added to ``runs`` until CM's split-half reliability reaches it or one
+        more repeat would pass ``max_runs`` (``summary.json``'s ``target_reliability`` says
+        which).
+    out : str or Path, optional
+        The experiment directory (default ``rmlens-audit``); an unfinished audit there is
+        resumed (an audit with a target goes on from its last finished repeat, and a higher
+        target or cap continues it).
     trainer : PairTrainer, optional
         Defaults to a frozen backbone with one head per run (``FrozenHeadTrainer``). With the
         Ray backend it is prepared here and shipped to the tasks, so it must pickle.
@@ -96,6 +100,10 @@ def audit(
         Shortcut feature differences phi(chosen) - phi(rejected) that the ``poe`` and
         ``reweight`` objectives need: ``rmlens.attribution.bias_features(pairs,
         config.head.bias_features)`` (``config.train`` in finetune mode).
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``AuditConfig``, applied to ``config`` (``audit(pairs, runs=10)``).
 
     Returns
     -------
@@ -110,9 +118,14 @@ def audit(
     Exception
         A run's own error when ``config.abort_after`` runs failed in a row or every run
         failed.
+
+    Examples
+    --------
+    >>> table = audit(load_pairs("prefs.jsonl"), runs=8, out="audit")  # doctest: +SKIP
+    >>> table.sort_values("cm", ascending=False).head()  # doctest: +SKIP
     """
-    config = _checked(config or AuditConfig())
-    exp = ExperimentDir(out)
+    config = _checked(resolve_config("audit", AuditConfig, config, overrides))
+    exp = ExperimentDir("rmlens-audit" if out is None else out)
     grouping = group_pairs(pairs, config)
     k = runs_per_repeat(config.plan, grouping.folds)
     first = first_runs(config, k)

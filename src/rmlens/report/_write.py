@@ -15,6 +15,7 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_atomic, write_text
+from rmlens._params import resolve_config
 
 from . import _sections as sec
 from ._assets import CSP, CSS, page_script, plotly_script
@@ -58,9 +59,14 @@ class _Experiment:
 
 
 def write_report(
-    out_dir: str | Path, config: ReportConfig | None = None, *, quiet: bool = True
+    directory: str | Path,
+    config: ReportConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    quiet: bool = True,
+    **overrides,
 ) -> Path:
-    """Write ``out_dir/report.html`` (and ``out_dir/memorization.csv``) for an experiment.
+    """Write ``report.html`` (and ``memorization.csv``) for an experiment directory.
 
     The page opens offline: Plotly, the style sheet and the data are inline and a content
     security policy blocks every request that would leave the page. It shows whatever the
@@ -70,14 +76,18 @@ def write_report(
 
     Parameters
     ----------
-    out_dir : str or Path
-        Experiment directory; must hold ``memorization.parquet``.
+    directory : str or Path
+        The experiment directory of an audit; must hold ``memorization.parquet``.
     config : ReportConfig, optional
-        Points on the map, rows of the tables, text and page size limits, seed (see
-        :class:`ReportConfig` for each option and its default).
+        The settings (default ``ReportConfig()``): points on the map, rows of the tables,
+        text and page size limits, seed (see :class:`ReportConfig` for each).
+    out : str or Path, optional
+        The folder the page is written to (default ``directory``).
     quiet : bool, default=True
         When False, unreadable optional files and an oversized page are warned about
         (:class:`~rmlens.RmlensWarning`).
+    **overrides
+        Fields of ``ReportConfig``, applied to ``config`` (``write_report(dir, top_k=50)``).
 
     Returns
     -------
@@ -92,16 +102,17 @@ def write_report(
 
     Examples
     --------
-    >>> from rmlens.report import ReportConfig, write_report
-    >>> write_report("runs/squality", ReportConfig(top_k=50))  # doctest: +SKIP
+    >>> from rmlens.report import write_report
+    >>> write_report("runs/squality", top_k=50)  # doctest: +SKIP
     PosixPath('runs/squality/report.html')
     """
-    config = (config or ReportConfig()).check()
-    exp = load_experiment(out_dir)
+    config = resolve_config("write_report", ReportConfig, config, overrides).check()
+    exp = load_experiment(directory)
+    dest = exp.root if out is None else Path(out)
     if not quiet:
         for message in exp.warnings:
             warnings.warn(message, RmlensWarning, stacklevel=2)
-    write_atomic(exp.root / "memorization.csv", lambda tmp: exp.mem.to_csv(tmp, index=False))
+    write_atomic(dest / "memorization.csv", lambda tmp: exp.mem.to_csv(tmp, index=False))
     limit = int(config.max_page_mb * 1_000_000)
     budget = max(200_000, int((limit - 5_500_000) * 0.6))
     n_points = min(config.max_points, len(exp.mem))
@@ -125,7 +136,7 @@ def write_report(
                     stacklevel=2,
                 )
             break
-    return write_text(page, exp.root / "report.html")
+    return write_text(page, dest / "report.html")
 
 
 def load_experiment(out_dir: str | Path) -> _Experiment:

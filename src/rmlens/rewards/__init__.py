@@ -2,7 +2,7 @@
 
 - ``frozen``: :class:`HeadConfig` and :class:`FrozenHeadTrainer` (heads on frozen features).
 - ``finetune``: :class:`TrainConfig`, :class:`ExplicitRMTrainer`, :class:`ImplicitRMTrainer`
-  (``make_trainer`` picks one) and ``train_rm`` (``rmlens train``).
+  (``make_trainer`` picks one) and ``train`` (``rmlens train``).
 - Every trainer follows one contract (``Trainer``): ``Trainer(config).fit(pairs) -> self``,
   the fitted RM in ``rm_``, ``score(pairs)``; ``prepare`` + ``fit_score`` per audit run.
 - Every RM is a :class:`RewardModel` (texts in, rewards out: ``score(prompts, responses)``,
@@ -20,17 +20,18 @@ __all__, __getattr__, __dir__ = attach(
         "frozen": ["FrozenHeadTrainer", "HeadConfig"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "TrainConfig", "make_trainer"],
         "_trainer": ["Trainer"],
-        "_train": ["train_rm"],
+        "_train": ["train"],
         "_head": ["HeadRM"],
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_tuned": ["TunedRM"],
         "_ensemble": ["EnsembleRM"],
-        "_load": ["RM_PRESETS", "load_experiment", "load_rm"],
+        "_load": ["RM_PRESETS", "load_rm"],
         "losses": [
-            "OBJECTIVES", "Objective", "bradley_terry_loss", "centering_loss",
+            "OBJECTIVES",
+            "Objective",
+            "bradley_terry_loss",
+            "centering_loss",
             "plackett_luce_loss",
         ],
-        # to move to rmlens.stats (another part of the redesign)
-        "_metrics": ["pairwise_accuracy", "reward_stats"],
     },
 )

@@ -16,7 +16,7 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone
-from rmlens.data import fingerprint
+from rmlens.data._fingerprint import fingerprint
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
 from rmlens.rewards._loop import length_batches, score_examples

@@ -12,7 +12,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError
-from rmlens.backbones import Backbone, load_backbone, pool, resolve_model
+from rmlens.backbones import Backbone, load_backbone, resolve_model
+from rmlens.backbones._featurize import pool
 from rmlens.backbones._load import is_causal, model_identity
 from rmlens.backbones._presets import unloadable
 from rmlens.rewards._packing import Batch
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class ExplicitNet(nn.Module):
-    """r(x, y) = w . h(x, y) + b, h pooled as in ``backbones.pool``; ``forward`` gives (B, K).
+    """r(x, y) = w . h(x, y) + b, h pooled as in ``backbones._featurize.pool``; ``forward``: (B, K).
 
     Causal LMs use the hidden state of each sequence's last token (found from the layout, so
     padding side and pad == eos do not matter); encoders mean-pool over real tokens.

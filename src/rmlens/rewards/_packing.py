@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmlens.backbones import encode_pair_text
-from rmlens.backbones import prompt_messages as _prompt_messages
-from rmlens.data import to_text
+from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones._tokenize import prompt_messages as _prompt_messages
+from rmlens.data._schema import to_text
 
 _UNBOUNDED = 1 << 30
 

@@ -20,7 +20,9 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens._io import write_json
-from rmlens.backbones import Backbone, collate, encode_ids, encode_pair_text, featurize
+from rmlens.backbones import Backbone, featurize
+from rmlens.backbones._featurize import collate, encode_ids
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.rewards._head import HeadRM
 
 RM_CONFIG = "rm_config.json"

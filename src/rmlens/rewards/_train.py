@@ -16,46 +16,61 @@ import pandas as pd
 
 import rmlens
 from rmlens._io import write_json
-from rmlens.data import fingerprint
+from rmlens._params import needed_out, resolve_config
+from rmlens.data._fingerprint import fingerprint
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
 from rmlens.rewards.finetune import TrainConfig, make_trainer
 
 
-def train_rm(
+def train(
     data: pd.DataFrame,
-    config: TrainConfig,
-    out: str | Path,
+    config: TrainConfig | None = None,
     *,
+    out: str | Path | None = None,
     eval_data: pd.DataFrame | None = None,
     bias=None,
     quiet: bool = False,
+    **overrides,
 ):
     """Fine-tune a reward model and save it to ``out``.
 
     Parameters
     ----------
     data : DataFrame
-        Pairs (``load_pairs``) or, with ``loss="plackett-luce"``, rankings (``load_rankings``).
-    config : TrainConfig
-        ``ensemble > 1`` trains that many members with seeds ``seed, seed + 1, ...``.
-    out : path
+        The canonical pair table (``rmlens.data.load_pairs``) or, with
+        ``loss="plackett-luce"``, rankings (``load_rankings``).
+    config : TrainConfig, optional
+        The settings (default ``TrainConfig()``). ``ensemble > 1`` trains that many members
+        with seeds ``seed, seed + 1, ...``.
+    out : str or Path
         The RM folder. Started again on the same folder it resumes from the last checkpoint;
-        a finished folder is loaded, not retrained.
+        a finished folder is loaded, not retrained. Needed.
     eval_data : DataFrame, optional
         Evaluated each epoch (default: ``eval_fraction`` of ``data``).
     bias : DataFrame of shape (n_pairs, k), optional
         Shortcut feature differences of the pairs for the ``poe`` and ``reweight``
         objectives (``rmlens.attribution.bias_features``).
+    quiet : bool, default=False
+        No progress bars or status lines.
+    **overrides
+        Fields of ``TrainConfig``, applied to ``config`` (``train(pairs, out="rm",
+        epochs=2)``).
 
     Returns
     -------
     TunedRM or EnsembleRM
+
+    Examples
+    --------
+    >>> rm = train(pairs, out="rm", model="smollm2-135m", epochs=1)  # doctest: +SKIP
+    >>> rm.score_pairs(pairs)  # doctest: +SKIP
     """
     from rmlens.rewards._load import load_rm
 
+    config = resolve_config("train", TrainConfig, config, overrides)
     config.check()  # ParamError (an InputError) names the field
-    out = Path(out)
+    out = Path(needed_out("train", out))
     record = {
         "version": rmlens.__version__,
         "train_config": config.to_dict(),

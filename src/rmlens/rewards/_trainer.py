@@ -7,13 +7,13 @@ command line without torch or pandas.
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
 from rmlens._errors import InputError, RmlensWarning
-from rmlens._params import Config
+from rmlens._params import Config, Params
 from rmlens.rewards._config import BIAS_OBJECTIVES
 
 
@@ -35,7 +35,7 @@ class RunScores:
     p_cf: np.ndarray | None = None  # (n_pairs,)
 
 
-class Trainer:
+class Trainer(Params):
     """One way of training reward models: a config, ``fit`` once, or one RM per audit run.
 
     Every trainer is built as ``Trainer(config, **where_from)`` (``config``: its mode's
@@ -62,24 +62,12 @@ class Trainer:
     ``counterfactuals``
         How runs give paired counterfactuals (``"newton"``, ``"last-layer"``) or None.
 
-    ``get_params`` and ``set_params`` read and change the config's fields.
+    ``get_params`` and ``set_params`` (``rmlens._params.Params``) read and change the
+    config's fields.
     """
 
     config_class: ClassVar[type[Config]]
     config: Config
-
-    def get_params(self) -> dict[str, Any]:
-        """The config's fields, by name."""
-        cfg = self._config()
-        return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
-
-    def set_params(self, **params: Any) -> Trainer:
-        """Change config fields (checked like ``Config.replace``); return ``self``."""
-        self.config = self._config().replace(**params)
-        return self
-
-    def _config(self) -> Config:
-        return self.config if self.config is not None else self.config_class()
 
     @property
     def counterfactuals(self) -> str | None:

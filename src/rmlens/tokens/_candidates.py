@@ -71,7 +71,7 @@ def format_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, responses: Seque
 
     With a chat template: render ``[user: prompt, assistant: response]`` as text, then
     tokenize it with ``add_special_tokens=False`` (never a second BOS). Without one: the
-    pair encoding of :func:`rmlens.backbones.encode_pair_text`, which featurization uses.
+    pair encoding of :func:`rmlens.backbones._tokenize.encode_pair_text`, which featurization uses.
     """
     if getattr(tokenizer, "chat_template", None):
         texts = [
@@ -82,7 +82,7 @@ def format_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, responses: Seque
             for r in responses
         ]
         return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    from rmlens.backbones import encode_pair_text
+    from rmlens.backbones._tokenize import encode_pair_text
 
     limit = 1 << 30
     return [encode_pair_text(tokenizer, prompt, r, limit) for r in responses]

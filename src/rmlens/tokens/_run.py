@@ -28,6 +28,7 @@ import pandas as pd
 
 from rmlens import __version__
 from rmlens._io import write_json, write_parquet
+from rmlens._params import needed_out, resolve_config
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
@@ -128,25 +129,48 @@ def model_stats(table: pd.DataFrame, folder: Path, top_k: int = 10, plots: bool 
     return stats
 
 
-def run_sweep(config: SweepConfig, out: str | Path, *, quiet: bool = False) -> dict:
-    """Sweep every RM of ``config`` over its prompts and write the results to ``out``.
+def sweep(
+    rm: str | list[str] | None = None,
+    config: SweepConfig | None = None,
+    *,
+    out: str | Path | None = None,
+    quiet: bool = False,
+    **overrides,
+) -> dict:
+    """Sweep every RM over the prompts of ``config`` and write the results to ``out``.
 
     Parameters
     ----------
-    config : SweepConfig
+    rm : str or list of str, optional
+        The reward model(s) to sweep: anything ``rmlens.rewards.load_rm`` loads (default
+        ``config.rm``).
+    config : SweepConfig, optional
+        The settings (default ``SweepConfig()``).
     out : str or Path
-        Output folder (see the module docstring for its layout); resumed if it exists.
+        The output folder (see the module docstring for its layout); resumed if it exists.
+        Needed.
     quiet : bool, default=False
-        No progress bars.
+        No progress bars or status lines.
+    **overrides
+        Fields of ``SweepConfig``, applied to ``config`` (``sweep(rm, out="s",
+        max_tokens=500)``).
 
     Returns
     -------
     dict
         The content of ``summary.json``.
-    """
-    import torch
 
+    Examples
+    --------
+    >>> summary = sweep("smollm2-135m-hh", out="sweep", max_tokens=500)  # doctest: +SKIP
+    >>> summary["models"]  # doctest: +SKIP
+    """
+    if rm is not None:
+        overrides["rm"] = [rm] if isinstance(rm, (str, Path)) else list(rm)
+    config = resolve_config("sweep", SweepConfig, config, overrides)
     config.check()  # ParamError (an InputError) names the field
+    out = needed_out("sweep", out)
+    import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(config.threads or before)

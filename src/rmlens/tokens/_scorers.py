@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rmlens.backbones import collate, pool, position_ids
+from rmlens.backbones._featurize import collate, pool, position_ids
 from rmlens.tokens._prefix_cache import (
     is_decoder_only,
     model_device,
@@ -178,7 +178,8 @@ class HeadScorer(PooledScorer):
     Examples
     --------
     >>> import torch
-    >>> from rmlens.tokens import tiny_tokenizer, tiny_causal_lm, sweep_prompt
+    >>> from rmlens.tokens import sweep_prompt
+    >>> from rmlens.tokens._tiny import tiny_causal_lm, tiny_tokenizer
     >>> tok = tiny_tokenizer()
     >>> scorer = HeadScorer(tiny_causal_lm(tok), tok, torch.ones(32), 0.0)
     >>> frame, info = sweep_prompt(scorer, "What, in one word, is the best thing ever?")

@@ -176,7 +176,8 @@ def sweep_prompt(
 
     Examples
     --------
-    >>> from rmlens.tokens import SeqClsScorer, tiny_seq_cls, tiny_tokenizer
+    >>> from rmlens.tokens import SeqClsScorer
+    >>> from rmlens.tokens._tiny import tiny_seq_cls, tiny_tokenizer
     >>> tok = tiny_tokenizer()
     >>> scorer = SeqClsScorer(tiny_seq_cls(tok), tok)
     >>> frame, info = sweep_prompt(scorer, "What, in one word, is the best thing ever?")

@@ -39,9 +39,10 @@ from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._estimate import run_sides, side_means
-from rmlens.memorization._reliability import _spearman, split_half
+from rmlens.memorization._reliability import split_half
 from rmlens.memorization._runs import load_matrices
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+from rmlens.stats import spearman
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 DATA = {
@@ -127,8 +128,8 @@ def bench(name: str, reference_runs: int, root: Path, cache: Path) -> None:
         summary = json.loads((out / "summary.json").read_text())
         folds = json.loads((out / "config.json").read_text())["folds_used"]
         rels = [reliability_at(m, r, folds) for r in (5, 10, 25)]
-        rho5 = _spearman(cm_from(m, np.arange(5)), ref_cm)
-        rho25 = _spearman(cm_from(m, np.arange(25)), ref_cm)
+        rho5 = spearman(cm_from(m, np.arange(5)), ref_cm)
+        rho25 = spearman(cm_from(m, np.arange(25)), ref_cm)
         acc = summary["rm_quality"]["held_out"]["accuracy"]["mean"]
         print(" | ".join([label, *(f"{r:.3f}" for r in rels), f"{rho5:.3f}", f"{rho25:.3f}",
                           f"{rho5 / ceiling:.2f}", f"{acc:.3f}", f"{summary['mean']['cm']:.4f}",

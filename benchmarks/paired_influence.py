@@ -42,9 +42,9 @@ from paired_cm import DATA, cm_from, reliability_at
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._reliability import _spearman
 from rmlens.memorization._runs import RunMatrices, load_matrices
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig, TrainConfig
+from rmlens.stats import spearman
 
 LORA = TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(), head_lr=2e-3)
 RUNS = 25
@@ -75,7 +75,7 @@ def report(name: str, paired_dir: Path, ref_dir: Path) -> None:
         for label, m in (("paired", paired), ("brute, same runs", brute_of(paired))):
             cm = cm_from(m, np.arange(runs))
             rel = reliability_at(m, runs, folds)
-            rho = _spearman(cm, ref_cm)
+            rho = spearman(cm, ref_cm)
             ceiling = float(np.sqrt(max(rel, 0) * max(rel_ref, 0))) if np.isfinite(rel) else np.nan
             share = rho / ceiling if ceiling > 0 else np.nan
             print(f"{label} | {runs} | {rel:.3f} | {rho:.3f} | {ceiling:.3f} | {share:.2f} | "

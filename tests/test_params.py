@@ -208,7 +208,7 @@ def test_fingerprint_is_the_same_in_another_process():
 def test_get_and_set_params_come_from_one_base():
     """Trainers, the attributor and the length calibrator share ``Params``: a config's fields,
     or ``__init__``'s arguments; an unknown name is a ParamError naming it."""
-    from rmlens._params import Params
+    from rmlens._base import Params
     from rmlens.attribution import AttributeConfig, Attributor
     from rmlens.evaluation import LengthCalibrator
     from rmlens.rewards import FrozenHeadTrainer
@@ -238,7 +238,7 @@ def test_every_verb_takes_config_fields_as_keywords():
     import inspect
 
     import rmlens
-    from rmlens._params import resolve_config
+    from rmlens._base import resolve_config
 
     for name in ("audit", "attribute", "evaluate", "compare", "mitigate", "sweep",
                  "generalize", "train", "write_report"):  # fmt: skip

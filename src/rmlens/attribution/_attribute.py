@@ -16,9 +16,9 @@ from pathlib import Path
 import pandas as pd
 
 import rmlens
+from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import jsonable, write_json, write_parquet
-from rmlens._params import resolve_config
 from rmlens.attribution._attributor import Attributor
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._stability import (

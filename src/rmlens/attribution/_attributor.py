@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens._base import Params
 from rmlens._errors import InputError
-from rmlens._params import ParamError, Params
+from rmlens._params import ParamError
 from rmlens.attribution._config import AttributeConfig
 from rmlens.attribution._features import pair_features
 from rmlens.attribution._fits import (

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
-from rmlens._params import needed_out, resolve_config
 from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import Comparison, compare
 from rmlens.comparison._config import CompareConfig

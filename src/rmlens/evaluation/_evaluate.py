@@ -12,8 +12,8 @@ import pandas as pd
 from scipy.special import expit
 
 import rmlens
+from rmlens._base import resolve_config
 from rmlens._errors import InputError
-from rmlens._params import resolve_config
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,

@@ -50,7 +50,8 @@ from typing import Any
 
 import numpy as np
 
-from rmlens._params import Params, check_params, non_negative_int, positive
+from rmlens._base import Params
+from rmlens._params import check_params, non_negative_int, positive
 from rmlens.evaluation._config import LOWESS_FRAC
 from rmlens.stats import spearman
 

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 import rmlens
+from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens._params import resolve_config
 from rmlens.data._fingerprint import fingerprint
 from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir

@@ -21,7 +21,8 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens.data import FINGERPRINT_COLUMNS, fingerprint, to_text
+from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, fingerprint
+from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir, with_defaults
 from rmlens.memorization._config import (
     EXECUTION_FIELDS,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens.data import to_text
+from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import brute_agreement, damping_warning

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rmlens._params import resolve_config
+from rmlens._base import resolve_config
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import (

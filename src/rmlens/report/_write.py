@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from rmlens import __version__
+from rmlens._base import resolve_config
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_atomic, write_text
-from rmlens._params import resolve_config
 
 from . import _sections as sec
 from ._assets import CSP, CSS, page_script, plotly_script

@@ -205,3 +205,29 @@ def _set_weights(rm: HeadRM, head: RewardHead, w: np.ndarray) -> None:
         head.net.bias.zero_()
         if rm.objective_.bias is not None:
             rm.objective_.bias.weight.copy_(torch.as_tensor(w[d:], dtype=torch.float32)[None])
+
+
+def describe_objective(objective, bias) -> dict:
+    """A run's record of its objective; bias weights are named after the bias columns."""
+    out = objective.describe()
+    names = list(bias.columns) if hasattr(bias, "columns") else None  # a DataFrame
+    if "bias_weights" in out and names:
+        out["bias_weights"] = dict(zip(names, out["bias_weights"], strict=True))
+    return out
+
+
+def training_record(rm: HeadRM) -> dict:
+    """A run's training figures: loss, epochs and best epoch (AdamW heads), or the lambda
+    kept and the grid's validation losses (the logistic head)."""
+    if rm.config.convex:
+        kept = rm.history_[rm.best_step_ - 1]
+        record = {"loss": kept["loss"], "l2": rm.l2_}
+        if "val_loss" in kept:
+            record["val_loss"] = kept["val_loss"]
+            record["l2_path"] = {f"{h['l2']:g}": h["val_loss"] for h in rm.history_}
+        return record
+    last = rm.history_[-1]
+    record = {"loss": last["loss"], "epochs": rm.n_epochs_, "best_epoch": rm.best_epoch_}
+    if "val_loss" in last:
+        record["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
+    return record

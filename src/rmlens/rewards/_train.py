@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 import rmlens
+from rmlens._base import needed_out, resolve_config
 from rmlens._io import write_json
-from rmlens._params import needed_out, resolve_config
 from rmlens.data._fingerprint import fingerprint
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status

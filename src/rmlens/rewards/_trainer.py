@@ -12,8 +12,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from rmlens._base import Params
 from rmlens._errors import InputError, RmlensWarning
-from rmlens._params import Config, Params
+from rmlens._params import Config
 from rmlens.rewards._config import BIAS_OBJECTIVES
 
 

@@ -46,7 +46,6 @@ from rmlens.rewards._trainer import (
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rmlens.rewards._head import HeadRM
 
 
 @dataclass
@@ -363,7 +362,7 @@ class FrozenHeadTrainer(Trainer):
     ) -> RunScores:
         """Train a head on the prepared pairs at ``train_index``; score every pair."""
         from rmlens.rewards._convex import one_blas_thread
-        from rmlens.rewards._head_fit import fit_head
+        from rmlens.rewards._head_fit import describe_objective, fit_head, training_record
         from rmlens.rewards._saved import ExplicitHeadRM
 
         f = self.features_
@@ -384,7 +383,7 @@ class FrozenHeadTrainer(Trainer):
             if len(index) or split != "val":
                 stats = reward_stats(r_c[index], r_r[index])
                 metrics.update({f"{split}_{k}": v for k, v in stats.items()})
-        metrics.update(_training_record(rm))
+        metrics.update(training_record(rm))
         metrics.update(describe_objective(rm.objective_, self.bias))
         p = p_cf = None
         if self.groups_codes_ is not None and self.counterfactuals == "last-layer":
@@ -406,30 +405,3 @@ class FrozenHeadTrainer(Trainer):
 def _picker(index):
     """``pick(a)``: ``a[index]``, or None for None."""
     return lambda a: None if a is None else a[index]
-
-
-
-def describe_objective(objective, bias) -> dict:
-    """A run's record of its objective; bias weights are named after the bias columns."""
-    out = objective.describe()
-    names = list(bias.columns) if hasattr(bias, "columns") else None  # a DataFrame
-    if "bias_weights" in out and names:
-        out["bias_weights"] = dict(zip(names, out["bias_weights"], strict=True))
-    return out
-
-
-def _training_record(rm: HeadRM) -> dict:
-    """A run's training figures: loss, epochs and best epoch (AdamW heads), or the lambda
-    kept and the grid's validation losses (the logistic head)."""
-    if rm.config.convex:
-        kept = rm.history_[rm.best_step_ - 1]
-        record = {"loss": kept["loss"], "l2": rm.l2_}
-        if "val_loss" in kept:
-            record["val_loss"] = kept["val_loss"]
-            record["l2_path"] = {f"{h['l2']:g}": h["val_loss"] for h in rm.history_}
-        return record
-    last = rm.history_[-1]
-    record = {"loss": last["loss"], "epochs": rm.n_epochs_, "best_epoch": rm.best_epoch_}
-    if "val_loss" in last:
-        record["val_loss"] = rm.history_[rm.best_epoch_ - 1]["val_loss"]
-    return record

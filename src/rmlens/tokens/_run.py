@@ -27,8 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from rmlens import __version__
+from rmlens._base import needed_out, resolve_config
 from rmlens._io import write_json, write_parquet
-from rmlens._params import needed_out, resolve_config
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig

@@ -1,0 +1,131 @@
+"""The fine-tuned trainers' per-run protocol (``Trainer.prepare`` + ``fit_score``): one RM
+per audit run from the base weights, the learning rate chosen on validation pairs only, and
+last-layer influence for paired counterfactuals."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rmlens._errors import InputError
+from rmlens.rewards._influence import DAMPING, OBJECTIVES
+from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._trainer import RunScores, group_codes, objective_inputs
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from rmlens.rewards.finetune import TrainConfig
+
+
+class PerRun:
+    """Mixed into ``finetune._TunedTrainer``: it sets up ``net_``, ``base_``, ``runtime_`` and
+    provides ``_setup``, ``_examples``, ``_extras``, ``_reset``, ``_split_eval``,
+    ``_prepare_refs`` and ``_make_rm``."""
+
+    @property
+    def counterfactuals(self) -> str | None:
+        """``"last-layer"`` where runs give paired counterfactuals (an explicit RM on pairs,
+        trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton influence,
+        ``rmlens.rewards._influence``), else None."""
+        cfg = self._config()
+        pairwise = self.rm == "explicit" and cfg.loss == "bradley-terry"
+        return "last-layer" if pairwise and cfg.objective in OBJECTIVES else None
+
+    def prepare(
+        self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
+    ) -> np.ndarray:
+        """Load the base model and tokenize every pair once; return the usable-pair mask.
+
+        ``groups``: (n_pairs,) labels whose removal or addition each run's paired
+        counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
+        (no exact refit exists for a fine-tuned RM).
+        """
+        self._setup()
+        self.examples_, self.kept_ = self._examples(pairs)
+        self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
+        self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
+        self.groups_codes_ = None
+        if groups is not None:
+            if not self.counterfactuals or check_exact:
+                raise InputError(
+                    f"{type(self).__name__}: paired counterfactuals need an explicit RM on pairs "
+                    f"trained with an `objective` of {OBJECTIVES}, and `check_exact` 0"
+                )
+            self.groups_codes_ = group_codes(groups)
+            self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        return self.kept_
+
+    def _train_best_lr(self, train_index, eval_index, cfg: TrainConfig, seed: int) -> list[dict]:
+        """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
+        keep the weights with the lowest validation loss (a choice made on validation pairs
+        only, never on the run's held-out pairs)."""
+        from rmlens.rewards import _loop
+        from rmlens.rewards._nets import load_trainable, trainable_state
+
+        grid = cfg.lr_grid or (cfg.lr,)
+        train = [self.examples_[i] for i in train_index]
+        evals = [self.examples_[i] for i in eval_index] or None
+        extras = {"extras": self._extras(train_index), "eval_extras": self._extras(eval_index)}
+        if len(grid) > 1 and not evals:
+            raise InputError("`lr_grid` needs validation pairs: set `patience` > 0 (an "
+                             "audit carves validation groups) or `eval_fraction` > 0")  # fmt: skip
+        best = None
+        for lr in grid:
+            self._reset(seed)
+            run_cfg = cfg.replace(seed=seed, lr=lr)
+            history = _loop.train_loop(
+                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True,
+                **extras,
+            )  # fmt: skip
+            loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
+            if best is None or loss < best[0]:
+                state = trainable_state(self.net_) if len(grid) > 1 else None
+                best = (loss, lr, state, history)
+        if len(grid) > 1:
+            load_trainable(self.net_, best[2])
+        for record in best[3]:
+            record["lr_chosen"] = best[1]
+        return best[3]
+
+    def fit_score(
+        self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
+    ) -> RunScores:
+        """Train from the base weights on the pairs at ``train_index``; score every pair.
+
+        ``val_index``: validation pairs (never trained on) evaluated each epoch, for
+        ``patience``; without them ``eval_fraction`` of the training pairs is held out.
+        """
+        from rmlens.rewards._finetune_parts import influence_scores
+        from rmlens.rewards._loop import score_examples
+
+        cfg = self.config_
+        train_index = np.asarray(train_index, dtype=int)
+        fit_index = train_index[self.kept_[train_index]]
+        if val_index is not None and len(val_index):
+            eval_index = np.asarray(val_index, dtype=int)
+            eval_index = eval_index[self.kept_[eval_index]]
+        else:
+            fit_index, eval_index = self._split_eval(fit_index, seed)
+        history = self._train_best_lr(fit_index, eval_index, cfg, seed)
+        paired = None
+        if getattr(self, "groups_codes_", None) is not None:
+            r, paired = influence_scores(self, fit_index, eval_index)
+        else:
+            r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
+        r_c, r_r = r[:, 0], r[:, 1]
+        seen = train_index if val_index is None else np.concatenate([train_index, val_index])
+        held = np.setdiff1d(np.arange(len(r_c)), seen.astype(int))
+        metrics = {
+            f"train_{k}": v for k, v in reward_stats(r_c[train_index], r_r[train_index]).items()
+        }
+        metrics.update({f"test_{k}": v for k, v in reward_stats(r_c[held], r_r[held]).items()})
+        metrics["loss"] = history[-1]["train_loss"] if history else float("nan")
+        metrics["lr"] = history[-1].get("lr_chosen", cfg.lr) if history else cfg.lr
+        metrics["epochs_trained"] = len(history)
+        if paired is None:
+            return RunScores(r_c, r_r, metrics, self._make_rm())
+        p, p_cf, lambdas = paired
+        metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
+        return RunScores(r_c, r_r, metrics, self._make_rm(), p, p_cf)

@@ -283,7 +283,7 @@ def test_a_thin_plan_is_warned_about_with_the_runs_that_fix_it(trainer, tmp_path
     assert warning["pairs"] == 72
     fix = runs_needed([f"u{i}" for i in range(6)], n_runs=2, n_folds=2, kind="kfold", seed=0,
                       val_fraction=0.34)  # fmt: skip
-    assert warning["runs_that_fix_it"] == fix and f"--runs {fix} gives every pair" in (
+    assert warning["runs_that_fix_it"] == fix and f"`runs` {fix} gives every pair" in (
         warning["message"]
     )
     assert summary["intervals"]["nan"]["cm"] == 72  # one in-run and one out-run per pair

@@ -231,7 +231,7 @@ def test_target_out_of_reach_stops_at_the_cap_and_says_so(tmp_path):
     predicted = runs_needed(status["reliability"], 8, 0.95, folds=K)
     assert status["runs_predicted"] == predicted and predicted > 9
     message = status["message"]
-    assert message.startswith("target reliability 0.95 cannot be reached within --max-runs 9 ")
+    assert message.startswith("target reliability 0.95 cannot be reached within `max_runs` 9 ")
     assert f"the Spearman-Brown prophecy formula predicts about {predicted} runs" in message
     assert [w["code"] for w in summary["warnings"]].count("target_not_reached") == 1
     assert message in [str(w.message) for w in caught]

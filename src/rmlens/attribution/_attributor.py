@@ -266,7 +266,7 @@ class Attributor(Params):
         if left:
             listed = "; ".join(f"{c} ({why})" for c, why in left.items())
             self.notes_.append(f"identifier-like columns left out of the features (name one in "
-                               f"--features to use it): {listed}")
+                               f"`features` to use it): {listed}")
         back = [c for c in cfg.features if c in found]
         if back:
             self.notes_.append(f"used as features although identifier-like: {', '.join(back)}")

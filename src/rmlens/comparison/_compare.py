@@ -146,11 +146,11 @@ def compare(
     if config.shap:
         figures += shap_figures(audits, config, details, quiet)
     else:
-        notes.append("SHAP shortcut shares not computed (--no-shap)")
+        notes.append("SHAP shortcut shares not computed (`shap` off)")
     if config.probes:
         figures += probe_figures(audits, draws, config, notes, quiet)
     else:
-        notes.append("shortcut probes not run (--no-probes)")
+        notes.append("shortcut probes not run (`probes` off)")
     table = _figure_table(figures, config)
     warnings += _figure_warnings(table, agree, {a.label: a.summary for a in audits})
     result = Comparison(table, agree, [r.describe() for r in rows], notes, warnings, details)

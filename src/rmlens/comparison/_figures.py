@@ -80,7 +80,7 @@ def heldout_figures(audit: Audit, draws, config: CompareConfig, details: dict) -
     for name, (mask, text) in slices.items():
         value, boot, n = heldout_accuracy(d, held, draws, rows=np.asarray(mask, dtype=bool))
         if n < config.min_group_pairs:
-            text += f"; only {n} held-out pairs (under --min-group-pairs): not warned about"
+            text += f"; only {n} held-out pairs (under `min_group_pairs`): not warned about"
         out.append(_figure(audit.label, f"slice_{name}", value, boot, n, level, text))
     per_run = reward_length(audit.r_chosen, audit.r_rejected, held,
                             word_counts(audit.table["chosen"]),

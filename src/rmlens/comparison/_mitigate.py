@@ -40,11 +40,11 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
         column = trainer.dro_groups or "user_id"
         if name == "group_dro" and config.mode == "frozen" and config.head.convex:
             notes.append("group_dro left out: its group weights move with gradient steps, and "
-                         "--head logistic is solved to its optimum (--head linear or mlp "
+                         "`head` logistic is solved to its optimum (`head` linear or mlp "
                          "train it)")  # fmt: skip
             continue
         if name == "group_dro" and column not in pairs:
-            notes.append(f"group_dro left out: no group column '{column}' (--dro-groups)")
+            notes.append(f"group_dro left out: no group column '{column}' (`dro_groups`)")
             continue
         kept.append(name)
     if not kept:

@@ -65,7 +65,7 @@ def build_splits(
         splits = persona_splits(config.n_statements, test_fraction=config.test_fraction, seed=seed)
     else:
         if pairs is None:
-            raise InputError("give --data FILE or --task persona")
+            raise InputError("no pairs: give a pair table, or `task` \"persona\"")
         pool, outside = pairs, None
         if config.domain_col:
             pool, outside = _domains(pairs, config)

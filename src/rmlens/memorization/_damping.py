@@ -162,7 +162,7 @@ def damping_warning(damping: dict | None) -> dict | None:
             f"{check['spearman']:.2f}, {share:.0%} of the {check['ceiling']:.2f} that the "
             f"two reliabilities allow (brute force's: {check['brute_reliability']:.2f}): "
             "last-layer influence misses much of what retraining changes here; prefer "
-            "--estimator brute with more runs"
+            "`estimator` brute with more runs"
         )
     if not parts:
         return None

@@ -69,7 +69,7 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
     if "user_id" in pairs and pairs.user_id.notna().all():
         return pairs.user_id.astype(str), "user_id", "grouped by 'user_id'"
     groups = pairs.prompt.map(lambda p: hashlib.sha1(to_text(p).encode()).hexdigest()[:12])
-    note = "no user_id column and no --group-by: grouped by prompt"
+    note = "no user_id column and no `group_by`: grouped by prompt"
     return groups, "prompt", note
 
 

@@ -58,7 +58,7 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
     shown = f"the largest group holds {share:.1%} of a run's training pairs"
     large = share > MAX_GROUP_SHARE
     if config.estimator == "brute":
-        return "brute", "brute force (--estimator brute): in-runs against out-runs", None
+        return "brute", "brute force (`estimator` brute): in-runs against out-runs", None
     if config.estimator == "paired":
         warning = None
         if large:
@@ -76,18 +76,18 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
         if config.counterfactuals == "last-layer":
             how = (": last-layer Gauss-Newton influence, its damping calibrated so that the "
                    "mean paired CM equals brute force's over the same runs")  # fmt: skip
-        return "paired", f"paired (--estimator paired){how}; {shown}", warning
+        return "paired", f"paired (`estimator` paired){how}; {shown}", warning
     if not config.pairable:
         why = "the convex head only" if config.mode == "frozen" else "frozen heads only"
         note = f"brute force: paired counterfactuals are exact for {why}"
         if config.counterfactuals == "last-layer":
-            note += " (--estimator paired: last-layer influence, calibrated to brute force)"
+            note += " (`estimator` paired: last-layer influence, calibrated to brute force)"
         return "brute", note, None
     if large:
         return "brute", (
             f"brute force: {shown}, more than {MAX_GROUP_SHARE:.0%}, so a group's removal "
             "would change a run by that much and paired CM would answer a different question "
-            "(--estimator paired forces it)"
+            "(`estimator` paired forces it)"
         ), None
     return "paired", (
         "paired: each run also scores every pair with its group removed or added (a Newton "
@@ -139,6 +139,6 @@ def exactness_warning(summary: dict | None) -> dict | None:
             f"{worst:.3f} (true effects: median {summary['median_abs_effect']:.4f}), Spearman "
             f"of the effects {rho:.2f}, over {summary['groups']} refitted groups; the Newton "
             "step is exact only for groups that are a small share of a run near a strongly "
-            "convex optimum: use --estimator brute, or raise --l2-grid's values"
+            "convex optimum: use `estimator` brute, or raise the values of `l2_grid`"
         ),
     }

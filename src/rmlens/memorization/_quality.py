@@ -102,7 +102,7 @@ def runs_warning(
     if not n:
         return None
     how = (
-        f"--runs {fix} gives every pair at least {MIN_RUNS} of each"
+        f"`runs` {fix} gives every pair at least {MIN_RUNS} of each"
         if fix
         else "more runs (or more folds) would give them more"
     )
@@ -227,8 +227,8 @@ def budget_warning(note: dict, n_runs: int) -> dict | None:
         return {
             "code": "l2_grid_edge",
             "message": (
-                f"of {n_runs} runs, {' and '.join(which)} lambda of --l2-grid kept the lowest "
-                "validation loss: the best penalty may lie beyond the grid; extend --l2-grid"
+                f"of {n_runs} runs, {' and '.join(which)} lambda of `l2_grid` kept the lowest "
+                "validation loss: the best penalty may lie beyond the grid; extend `l2_grid`"
             ),
             "runs": int(sum(edge.values())),
         }
@@ -240,7 +240,7 @@ def budget_warning(note: dict, n_runs: int) -> dict | None:
         "message": (
             f"{n} of {n_runs} runs trained all {note['epoch_budget']} epochs without early "
             "stopping (their validation loss was still falling): they may be under-trained; "
-            "raise --epochs"
+            "raise `epochs`"
         ),
         "runs": n,
     }

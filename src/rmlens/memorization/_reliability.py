@@ -209,7 +209,7 @@ def target_status(
             "failed; start the same command again to retry them and go on adding repeats"
         )
     elif why == "max_runs":
-        cap_text = f"--max-runs {max_runs}" + (
+        cap_text = f"`max_runs` {max_runs}" + (
             f" ({cap} runs in whole repeats of {folds})" if cap != max_runs else ""
         )
         if predicted is None:

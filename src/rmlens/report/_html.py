@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -135,8 +136,13 @@ def card(label: str, value: str, note: str = "") -> str:
     )
 
 
+def prose(text: Any) -> str:
+    """``esc(text)`` with each backticked parameter name (how the library names one) as code."""
+    return re.sub(r"`([A-Za-z_][A-Za-z0-9_.]*)`", r"<code>\1</code>", esc(text))
+
+
 def warning_box(message: str) -> str:
-    return f'<p class="warning">{esc(message)}</p>'
+    return f'<p class="warning">{prose(message)}</p>'
 
 
 def figure_div(div_id: str, height: int) -> str:

@@ -35,7 +35,7 @@ def timed(fn):
 
 
 def rmlens_audit(pairs, cache: Path, out: Path, runs: int = 25) -> float:
-    trainer = FrozenHeadTrainer(model="minilm", cache_dir=cache)
+    trainer = FrozenHeadTrainer(AuditConfig().head, model="minilm", cache_dir=cache)
     seconds, _ = timed(
         lambda: audit(pairs, AuditConfig(runs=runs), out=out, trainer=trainer, quiet=True)
     )

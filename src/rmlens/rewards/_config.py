@@ -27,8 +27,11 @@ STEP_FIELDS = ("hidden_dim", "dropout", "lr", "epochs", "batch_size", "weight_de
                "patience", "center_coef")  # fmt: skip
 
 
-# The objective's fields, shared by HeadConfig and TrainConfig: name -> (default, metadata)
+# The loss's fields, shared by HeadConfig and TrainConfig: name -> (default, metadata)
 _OBJECTIVE_FIELDS = {
+    "use_margin": (False, {"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
+                           "alias": "--no-margin"}),
+    "center_coef": (0.0, {"help": "Reward centering: coef * mean((r+ + r-)^2)."}),
     "objective": ("bt", {
         "help": "Training objective: bt (Bradley-Terry); label_smoothing ((1-eps) BT(d) + eps "
         "BT(-d)); poe (product of experts with a bias-only model on --bias-features, only the "

@@ -63,7 +63,7 @@ class Trainer(Params):
     ``counterfactuals``
         How runs give paired counterfactuals (``"newton"``, ``"last-layer"``) or None.
 
-    ``get_params`` and ``set_params`` (``rmlens._params.Params``) read and change the
+    ``get_params`` and ``set_params`` (``rmlens._base.Params``) read and change the
     config's fields.
     """
 

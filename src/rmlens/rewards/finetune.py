@@ -90,14 +90,8 @@ class TrainConfig(Config):
         default="bradley-terry",
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
     )
-    use_margin: bool = field(
-        default=False,
-        metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
-                  "alias": "--no-margin"},
-    )  # fmt: skip
-    center_coef: float = field(
-        default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
-    )
+    use_margin: bool = objective_field("use_margin")
+    center_coef: float = objective_field("center_coef")
     objective: str = objective_field("objective")
     smoothing: float = objective_field("smoothing")
     bias_features: tuple[str, ...] = objective_field("bias_features")

@@ -89,14 +89,8 @@ class HeadConfig(Config):
             "stops; the best epoch's weights are kept (0: train every epoch)."
         },
     )
-    use_margin: bool = field(
-        default=False,
-        metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
-                  "alias": "--no-margin"},
-    )  # fmt: skip
-    center_coef: float = field(
-        default=0.0, metadata={"help": "Reward centering coefficient: coef * mean((r+ + r-)^2)."}
-    )
+    use_margin: bool = objective_field("use_margin")
+    center_coef: float = objective_field("center_coef")
     objective: str = objective_field("objective")
     smoothing: float = objective_field("smoothing")
     bias_features: tuple[str, ...] = objective_field("bias_features")

@@ -196,7 +196,7 @@ def test_identifier_columns_are_left_out_by_default():
     assert not leaked & set(a.importance_.feature)  # no SHAP importance either
     assert {"wave", "source", "margin"} <= set(a.design_.names)
     assert a.features_.attrs["skipped"]["item_id"] == "identifier-like: named like an identifier"
-    assert any("item_id (named like an identifier)" in note and "--features" in note
+    assert any("item_id (named like an identifier)" in note and "`features`" in note
                for note in a.notes_)
     assert a.fit_.r2.iloc[0] < 0.3  # without the id, TM is not explained
 

@@ -16,7 +16,10 @@ import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+
+from rich.console import Console as _RichConsole
 
 from rmlens._errors import RmlensNote, RmlensWarning
 
@@ -26,6 +29,7 @@ except ImportError:  # pragma: no cover
     from click import get_current_context
 
 _NAME = re.compile(r"`([A-Za-z_][A-Za-z0-9_.]*)`")
+_FLAGS: ContextVar[dict[str, str] | None] = ContextVar("flags", default=None)
 
 
 def command_flags(root: Any, argv: Sequence[str]) -> dict[str, str]:
@@ -83,6 +87,25 @@ class _Status(logging.Handler):
             self.handleError(record)
 
 
+class Console(_RichConsole):
+    """A rich console that writes the library's backticked parameter names as the running
+    command's flags, in text and in a table's title and caption (the summaries a command
+    prints quote the library's notes)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        flags = _FLAGS.get() or {}
+        shown = []
+        for obj in objects:
+            if isinstance(obj, str):
+                obj = in_flags(obj, flags)
+            else:
+                for part in ("title", "caption"):
+                    if isinstance(getattr(obj, part, None), str):
+                        setattr(obj, part, in_flags(getattr(obj, part), flags))
+            shown.append(obj)
+        super().print(*shown, **kwargs)
+
+
 @contextmanager
 def talking(flags: dict[str, str]) -> Iterator[None]:
     """For one command: library warnings as ``warning:``/``note:`` lines, every time they are
@@ -100,11 +123,13 @@ def talking(flags: dict[str, str]) -> Iterator[None]:
             print(f"{word}: {in_flags(str(message), flags)}", file=sys.stderr)
 
         warnings.showwarning = show
+        token = _FLAGS.set(flags)
         logger.addHandler(handler)
         if logger.getEffectiveLevel() > logging.INFO:
             logger.setLevel(logging.INFO)
         try:
             yield
         finally:
+            _FLAGS.reset(token)
             logger.removeHandler(handler)
             logger.setLevel(level)

@@ -22,8 +22,9 @@ def _print_features(as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(table.to_dict(orient="records"), indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     out = Table(title=f"{len(table)} pair features (response features give _chosen, "
                       "_rejected, _diff columns)")
@@ -64,8 +65,9 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
                                "stability": stability, "left_out": attributor.left_out_,
                                "notes": attributor.notes_}, indent=2, default=float))
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     table = Table(title=f"What explains TM, TG and CM ({fit.n_pairs.max()} pairs): held-out R^2 "
                         "(group K-fold), top features by mean |SHAP|, and how stable their "

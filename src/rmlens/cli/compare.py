@@ -25,10 +25,10 @@ def _cell(row, warn: bool) -> str:
 def print_comparison(result, out: Path) -> None:
     """The figures (one row per metric, one column per audit), the agreement beside its
     ceiling, the notes and where the files are."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from rmlens.cli._talk import Console
     from rmlens.comparison import _metrics as M
 
     console = Console()

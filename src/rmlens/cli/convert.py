@@ -78,9 +78,10 @@ def _fmt(stats: dict[str, Any] | None) -> str:
 
 def render(report: dict[str, Any]) -> None:
     """The count report as a table on stdout."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     table = Table(title=escape(f"{report['title']}: {report['pairs_written']} pairs written"))
     table.add_column("count")

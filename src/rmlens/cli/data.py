@@ -32,9 +32,10 @@ def _fmt(stats: dict[str, float] | None, keys=("mean", "min", "median", "max")) 
 
 
 def _render(result: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     s = result["summary"]
     console = Console()

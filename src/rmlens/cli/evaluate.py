@@ -68,8 +68,9 @@ def _fmt(x) -> str:
 
 def print_table(metrics: dict, out: Path) -> None:
     """The short summary on stdout: headline metrics, then probe flip rates."""
-    from rich.console import Console
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     console = Console()
     posthoc = metrics.get("posthoc_calibration")

@@ -47,8 +47,9 @@ def generalize(
 
 
 def _print(table, out: Path) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     view = Table(title="EX-RM vs IM-RM: accuracy (ties 1/2) and |r+ - r-| / std(r)")
     view.add_column("split", no_wrap=True, min_width=max(len(s) for s in table.split))

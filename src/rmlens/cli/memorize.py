@@ -72,8 +72,9 @@ def print_summary(out: Path) -> None:
     pairs."""
     import json
 
-    from rich.console import Console
     from rich.table import Table
+
+    from rmlens.cli._talk import Console
 
     summary = json.loads((out / "summary.json").read_text())
     config = json.loads((out / "config.json").read_text())

@@ -25,8 +25,7 @@ def report(
     It opens offline and shows the map, the top pairs and whatever else DIR holds. The full
     table it links to is written beside it as DIR/memorization.csv.
     """
-    from rich.console import Console
-
+    from rmlens.cli._talk import Console
     from rmlens.report import write_report
 
     config = resolve(ctx, REPORT, options)

@@ -9,6 +9,8 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
 - :func:`spearman_brown`, :func:`prophecy_factor`: reliability of a longer test, and its inverse
 - :func:`bootstrap_runs`, :func:`run_weights`, :func:`percentile_interval`: the percentile
   bootstrap over runs (runs are the unit of randomness; pairs and groups are fixed)
+- :func:`best_of_n`, :func:`best_of_n_weights`, :func:`kl_best_of_n`: the exact expectation of
+  best-of-n selection from a pool of N candidates, and its KL bound (DESIGN.md section 8)
 
 A bottom module: it imports numpy and scipy only.
 """
@@ -18,10 +20,14 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+from scipy.special import gammaln
 from scipy.stats import rankdata
 
 __all__ = [
+    "best_of_n",
+    "best_of_n_weights",
     "bootstrap_runs",
+    "kl_best_of_n",
     "log_loss",
     "pairwise_accuracy",
     "pairwise_correct",
@@ -303,3 +309,77 @@ def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
     alpha = (1 - level) / 2
     lo, hi = np.quantile(values, [alpha, 1 - alpha])
     return float(lo), float(hi)
+
+
+def best_of_n_weights(n_candidates: int, n: int) -> np.ndarray:
+    """Probability that the i-th smallest of N candidates is the best of n drawn without
+    replacement: w_i = C(i-1, n-1) / C(N, n), i = 1..N (zero below n; they sum to 1).
+
+    Examples
+    --------
+    >>> best_of_n_weights(4, 2).round(4).tolist()  # C(0,1), C(1,1), C(2,1), C(3,1) / C(4,2)
+    [0.0, 0.1667, 0.3333, 0.5]
+    """
+    if not 1 <= n <= n_candidates:
+        raise ValueError(f"`n` must be in [1, {n_candidates}], got {n}")
+    i = np.arange(1, n_candidates + 1, dtype=float)
+    log_w = np.full(n_candidates, -np.inf)
+    k = i >= n  # log C(i-1, n-1) - log C(N, n), by log-gamma (N = 256 overflows floats)
+    log_w[k] = (gammaln(i[k]) - gammaln(n) - gammaln(i[k] - n + 1)
+                - gammaln(n_candidates + 1) + gammaln(n + 1) + gammaln(n_candidates - n + 1))
+    return np.exp(log_w)
+
+
+def best_of_n(proxy, values, ns) -> np.ndarray:
+    """Expected ``values`` of the best-of-n pick by ``proxy``, exactly, over each pool.
+
+        E[v of best of n] = sum_i w_i v_(i),  v_(i): the value of the i-th smallest proxy
+
+    with ``best_of_n_weights`` (Coste et al. 2024's unbiased estimator: no resampling noise).
+    Candidates tied on the proxy share their mean value (the pick among them is uniform).
+
+    Parameters
+    ----------
+    proxy, values : array-like of shape (n_pools, N) or (N,)
+        One row per pool (a prompt's candidates): the scores that pick, the values averaged
+        (gold for the gold curve, ``proxy`` itself for the proxy curve).
+    ns : sequence of int
+        The n of best-of-n, each in [1, N].
+
+    Returns
+    -------
+    ndarray of shape (n_pools, len(ns)), or (len(ns),) for one pool.
+
+    Examples
+    --------
+    >>> best_of_n([0.1, 0.4, 0.3], [1.0, 2.0, 3.0], [1, 2, 3]).tolist()
+    [2.0, 2.3333333333333335, 2.0]
+    """
+    p, v = np.asarray(proxy, dtype=float), np.asarray(values, dtype=float)
+    one = p.ndim == 1
+    p, v = np.atleast_2d(p), np.atleast_2d(v)
+    if p.shape != v.shape:
+        raise ValueError(f"`values` has shape {v.shape} but `proxy` has shape {p.shape}")
+    order = np.argsort(p, axis=1, kind="stable")
+    p_sorted = np.take_along_axis(p, order, axis=1)
+    v_sorted = np.take_along_axis(v, order, axis=1)
+    for row in range(len(p)):  # ties on the proxy: their mean value
+        _, start, counts = np.unique(p_sorted[row], return_index=True, return_counts=True)
+        if (counts > 1).any():
+            means = np.add.reduceat(v_sorted[row], start) / counts
+            v_sorted[row] = np.repeat(means, counts)
+    weights = np.stack([best_of_n_weights(p.shape[1], int(n)) for n in ns])  # (len(ns), N)
+    out = v_sorted @ weights.T
+    return out[0] if one else out
+
+
+def kl_best_of_n(n) -> np.ndarray:
+    """KL(best-of-n || base policy) <= log n - (n - 1) / n: an upper bound, 0 at n = 1.
+
+    Examples
+    --------
+    >>> kl_best_of_n([1, 2]).round(4).tolist()
+    [0.0, 0.1931]
+    """
+    n = np.asarray(n, dtype=float)
+    return np.log(n) - (n - 1) / n

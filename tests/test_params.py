@@ -173,36 +173,36 @@ def pairs_table() -> pd.DataFrame:
 
 
 def test_fingerprint_covers_what_training_reads():
-    from rmlens.data._fingerprint import fingerprint
+    from rmlens.data._fingerprint import data_sha1
 
     table = pairs_table()
-    base = fingerprint(table)
-    assert len(base) == 16 and base == fingerprint(table.copy())
-    assert fingerprint(table.assign(margin=[1.0, 0.5, np.nan])) != base
-    assert fingerprint(table.drop(columns="margin")) != base
-    assert fingerprint(table.assign(chosen=["yes", "sure", "ok!"])) != base
-    assert fingerprint(table.assign(margin=[1, 0, None])) == base  # an int margin is the same
-    assert fingerprint(table.assign(user_id="x")) == base  # not read by training ...
-    grouped = fingerprint(table, ["id", "prompt", "chosen", "rejected", "margin", "user_id"])
-    assert grouped != fingerprint(  # ... unless it groups the audit
+    base = data_sha1(table)
+    assert len(base) == 16 and base == data_sha1(table.copy())
+    assert data_sha1(table.assign(margin=[1.0, 0.5, np.nan])) != base
+    assert data_sha1(table.drop(columns="margin")) != base
+    assert data_sha1(table.assign(chosen=["yes", "sure", "ok!"])) != base
+    assert data_sha1(table.assign(margin=[1, 0, None])) == base  # an int margin is the same
+    assert data_sha1(table.assign(user_id="x")) == base  # not read by training ...
+    grouped = data_sha1(table, ["id", "prompt", "chosen", "rejected", "margin", "user_id"])
+    assert grouped != data_sha1(  # ... unless it groups the audit
         table.assign(user_id=["u1", "u1", "u2"]),
         ["id", "prompt", "chosen", "rejected", "margin", "user_id"],
     )
-    assert fingerprint(table.iloc[::-1]) != base
+    assert data_sha1(table.iloc[::-1]) != base
 
 
 def test_fingerprint_is_the_same_in_another_process():
-    from rmlens.data._fingerprint import fingerprint
+    from rmlens.data._fingerprint import data_sha1
 
     code = (
         "import sys; sys.path.insert(0, 'tests'); from test_params import pairs_table; "
-        "from rmlens.data._fingerprint import fingerprint; print(fingerprint(pairs_table()))"
+        "from rmlens.data._fingerprint import data_sha1; print(data_sha1(pairs_table()))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "123"}  # another salt for Python's hash()
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
-    assert out.stdout.strip() == fingerprint(pairs_table())
+    assert out.stdout.strip() == data_sha1(pairs_table())
 
 
 def test_get_and_set_params_come_from_one_base():

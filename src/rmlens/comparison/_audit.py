@@ -102,7 +102,7 @@ class Audit:
         return self.record.get("group_by")
 
     @property
-    def fingerprint(self) -> str | None:
+    def data_sha1(self) -> str | None:
         return self.record.get("data_sha1")
 
     def describe(self) -> dict:
@@ -124,7 +124,7 @@ class Audit:
             "estimator": "brute" if self.cf_delta is None else "paired",
             "n_pairs": len(self.ids),
             "group_by": self.group_by,
-            "data_sha1": self.fingerprint,
+            "data_sha1": self.data_sha1,
         }
 
     def with_scores(self, r_chosen: np.ndarray, r_rejected: np.ndarray, *, label: str,

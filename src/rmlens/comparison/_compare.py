@@ -194,7 +194,7 @@ def _check_inputs(audits: list[Audit], config: CompareConfig) -> list[str]:
                                  f"{a.path / 'memorization.parquet'} (columns: "
                                  f"{', '.join(map(str, a.table.columns))})")
     warnings = []
-    prints = {a.label: a.fingerprint for a in audits}
+    prints = {a.label: a.data_sha1 for a in audits}
     if len(set(prints.values())) > 1:
         shown = ", ".join(f"{k} {v}" for k, v in prints.items())
         warnings.append(f"the audits' data fingerprints differ ({shown}): other pairs, margins "

@@ -67,7 +67,7 @@ def _column_bytes(column: pd.Series) -> bytes:
     return b"o" + digest.digest()
 
 
-def fingerprint(pairs: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
+def data_sha1(pairs: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
     """A stable 16-hex-digit fingerprint of the columns of ``pairs`` that training reads.
 
     Parameters
@@ -90,7 +90,7 @@ def fingerprint(pairs: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     --------
     >>> import pandas as pd
     >>> t = pd.DataFrame({"id": ["a"], "prompt": ["q"], "chosen": ["y"], "rejected": ["n"]})
-    >>> fingerprint(t) == fingerprint(t.assign(margin=1.0))
+    >>> data_sha1(t) == data_sha1(t.assign(margin=1.0))
     False
     """
     if columns is None:

@@ -29,7 +29,7 @@ import rmlens
 from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
-from rmlens.data._fingerprint import fingerprint
+from rmlens.data._fingerprint import data_sha1
 from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
@@ -123,9 +123,9 @@ def _prepare_dir(out: Path, record: dict) -> None:
     exp.write_record(record)
 
 
-def _fingerprint(splits: dict[str, pd.DataFrame]) -> str:
-    """Every split by name, each by ``fingerprint`` (``data._fingerprint``: pairs, margins)."""
-    parts = {name: fingerprint(frame) for name, frame in splits.items()}
+def _splits_sha1(splits: dict[str, pd.DataFrame]) -> str:
+    """Every split by name, each by ``data_sha1`` (``data._fingerprint``: pairs, margins)."""
+    parts = {name: data_sha1(frame) for name, frame in splits.items()}
     return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
 
 
@@ -190,7 +190,7 @@ def generalize(
         {
             "version": rmlens.__version__,
             "generalize": config.to_dict(),
-            "data_sha1": _fingerprint(splits),
+            "data_sha1": _splits_sha1(splits),
             "splits": {name: len(frame) for name, frame in splits.items()},
             "norm_margin": "mean |r+ - r-| / std of the RM's rewards on its training split",
         },

@@ -21,7 +21,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, fingerprint
+from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, data_sha1
 from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir, with_defaults
 from rmlens.memorization._config import (
@@ -83,10 +83,10 @@ def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
     return Grouping(groups, column, note, folds)
 
 
-def data_fingerprint(pairs: pd.DataFrame, group_col: str) -> str:
-    """What the runs read (pairs, margins) and how they are grouped (``fingerprint``)."""
+def audit_data_sha1(pairs: pd.DataFrame, group_col: str) -> str:
+    """What the runs read (pairs, margins) and how they are grouped (``data_sha1``)."""
     columns = [c for c in FINGERPRINT_COLUMNS if c in pairs]
-    return fingerprint(pairs, [*columns, group_col])
+    return data_sha1(pairs, [*columns, group_col])
 
 
 def make_record(
@@ -99,7 +99,7 @@ def make_record(
         "regime": f"{config.regime()}; estimator {note}",
         "estimator": estimator,
         "estimator_note": note,
-        "data_sha1": data_fingerprint(pairs, grouping.column),
+        "data_sha1": audit_data_sha1(pairs, grouping.column),
         "n_pairs": len(pairs),
         "group_by": grouping.column,
         "group_note": grouping.note,

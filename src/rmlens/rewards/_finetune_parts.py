@@ -16,7 +16,7 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone
-from rmlens.data._fingerprint import fingerprint
+from rmlens.data._fingerprint import data_sha1
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
 from rmlens.rewards._loop import length_batches, score_examples
@@ -127,15 +127,15 @@ def extras_at(objective: str, dphi, groups, index: np.ndarray) -> PairExtras | N
 
 
 def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:
-    """Checkpoints' key: the settings, the base model and the data (``fingerprint``).
+    """Checkpoints' key: the settings, the base model and the data (``data_sha1``).
 
     The examples follow from these (tokenizer of the base, ``max_length``; the eval split
     from ``eval_fraction`` and ``seed``), so a checkpoint is resumed only for the same.
     """
     skip = {"device", "ensemble", "save_steps"}
     settings = {k: v for k, v in cfg.to_dict().items() if k not in skip}
-    parts = [settings, identity, fingerprint(data)]
-    parts.append(None if eval_data is None else fingerprint(eval_data))
+    parts = [settings, identity, data_sha1(data)]
+    parts.append(None if eval_data is None else data_sha1(eval_data))
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

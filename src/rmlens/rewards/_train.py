@@ -17,7 +17,7 @@ import pandas as pd
 import rmlens
 from rmlens._base import needed_out, resolve_config
 from rmlens._io import write_json
-from rmlens.data._fingerprint import fingerprint
+from rmlens.data._fingerprint import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
 from rmlens.rewards.finetune import TrainConfig, make_trainer
@@ -74,8 +74,8 @@ def train(
     record = {
         "version": rmlens.__version__,
         "train_config": config.to_dict(),
-        "data_sha1": fingerprint(data),
-        "eval_sha1": None if eval_data is None else fingerprint(eval_data),
+        "data_sha1": data_sha1(data),
+        "eval_sha1": None if eval_data is None else data_sha1(eval_data),
         "n_train": len(data),
         "n_eval": None if eval_data is None else len(eval_data),
     }

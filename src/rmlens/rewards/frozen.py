@@ -26,12 +26,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.rewards._config import (
-    L2_GRID,
-    OBJECTIVE_CONSTRAINTS,
-    STEP_FIELDS,
-    objective_field,
-)
+from rmlens.rewards._config import L2_GRID, OBJECTIVE_CONSTRAINTS, STEP_FIELDS, objective_field
 from rmlens.rewards._frozen_paired import convex_paired, head_influence
 from rmlens.rewards._influence import DAMPING, OBJECTIVES
 from rmlens.rewards._metrics import reward_stats
@@ -45,7 +40,6 @@ from rmlens.rewards._trainer import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
 
 
 @dataclass

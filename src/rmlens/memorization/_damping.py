@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.memorization._estimate import run_sides, side_means
+from rmlens.stats import spearman
 
 
 def run_sums(p, p_cf_grid, member, val) -> tuple[np.ndarray, np.ndarray]:
@@ -125,8 +126,6 @@ def brute_agreement(cm: np.ndarray, m, reliability: dict, units, folds: int, see
     The runs are shared, so this checks the calibrated estimator on the audit's own data;
     it is no substitute for a disjoint brute-force reference (``benchmarks/paired_cm.py``).
     """
-    from scipy.stats import spearmanr
-
     from rmlens.memorization._reliability import split_half
 
     brute = brute_cm(m.p, m.member, m.val)
@@ -134,7 +133,7 @@ def brute_agreement(cm: np.ndarray, m, reliability: dict, units, folds: int, see
     rel_brute = rel_brute["spearman_brown"]
     rel_paired = reliability["cm"]["spearman_brown"]
     ok = np.isfinite(brute) & np.isfinite(cm)
-    rho = float(spearmanr(cm[ok], brute[ok]).statistic) if ok.sum() >= 3 else float("nan")
+    rho = spearman(brute, cm)  # over the pairs where both are finite
     ceiling = float(np.sqrt(max(rel_paired, 0.0) * max(rel_brute, 0.0)))
     return {
         "pairs": int(ok.sum()),

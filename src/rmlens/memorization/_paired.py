@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.stats import spearmanr
 
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plan import carve_validation, make_plan, runs_per_repeat
 from rmlens.rewards._convex import REFINE_SHARE
+from rmlens.stats import spearman
 
 MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing
 # the counterfactuals are off when the median |p_cf - p_refit| is above OFF_MEDIAN, its
@@ -107,7 +107,7 @@ def exactness_summary(records: list[dict]) -> dict | None:
                         for k in ("p", "p_cf", "p_refit"))  # fmt: skip
     error = np.abs(p_cf - p_refit)
     effect = p_refit - p
-    rho = spearmanr(p_cf - p, effect).statistic if len(p) >= 3 else float("nan")
+    rho = spearman(effect, p_cf - p, nan_policy="propagate")
     return {
         "runs": len(checks),
         "groups": int(sum(c["groups"] for c in checks)),

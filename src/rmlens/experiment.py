@@ -48,7 +48,7 @@ class ExperimentDir:
     Parameters
     ----------
     path : path
-        The folder; it need not exist yet (:meth:`create`).
+        The folder (a path, or an ExperimentDir); it need not exist yet (:meth:`create`).
     record : str
         File name of the record inside the folder.
 

@@ -32,7 +32,7 @@ from rmlens.memorization._reliability import (
     split_half,
     target_status,
 )
-from rmlens.memorization._runs import RunMatrices, experiment, load_matrices
+from rmlens.memorization._runs import RunMatrices, load_matrices
 from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
 
 SAME_PARTITION = (
@@ -57,7 +57,7 @@ def finish(
     target, ``summary.json``'s ``target_reliability`` says whether it was reached and why the
     audit stopped.
     """
-    exp = experiment(out)
+    exp = ExperimentDir(out)
     plan = exp.read_plan()
     n_runs = exp.n_runs()
     config = config.replace(runs=n_runs)  # the real run count (coverage_warning reads it)

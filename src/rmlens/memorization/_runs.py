@@ -81,7 +81,7 @@ def write_run(
     manifest: dict,
 ) -> None:
     """Scores, then the RM, then the manifest: a run counts as finished only once all exist."""
-    exp = experiment(out)
+    exp = ExperimentDir(out)
     folder = exp.run_dir(run)
     exp.clean_stale(folder)
     (folder / MANIFEST).unlink(missing_ok=True)
@@ -101,11 +101,6 @@ def write_run(
     exp.write_json(manifest, f"runs/{run:03d}/{MANIFEST}")
 
 
-def experiment(out: str | Path | ExperimentDir) -> ExperimentDir:
-    """``out`` as an :class:`ExperimentDir` (a path, or one already)."""
-    return out if isinstance(out, ExperimentDir) else ExperimentDir(out)
-
-
 def load_runs(
     out: str | Path | ExperimentDir, runs: int | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -114,7 +109,7 @@ def load_runs(
     The membership table has ``run, id, in_train, validation``; ``estimate`` counts a
     run's validation pairs neither in nor out. ``runs``: the plan's run count when None.
     """
-    exp = experiment(out)
+    exp = ExperimentDir(out)
     scores, members = [], []
     for run in exp.finished_runs(runs):
         s = pd.read_parquet(exp.scores_path(run)).assign(run=run)
@@ -167,7 +162,7 @@ def load_matrices(out: str | Path | ExperimentDir, runs: int | None = None) -> R
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
     A paired audit's ``p`` is read from its scores' ``p`` column, with ``p_cf`` beside it.
     """
-    exp = experiment(out)
+    exp = ExperimentDir(out)
     finished = exp.finished_runs(runs)
     if not finished:
         raise InputError(f"{exp.path}: no finished runs")

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._html import esc, figure_div, fmt, num_list, plotly_text, table, warning_box
+from .._html import figure_div, fmt, num_list, plotly_text, prose, table, warning_box
 from ._base import Section, bar_layout
 
 _TARGET_ORDER = {"tm": 0, "tg": 1, "cm": 2}
@@ -136,5 +136,5 @@ def _stability_block(fit: pd.DataFrame) -> str:
         html += warning_box(warning[0].upper() + warning[1:] + ".")
     if "stability_note" in fit:
         for note in dict.fromkeys(fit.stability_note.dropna().astype(str)):
-            html += f'<p class="note">{esc(note[0].upper() + note[1:])}.</p>'
+            html += f'<p class="note">{prose(note[0].upper() + note[1:])}.</p>'
     return html

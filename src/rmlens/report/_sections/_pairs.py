@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._html import esc, fmt, snippet, table
+from .._html import fmt, prose, snippet, table
 from ._base import Section
 
 
@@ -67,7 +67,7 @@ def pair_table_section(
         "chosen": "text",
         "rejected": "text",
     }
-    body = f'<p class="note">{esc(note)}</p>' + table(
+    body = f'<p class="note">{prose(note)}</p>' + table(
         frame, row_attrs=attrs, classes="pairs", cell_classes=classes
     )
     return Section(section_id, title, body)

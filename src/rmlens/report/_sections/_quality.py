@@ -8,7 +8,7 @@ import pandas as pd
 
 from rmlens.memorization._damping import damping_sentence
 
-from .._html import esc, fmt, table, warning_box
+from .._html import esc, fmt, prose, table, warning_box
 from ._base import Section
 
 _SPLIT_NAMES = {
@@ -110,7 +110,7 @@ def _regime_block(validation: dict[str, Any]) -> str:
             f"best epoch's weights are kept.{esc(epochs)}</p>"
         )
     if validation.get("membership"):
-        html += f'<p class="note">{esc(validation["membership"])}</p>'
+        html += f'<p class="note">{prose(validation["membership"])}</p>'
     return html
 
 
@@ -136,7 +136,7 @@ def _estimator_block(summary: dict[str, Any]) -> str:
     name = summary.get("estimator")
     if not name:
         return ""
-    html = f'<p class="note">Estimator: {esc(str(summary.get("estimator_note") or name))}.</p>'
+    html = f'<p class="note">Estimator: {prose(str(summary.get("estimator_note") or name))}.</p>'
     exact = summary.get("exactness")
     if isinstance(exact, dict):
         html += (
@@ -150,7 +150,7 @@ def _estimator_block(summary: dict[str, Any]) -> str:
         )
     damping = summary.get("damping")
     if isinstance(damping, dict) and "damping" in damping:
-        html += f'<p class="note">{esc(damping_sentence(damping))}.</p>'
+        html += f'<p class="note">{prose(damping_sentence(damping))}.</p>'
     return html
 
 
@@ -187,5 +187,5 @@ def _reliability_block(reliability: Any) -> str:
         html += table(pd.DataFrame(rows), caption="below 0.7: the ranking is not yet reliable")
     for key in ("reason", "note"):
         if reliability.get(key):
-            html += f'<p class="note">{esc(str(reliability[key]))}</p>'
+            html += f'<p class="note">{prose(str(reliability[key]))}</p>'
     return html

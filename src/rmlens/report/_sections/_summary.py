@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._html import card, esc, fmt, key_value_table, table, warning_box
+from .._html import card, esc, fmt, key_value_table, prose, table, warning_box
 from ._base import Section
 
 
@@ -124,7 +124,7 @@ def _summary_block(summary: dict[str, Any]) -> str:
         html += (
             f'<p class="note">CM significantly above 0 (95% interval above 0): '
             f"{esc(fmt(significant['count']))} pairs."
-            + (f" {esc(significant['note'][0].upper() + significant['note'][1:])}."
+            + (f" {prose(significant['note'][0].upper() + significant['note'][1:])}."
                if significant.get("note") else "")
             + "</p>"
         )  # fmt: skip

@@ -340,15 +340,17 @@ def best_of_n(proxy, values, ns) -> np.ndarray:
 
     Parameters
     ----------
-    proxy, values : array-like of shape (n_pools, N) or (N,)
-        One row per pool (a prompt's candidates): the scores that pick, the values averaged
-        (gold for the gold curve, ``proxy`` itself for the proxy curve).
+    proxy : array-like of shape (n_pools, N) or (N,)
+        One row per pool (a prompt's candidates): the scores that pick.
+    values : array-like of the shape of ``proxy``, or (k, n_pools, N)
+        The values averaged (gold for the gold curve, ``proxy`` itself for the proxy
+        curve); with a leading axis, k kinds of value picked by the same proxy at once.
     ns : sequence of int
         The n of best-of-n, each in [1, N].
 
     Returns
     -------
-    ndarray of shape (n_pools, len(ns)), or (len(ns),) for one pool.
+    ndarray of shape (n_pools, len(ns)), (len(ns),) for one pool, or with the leading k.
 
     Examples
     --------
@@ -357,20 +359,28 @@ def best_of_n(proxy, values, ns) -> np.ndarray:
     """
     p, v = np.asarray(proxy, dtype=float), np.asarray(values, dtype=float)
     one = p.ndim == 1
-    p, v = np.atleast_2d(p), np.atleast_2d(v)
-    if p.shape != v.shape:
-        raise ValueError(f"`values` has shape {v.shape} but `proxy` has shape {p.shape}")
+    p = np.atleast_2d(p)
+    stacked = v.ndim == p.ndim + 1 if not one else v.ndim == 2
+    v = v.reshape((-1, *p.shape)) if stacked else np.atleast_2d(v)[None]
+    if v.shape[1:] != p.shape:
+        raise ValueError(f"`values` has shape {np.shape(values)} but `proxy` has shape "
+                         f"{np.shape(proxy)}")  # fmt: skip
     order = np.argsort(p, axis=1, kind="stable")
     p_sorted = np.take_along_axis(p, order, axis=1)
-    v_sorted = np.take_along_axis(v, order, axis=1)
-    for row in range(len(p)):  # ties on the proxy: their mean value
-        _, start, counts = np.unique(p_sorted[row], return_index=True, return_counts=True)
-        if (counts > 1).any():
-            means = np.add.reduceat(v_sorted[row], start) / counts
-            v_sorted[row] = np.repeat(means, counts)
+    v_sorted = np.take_along_axis(v, order[None], axis=2)  # (k, n_pools, N)
+    tied = np.diff(p_sorted, axis=1) == 0
+    if tied.any():  # candidates tied on the proxy: each gets the mean value of its tie group
+        n_pools, n_candidates = p.shape
+        starts = np.concatenate([np.ones((n_pools, 1), bool), ~tied], axis=1)
+        group = np.cumsum(starts.ravel()) - 1  # (n_pools * N,): tie groups, row after row
+        counts = np.bincount(group)
+        for k in range(len(v_sorted)):
+            v_sorted[k] = (np.bincount(group, v_sorted[k].ravel()) / counts)[group].reshape(
+                n_pools, n_candidates)
     weights = np.stack([best_of_n_weights(p.shape[1], int(n)) for n in ns])  # (len(ns), N)
-    out = v_sorted @ weights.T
-    return out[0] if one else out
+    out = v_sorted @ weights.T  # (k, n_pools, len(ns))
+    out = out[:, 0] if one else out
+    return out if stacked else out[0]
 
 
 def kl_best_of_n(n) -> np.ndarray:

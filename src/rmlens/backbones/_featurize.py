@@ -105,6 +105,37 @@ def encode_ids(
     return out
 
 
+def encode_texts(
+    backbone: Backbone,
+    seqs: list[list[int]],
+    *,
+    cache_dir=None,
+    batch_size: int = 32,
+    quiet: bool = False,
+) -> tuple[np.ndarray, int]:
+    """Pooled vectors (n, d) of token-id sequences, each unique one encoded once, through the
+    embedding cache (``cache_dir``: its root, default ``$RMLENS_CACHE/embeddings`` or
+    ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded."""
+    keys = [ids_key(s) for s in seqs]
+    unique: dict[bytes, list[int]] = {}
+    for key, seq in zip(keys, seqs):
+        unique.setdefault(key, seq)
+    cache = None
+    if cache_dir is not False:
+        cache = EmbeddingCache(cache_dir, identity=backbone.identity, pooling=backbone.pooling,
+                               max_length=backbone.max_length)  # fmt: skip
+    missing = [k for k in unique if cache is None or k not in cache]
+    vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size, quiet=quiet)
+    table = dict(zip(missing, vectors))
+    if cache is not None:
+        cache.put(missing, vectors)
+        have = [k for k in unique if k not in table]
+        if have:
+            table.update(zip(have, cache.get(have)))
+    matrix = np.stack([table[k] for k in keys]) if keys else np.zeros((0, backbone.hidden_size))
+    return matrix, len(missing)
+
+
 def featurize(
     backbone: Backbone,
     pairs: pd.DataFrame,
@@ -129,23 +160,7 @@ def featurize(
         encode_pair_text(tok, p, r, limit) for p, r in zip(pairs.prompt, pairs.rejected)
     ]
     kept = np.array([c != r for c, r in zip(chosen_ids, rejected_ids)], dtype=bool)
-    keys = [ids_key(s) for s in chosen_ids + rejected_ids]
-    unique: dict[bytes, list[int]] = {}
-    for key, seq in zip(keys, chosen_ids + rejected_ids):
-        unique.setdefault(key, seq)
-    cache = None
-    if cache_dir is not False:
-        cache = EmbeddingCache(
-            cache_dir, identity=backbone.identity, pooling=backbone.pooling, max_length=limit
-        )
-    missing = [k for k in unique if cache is None or k not in cache]
-    vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size, quiet=quiet)
-    table = dict(zip(missing, vectors))
-    if cache is not None:
-        cache.put(missing, vectors)
-        have = [k for k in unique if k not in table]
-        if have:
-            table.update(zip(have, cache.get(have)))
-    matrix = np.stack([table[k] for k in keys]) if keys else np.zeros((0, backbone.hidden_size))
+    matrix, n_encoded = encode_texts(backbone, chosen_ids + rejected_ids, cache_dir=cache_dir,
+                                     batch_size=batch_size, quiet=quiet)  # fmt: skip
     n = len(pairs)
-    return PairFeatures(matrix[:n], matrix[n:], kept, n_encoded=len(missing))
+    return PairFeatures(matrix[:n], matrix[n:], kept, n_encoded=n_encoded)

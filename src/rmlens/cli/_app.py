@@ -24,6 +24,7 @@ from rmlens.cli import (
     generalize,
     memorize,
     mitigate,
+    overoptimize,
     report,
     sweep,
     train,
@@ -70,6 +71,7 @@ def _root(
 
 for _module in (
     memorize, data, attribute, report, sweep, evaluate, train, generalize, compare, mitigate,
+    overoptimize,
 ):  # fmt: skip
     _module.register(app)
 

@@ -1,4 +1,4 @@
-"""``rmlens data inspect`` and ``rmlens data synth``: thin commands over :mod:`rmlens.data`."""
+"""``rmlens data inspect``, ``rmlens data synth`` and ``rmlens data candidates``: thin commands over :mod:`rmlens.data`."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from rmlens.cli._options import (
     sections,
     with_parameters,
 )
+from rmlens.data._candidates_config import CandidatesConfig
 from rmlens.data._synth_config import SynthConfig
 
 MAX_SHOWN = 50
@@ -107,8 +108,35 @@ def synth(
         print(f"wrote {len(frame)} pairs ({mix}) to {path}", file=sys.stderr)
 
 
+CANDIDATES = sections(CandidatesConfig)
+
+
+def candidates(
+    ctx: typer.Context,
+    out: Path = typer.Option(
+        ..., "--out", help="Output: .jsonl, .jsonl.gz, .json, .csv or .parquet."
+    ),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No status line."),
+    **options,
+) -> None:
+    """Write a best-of-n candidate pool of the synthetic world: P prompts x N responses, each
+    with its gold reward (the planted quality) and its shortcuts (padding, signature, taste);
+    `rmlens overoptimize --candidates` reads it."""
+    from rmlens.data import generate_candidates, save_pairs
+
+    config = resolve(ctx, CANDIDATES, options)
+    pool = generate_candidates(config)
+    path = save_pairs(pool, out)
+    save_config(config, config_beside(out))
+    if not quiet:
+        print(f"wrote {len(pool)} candidates ({config.n_prompts} prompts x "
+              f"{config.n_responses}, policy {config.policy}, mean gold "
+              f"{pool['gold'].mean():.3f}) to {path}", file=sys.stderr)  # fmt: skip
+
+
 def register(app: typer.Typer) -> None:
-    """Add the ``data`` command group (``inspect``, ``synth``) to ``app``."""
+    """Add the ``data`` command group (``inspect``, ``synth``, ``candidates``, ``convert``)
+    to ``app``."""
     data_app = typer.Typer(
         help="Inspect preference data and make synthetic data with planted mechanisms.",
         no_args_is_help=True,
@@ -150,3 +178,4 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"{file}: {n} problem{'s' if n > 1 else ''} found")
 
     data_app.command("synth")(with_parameters(synth, config_parameters(SYNTH)))
+    data_app.command("candidates")(with_parameters(candidates, config_parameters(CANDIDATES)))

@@ -1,14 +1,16 @@
 """rmlens.comparison: audits side by side (objectives, backbones, heads, modes, plans), with
-bootstrap intervals over runs and the agreement of their TM, TG, CM rankings."""
+bootstrap intervals over runs and the agreement of their TM, TG, CM rankings; best-of-n
+overoptimization of their RMs against a gold reward."""
 
 from rmlens._lazy import attach
 
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_config": ["CompareConfig", "MitigateConfig"],
+        "_config": ["CompareConfig", "MitigateConfig", "OveroptimizeConfig"],
         "_compare": ["Comparison", "compare"],
         "_audit": ["Audit", "load_audit"],
         "_mitigate": ["mitigate"],
+        "_overoptimize": ["Overoptimization", "overoptimize"],
     },
 )

@@ -139,3 +139,82 @@ class MitigateConfig(Config):
         "audit": ("target_reliability", "max_runs", "head.objective", "train.objective"),
         "compare": ("labels", "seed", "n_boot", "device"),
     }
+
+
+ENSEMBLES = ("mean", "min", "uwo")
+
+
+@dataclass
+class OveroptimizeConfig(Config):
+    """Options of :func:`rmlens.comparison.overoptimize`: best-of-n against a gold reward.
+
+    Attributes
+    ----------
+    labels : tuple of str, default=()
+        One name per audit, in the order given (default: each directory's name).
+    ns : tuple of int, default=()
+        The n of best-of-n (default: 1, 2, 4, ... up to N, and N).
+    ensembles : tuple of str, default=("mean", "min", "uwo")
+        Ensembles of each audit's runs, on rewards standardized per run over the pool: the
+        mean, the worst case (min) and the uncertainty-weighted mean - lambda * var (Coste
+        et al. 2024); () for none.
+    uwo_lambda : float, default=0.5
+        The lambda of ``uwo``, in units of the standardized reward.
+    n_boot : int, default=1000
+        Bootstrap resamples of the runs and the prompts together (0: no intervals).
+    level : float, default=0.95
+        Coverage of the percentile intervals.
+    seed : int, default=0
+        Seed of the bootstrap.
+    device : str, default="auto"
+        Torch device that scores the candidates.
+    """
+
+    labels: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Names of the audits, in order (default: each directory's name).",
+                  "unset": "the directories' names"},
+    )  # fmt: skip
+    ns: tuple[int, ...] = field(
+        default=(),
+        metadata={"help": "The n of best-of-n.", "unset": "1, 2, 4, ... up to N, and N"},
+    )
+    ensembles: tuple[str, ...] = field(
+        default=ENSEMBLES,
+        metadata={"help": "Ensembles of each audit's runs (standardized rewards): mean, min, "
+                  "uwo (mean - lambda var); none: an empty value."},
+    )  # fmt: skip
+    uwo_lambda: float = field(
+        default=0.5, metadata={"help": "Lambda of the uncertainty-weighted ensemble."}
+    )
+    n_boot: int = field(
+        default=1000,
+        metadata={"help": "Bootstrap resamples of runs and prompts together (0: no intervals)."},
+    )
+    level: float = field(default=0.95, metadata={"help": "Coverage of the intervals."})
+    seed: int = field(default=0, metadata={"help": "Seed of the bootstrap."})
+    device: str = field(
+        default="auto", metadata={"help": "Torch device that scores the candidates."}
+    )
+
+    _constraints = {
+        "labels": CompareConfig._constraints["labels"],
+        "ns": (
+            lambda t: isinstance(t, tuple) and all(positive_int(x) for x in t),
+            "a tuple of ints >= 1",
+        ),
+        "ensembles": (
+            lambda t: isinstance(t, tuple) and all(x in ENSEMBLES for x in t),
+            f"a tuple of ensembles among {', '.join(ENSEMBLES)}",
+        ),
+        "uwo_lambda": (
+            lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0,
+            "a float >= 0",
+        ),
+        "n_boot": (non_negative_int, "an int >= 0"),
+        "level": (_level, "a float in (0, 1)"),
+        "seed": (non_negative_int, "an int >= 0"),
+        "device": (lambda x: isinstance(x, str) and x != "", "a device name"),
+    }
+
+    _check_more = CompareConfig._check_more

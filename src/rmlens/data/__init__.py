@@ -6,6 +6,8 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_synth_config": ["MECHANISMS", "SynthConfig"],
+        "_candidates_config": ["CandidatesConfig"],
+        "_candidates": ["generate_candidates", "load_candidates"],
         "converters": ["convert", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
         "_schema": ["CORE_COLUMNS"],

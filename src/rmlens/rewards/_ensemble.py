@@ -20,6 +20,8 @@ import pandas as pd
 import rmlens
 from rmlens._io import write_json
 from rmlens.backbones import featurize
+from rmlens.backbones._featurize import encode_texts
+from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
 
 
@@ -199,15 +201,14 @@ def member_scores(
 ) -> np.ndarray:
     """Rewards (n_members, n) of (prompt, response) texts; a single RM is one member.
 
-    Explicit heads go through ``featurize`` and its cache, so a text is encoded once ever.
+    Explicit heads go through the embedding cache, so a text is encoded once ever.
     """
     stack = _head_stack(rm)
     if stack is not None:
         backbone, heads, cache_dir = stack
-        frame = pd.DataFrame(
-            {"prompt": list(prompts), "chosen": list(responses), "rejected": list(responses)}
-        )
-        x = featurize(backbone, frame, cache_dir=cache_dir, quiet=quiet).chosen
+        seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length)
+                for p, r in zip(prompts, responses)]  # fmt: skip
+        x, _ = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet)
         return np.stack([h.score_features(x) for h in heads]).astype(float)
     rows = [np.asarray(m.score(list(prompts), list(responses)), dtype=float) for m in _members(rm)]
     return np.stack(rows)

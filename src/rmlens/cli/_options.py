@@ -135,7 +135,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         if listed:
             first_default = next(iter(defaults.values()))
             text = shown if isinstance(shown, str) else first_default
-            help_ += f"  [default: {text or 'none'}]"
+            help_ += f"  [default: {text or meta.get('unset') or 'none'}]"
             default, shown = None, False
         applies = [s.when for s in where if s.when]
         if len(applies) == len(where):

@@ -1,4 +1,4 @@
-"""``rmlens data inspect``, ``rmlens data synth`` and ``rmlens data candidates``: thin commands over :mod:`rmlens.data`."""
+"""``rmlens data inspect``, ``synth`` and ``candidates``: thin commands over :mod:`rmlens.data`."""
 
 from __future__ import annotations
 

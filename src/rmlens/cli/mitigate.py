@@ -8,12 +8,13 @@ import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.comparison._config import CompareConfig, MitigateConfig
+from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.memorization._config import AuditConfig
 
 AUDIT = sections(AuditConfig, skip=MitigateConfig._owned["audit"])
 PLAN = sections(MitigateConfig)
 COMPARE = sections(CompareConfig, skip=MitigateConfig._owned["compare"])
+OVEROPTIMIZE = sections(OveroptimizeConfig, skip=MitigateConfig._owned["overoptimize"])
 
 
 def mitigate(
@@ -23,6 +24,11 @@ def mitigate(
         ..., "--out", help="Comparison directory: one audit per objective (resumed if it exists)."
     ),
     column_map: list[str] = map_option(),
+    candidates: Path | None = typer.Option(
+        None, "--candidates",
+        help="Candidate pool with a gold reward (`rmlens data candidates`): also best-of-n "
+        "overoptimization curves of every objective (as `rmlens overoptimize`).",
+    ),  # fmt: skip
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
 ) -> None:
@@ -30,29 +36,38 @@ def mitigate(
 
     Writes OUT/<objective>/ (an experiment directory each) and OUT/compare.parquet,
     compare.json, compare_*.png and compare.html. Audit options are those of `rmlens
-    memorize`; comparison options those of `rmlens compare`. Started again on the same OUT,
+    memorize`; comparison options those of `rmlens compare`. With --candidates, also
+    OUT/overoptimization.* (options of `rmlens overoptimize`). Started again on the same OUT,
     finished runs are kept.
     """
     from rmlens.cli.compare import print_comparison
     from rmlens.comparison import mitigate as run_mitigate
     from rmlens.report import write_compare_report
 
-    config = resolve(ctx, AUDIT, options, ignore=("mitigate", "compare"))
+    config = resolve(ctx, AUDIT, options, ignore=("mitigate", "compare", "overoptimize"))
     plan = resolve(ctx, PLAN, options, table="mitigate")
     compare_config = resolve(ctx, COMPARE, options, table="compare").replace(
         seed=config.seed, n_boot=config.n_boot
     )
+    oo_config = resolve(ctx, OVEROPTIMIZE, options, table="overoptimize")
     pairs = load_table(data, column_map)
     result = run_mitigate(pairs, config, out=out, objectives=plan.objectives,
-                          compare_config=compare_config, quiet=quiet)  # fmt: skip
-    save_config(config, out / "config.toml", sections=AUDIT, mitigate=plan,
-                compare=compare_config)
+                          compare_config=compare_config, candidates=candidates,
+                          overoptimize_config=oo_config, quiet=quiet)  # fmt: skip
+    tables = {"mitigate": plan, "compare": compare_config}
+    if candidates is not None:
+        tables["overoptimize"] = oo_config
+    save_config(config, out / "config.toml", sections=AUDIT, **tables)
     page = write_compare_report(out)
     result.files += ["config.toml", page.name]
     print_comparison(result, out)
+    if result.overoptimization is not None:
+        from rmlens.cli.overoptimize import print_overoptimization
+
+        print_overoptimization(result.overoptimization, out)
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``mitigate`` command to ``app``."""
-    sections = config_parameters(AUDIT + PLAN + COMPARE)
+    sections = config_parameters(AUDIT + PLAN + COMPARE + OVEROPTIMIZE)
     app.command("mitigate")(with_parameters(mitigate, sections))

@@ -26,7 +26,6 @@ from scipy.stats import rankdata
 
 from rmlens.stats import best_of_n, bootstrap_runs, kl_best_of_n, percentile_interval, run_weights
 
-
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed it
 
 
@@ -120,7 +119,8 @@ class PoolCurves:
         curve = per.mean(axis=1)
         draws = None
         if self.n_boot:
-            draws = np.einsum("vpk,bp->bvk", per, self.prompt_w) / self.prompt_w.sum(1)[:, None, None]
+            norm = self.prompt_w.sum(1)[:, None, None]
+            draws = np.einsum("vpk,bp->bvk", per, self.prompt_w) / norm
         names = ("proxy", *self.names)
         return Curves(names, curve, draws, 1.0, None)
 

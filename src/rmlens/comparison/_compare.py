@@ -15,6 +15,7 @@ import itertools
 import warnings as _warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -59,6 +60,11 @@ class Comparison:
     audits : list of dict
         What each row's audit is (label, path, model, mode, head, objective, runs, ...).
     notes, warnings : list of str
+    overoptimization : Overoptimization or None
+        ``mitigate(..., candidates=...)``: the best-of-n curves of every objective.
+    flags : list of str
+        The warnings about single figures (an accuracy near or below chance), also in
+        ``warnings``; the page folds them into one table of audits by figure.
     details : dict
         Margin terciles, worst groups, slices and SHAP fits per audit (``compare.json``).
     out : Path
@@ -74,6 +80,8 @@ class Comparison:
     details: dict = field(default_factory=dict)
     out: Path | None = None
     files: list[str] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)
+    overoptimization: Any = None
 
     def wide(self) -> pd.DataFrame:
         """One row per metric, one column per audit: ``value [lo, hi]`` strings."""
@@ -152,8 +160,10 @@ def compare(
     else:
         notes.append("shortcut probes not run (`probes` off)")
     table = _figure_table(figures, config)
-    warnings += _figure_warnings(table, agree, {a.label: a.summary for a in audits})
-    result = Comparison(table, agree, [r.describe() for r in rows], notes, warnings, details)
+    flags, others = _figure_warnings(table, agree, {a.label: a.summary for a in audits})
+    warnings += flags + others
+    result = Comparison(table, agree, [r.describe() for r in rows], notes, warnings, details,
+                        flags=flags)  # fmt: skip
     write_comparison(result, Path(out), config)
     for warning in warnings:
         _warnings.warn(warning, RmlensWarning, stacklevel=2)
@@ -251,21 +261,24 @@ def _figure_table(figures: list[dict], config: CompareConfig) -> pd.DataFrame:
     return table
 
 
-def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame, summaries: dict) -> list[str]:
-    """Accuracies near or below chance (``near_chance``), agreements above their ceiling
-    (saying so when an audit's reliability measures seed noise only)."""
-    warnings = []
+def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame,
+                     summaries: dict) -> tuple[list[str], list[str]]:  # fmt: skip
+    """Accuracies near or below chance (``near_chance``: one per flagged figure), then
+    agreements above their ceiling (saying so when an audit's reliability measures seed noise
+    only)."""
+    flags = []
     for r in table[table.near_chance].itertuples():
         if r.metric == "heldout_accuracy":
-            warnings.append(f"{r.audit}: held-out accuracy {r.value:.3f} is within "
+            flags.append(f"{r.audit}: held-out accuracy {r.value:.3f} is within "
                             f"{M.NEAR_CHANCE} of chance: its RMs barely generalize, so its CM "
                             "mostly measures fitting and its other figures say little")
         elif r.metric == "worst_group_accuracy":
-            warnings.append(f"{r.audit}: worst-group held-out accuracy {r.value:.3f} is near "
+            flags.append(f"{r.audit}: worst-group held-out accuracy {r.value:.3f} is near "
                             f"or below chance ({r.detail})")
         else:
-            warnings.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
+            flags.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
                             "near or below chance: on these pairs the RMs follow the shortcut")
+    warnings = []
     shared = agree[agree.above_ceiling & agree.same_plan]
     if len(shared):
         audits = sorted(set(shared.audit_a) | set(shared.audit_b))
@@ -283,4 +296,4 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame, summaries: dict) 
                         f"{r.spearman:.3f} is above its ceiling {r.ceiling:.3f} (sqrt of the "
                         "two reliabilities): shared noise (same plan and seed hold out the "
                         f"same groups) or reliabilities underestimated{why}")
-    return warnings
+    return flags, warnings

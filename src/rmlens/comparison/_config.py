@@ -49,7 +49,7 @@ class CompareConfig(Config):
 
     labels: tuple[str, ...] = field(
         default=(),
-        metadata={"help": "Names of the audits, in order (default: each directory's name).",
+        metadata={"help": "Names of the audits, in order.",
                   "unset": "the directories' names"},
     )  # fmt: skip
     groups: str | None = field(
@@ -132,12 +132,13 @@ class MitigateConfig(Config):
     }
     # What mitigate sets in the configs it builds (so not options of `rmlens mitigate`): in
     # the audit, the trainer's objective (each of `objectives` in turn) and no target
-    # reliability (one plan for every objective); in the comparison, the labels (the
-    # objectives), the audit's seed and n_boot, and the default device (`device` is the
-    # fine-tuned audits').
+    # reliability (one plan for every objective); in the comparison and the best-of-n
+    # curves, the labels (the objectives), the audit's seed and n_boot (and the
+    # comparison's level), and the default device (`device` is the fine-tuned audits').
     _owned = {
         "audit": ("target_reliability", "max_runs", "head.objective", "train.objective"),
         "compare": ("labels", "seed", "n_boot", "device"),
+        "overoptimize": ("labels", "seed", "n_boot", "level", "device"),
     }
 
 
@@ -172,7 +173,7 @@ class OveroptimizeConfig(Config):
 
     labels: tuple[str, ...] = field(
         default=(),
-        metadata={"help": "Names of the audits, in order (default: each directory's name).",
+        metadata={"help": "Names of the audits, in order.",
                   "unset": "the directories' names"},
     )  # fmt: skip
     ns: tuple[int, ...] = field(

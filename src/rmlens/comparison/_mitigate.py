@@ -19,7 +19,8 @@ from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
 from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import Comparison, compare
-from rmlens.comparison._config import CompareConfig
+from rmlens.comparison._config import CompareConfig, OveroptimizeConfig
+from rmlens.comparison._overoptimize import overoptimize
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.progress import status
@@ -59,6 +60,8 @@ def mitigate(
     out: str | Path | None = None,
     objectives: Sequence[str] = OBJECTIVES,
     compare_config: CompareConfig | None = None,
+    candidates=None,
+    overoptimize_config: OveroptimizeConfig | None = None,
     quiet: bool = False,
     **overrides,
 ) -> Comparison:
@@ -80,6 +83,13 @@ def mitigate(
         supports (``group_dro`` needs a group column).
     compare_config : CompareConfig, optional
         Options of the comparison; its labels are the objectives.
+    candidates : path or DataFrame, optional
+        A candidate pool with a gold reward (``rmlens data candidates``): then best-of-n
+        curves of every objective's runs and ensembles too (:func:`overoptimize`, into
+        ``out``), found in the result's ``overoptimization``.
+    overoptimize_config : OveroptimizeConfig, optional
+        Options of the best-of-n curves; its labels are the objectives, its seed, n_boot and
+        level the comparison's.
     quiet : bool, default=False
         No progress bars or status lines.
     **overrides
@@ -117,4 +127,12 @@ def mitigate(
         audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
         backbone = getattr(trainer, "backbone_", None)
     compare_config = (compare_config or CompareConfig()).replace(labels=tuple(kept))
-    return compare([out / name for name in kept], compare_config, out=out, quiet=quiet)
+    dirs = [out / name for name in kept]
+    result = compare(dirs, compare_config, out=out, quiet=quiet)
+    if candidates is not None:
+        oo_config = (overoptimize_config or OveroptimizeConfig()).replace(
+            labels=tuple(kept), seed=compare_config.seed, n_boot=compare_config.n_boot,
+            level=compare_config.level)  # fmt: skip
+        result.overoptimization = overoptimize(dirs, candidates, oo_config, out=out, quiet=quiet)
+        result.files += result.overoptimization.files
+    return result

@@ -52,6 +52,7 @@ def compare_record(result: Comparison, config: CompareConfig) -> dict:
         "details": result.details,
         "notes": result.notes,
         "warnings": result.warnings,
+        "flags": result.flags,
         "files": result.files,
         "metrics": {m: {"family": M.family(m), "label": M.label(m)}
                     for m in dict.fromkeys(result.figures.metric)},  # fmt: skip

@@ -145,7 +145,8 @@ def load_candidates(source: Any) -> pd.DataFrame:
         where = records.where(i)
         pid = id_text(row.get("prompt_id"))
         if pid is None:
-            report(f"{where}: 'prompt_id' must be a non-empty id, got {describe(row.get('prompt_id'))}")
+            got = describe(row.get("prompt_id"))
+            report(f"{where}: 'prompt_id' must be a non-empty id, got {got}")
         for name in ("prompt", "response"):
             problem = text_problem(row.get(name))
             if problem:

@@ -21,6 +21,7 @@ from rmlens._io import write_text
 from rmlens.comparison._metrics import figure_text
 
 from ._assets import CSP, CSS
+from ._compare_glance import flags_section, glance_section, overoptimization_section
 from ._html import esc, fmt, key_value_table, table, warning_box
 from ._sections import Section
 
@@ -68,16 +69,33 @@ def write_compare_report(out_dir: str | Path) -> Path:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(f"{path}: not valid JSON ({err})") from None
+    oo = _read_overoptimization(root, record)
     images = {}
     listed = [f for f in record.get("files") or [] if isinstance(f, str)
               and f.startswith("compare_") and f.endswith(".png") and "/" not in f]  # fmt: skip
+    if oo is not None:
+        listed += [f"overoptimization{s}.png" for s in ("", "_ensembles", "_hacking")]
     for png in (root / name for name in listed):
         if not png.is_file():
             continue
         data = png.read_bytes()
         if len(data) <= _MAX_PNG_BYTES:
             images[png.name] = base64.b64encode(data).decode("ascii")
-    return write_text(render_compare_page(record, images), root / "compare.html")
+    return write_text(render_compare_page(record, images, oo), root / "compare.html")
+
+
+def _read_overoptimization(root: Path, record: dict) -> dict | None:
+    """``overoptimization.json`` beside ``compare.json`` when it is of the same audits."""
+    path = root / "overoptimization.json"
+    if not path.is_file():
+        return None
+    try:
+        oo = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"{path}: not valid JSON ({err})") from None
+    compared = {str(a.get("label")) for a in record.get("audits") or []}
+    ours = {str(a.get("label")) for a in oo.get("audits") or []}
+    return oo if ours and ours <= compared else None
 
 
 def _image(name: str, images: dict[str, str], caption: str = "") -> str:
@@ -164,15 +182,28 @@ def _details_section(details: dict) -> Section | None:
     return Section("details", "Details", table(pd.DataFrame(rows)))
 
 
-def render_compare_page(record: dict[str, Any], images: dict[str, str]) -> str:
-    """The whole page as a string, from ``compare.json``'s content and base64 PNGs."""
+def render_compare_page(record: dict[str, Any], images: dict[str, str],
+                        oo: dict | None = None) -> str:  # fmt: skip
+    """The whole page as a string, from ``compare.json``'s content, base64 PNGs and
+    ``overoptimization.json``'s content (None: no best-of-n section).
+
+    The first screen answers: which audit wins where, at what cost in held-out accuracy (and
+    gold under best-of-n), then the flagged figures as one table of audits by figure."""
     from rmlens.comparison._metrics import FAMILIES
 
     audits = record.get("audits") or []
     labels = [str(a.get("label")) for a in audits]
     figures = record.get("figures") or []
     metrics = record.get("metrics") or {}
-    sections = []
+    sections = [s for s in (glance_section(record, oo), flags_section(record)) if s]
+    flags = set(record.get("flags") or [])
+    if "flags" not in record:  # a compare.json of rmlens 0.1 before flags had their own key
+        flags = {str(w) for w in record.get("warnings") or [] if "near or below chance" in str(w)
+                 or "of chance:" in str(w)}  # fmt: skip
+    warnings = "".join(warning_box(str(w)) for w in record.get("warnings") or []
+                       if str(w) not in flags)  # fmt: skip
+    if warnings:
+        sections.append(Section("warnings", "Warnings", warnings))
     if audits:
         cols = ["label", "model", "mode", "head", "objective", "plan", "seed", "runs",
                 "n_pairs", "group_by", "data_sha1", "reference", "path"]  # fmt: skip
@@ -183,6 +214,8 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str]) -> str:
         if rows:
             level = (record.get("config") or {}).get("level")
             sections.append(_family_section(fam, title, rows, labels, metrics, images, level))
+    if oo is not None:
+        sections.append(overoptimization_section(oo, lambda n, c: _image(n, images, c)))
     for extra in (_agreement_section(record.get("agreement") or [], images),
                   _details_section(record.get("details") or {})):  # fmt: skip
         if extra is not None:
@@ -192,7 +225,6 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str]) -> str:
         sections.append(Section("notes", "Notes", f"<ul>{notes}</ul>"))
     sections.append(Section("config", "Configuration", key_value_table(
         {"rmlens": record.get("version"), **(record.get("config") or {})})))  # fmt: skip
-    warnings = "".join(warning_box(str(w)) for w in record.get("warnings") or [])
     nav = "".join(f'<a href="#{esc(s.id)}">{esc(s.title)}</a>' for s in sections)
     title = " vs ".join(labels) if len(labels) <= 4 else f"{len(labels)} audits"
     return (
@@ -202,7 +234,7 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str]) -> str:
         f"<title>rmlens comparison: {esc(title)}</title><style>{CSS}</style></head><body>"
         f'<header><h1>rmlens comparison</h1><div class="sub">{esc(title)} \u00b7 '
         f"{len(audits)} rows \u00b7 rmlens {esc(__version__)}</div><nav>{nav}</nav></header>"
-        f"<main>{warnings}{''.join(s.html() for s in sections)}</main>"
+        f"<main>{''.join(s.html() for s in sections)}</main>"
         "<footer>Written by rmlens. Tables beside this page: "
         '<a href="compare.parquet">compare.parquet</a> \u00b7 '
         '<a href="compare.json">compare.json</a></footer></body></html>\n'

@@ -56,6 +56,7 @@ class _Experiment:
     generalization: pd.DataFrame | None = None
     images: list[tuple[str, str]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    overoptimization: tuple[list[dict], pd.DataFrame | None, str] | None = None
 
 
 def write_report(
@@ -188,6 +189,7 @@ def load_experiment(out_dir: str | Path) -> _Experiment:
     exp.metrics = _read_json(root / "metrics.json", exp)
     exp.probes = _read_table(root / "probes.parquet", ("probe", "flip_rate"), exp)
     exp.generalization = _read_table(root / "generalization.parquet", (), exp)
+    exp.overoptimization = _read_overoptimization(root, exp)
     pngs = sorted(root.glob("*.png")) + sorted(root.glob("sweep*/*.png"))
     for path in pngs:
         data = path.read_bytes()
@@ -197,6 +199,27 @@ def load_experiment(out_dir: str | Path) -> _Experiment:
         name = str(path.relative_to(root))
         exp.images.append((name, base64.b64encode(data).decode("ascii")))
     return exp
+
+
+def _read_overoptimization(root: Path, exp: _Experiment):
+    """This audit's rows of ``overoptimization.json`` (and the curves beside it) in the
+    audit's folder or its parent (the comparison directory of ``mitigate``): summary rows,
+    curves, and the file they came from; None when no overoptimization names this audit."""
+    for folder in (root, root.parent):
+        record = _read_json(folder / "overoptimization.json", exp)
+        if not isinstance(record, dict):
+            continue
+        labels = {str(a.get("label")) for a in record.get("audits") or []
+                  if a.get("path") and Path(a["path"]).resolve() == root.resolve()}  # fmt: skip
+        if not labels:
+            continue
+        rows = [r for r in record.get("summary") or []
+                if r.get("audit") in labels or r.get("kind") == "oracle"]  # fmt: skip
+        curves = _read_table(folder / "overoptimization.parquet", ("rm", "n", "kl", "gold"), exp)
+        if curves is not None:
+            curves = curves[curves["rm"].isin({r.get("rm") for r in rows})]
+        return rows, curves, str(folder / "overoptimization.json")
+    return None
 
 
 def _read_json(path: Path, exp: _Experiment) -> Any:
@@ -294,6 +317,7 @@ def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_c
         sec.sweep_section(exp.sweeps),
         sec.evaluation_section(exp.metrics, exp.probes),
         sec.generalization_section(exp.generalization),
+        sec.overoptimization_section(*exp.overoptimization) if exp.overoptimization else None,
         sec.plots_section(exp.images),
         sec.config_section(exp.config, __version__, exp.runs),
     ]

@@ -2,12 +2,14 @@
 
 One module per group of sections, in page order: ``_quality`` (the reward models),
 ``_summary`` (the dataset), ``_pairs`` (most and least memorized pairs), ``_attribution``,
-``_results`` (token sweeps, evaluation, generalization) and ``_appendix`` (plots, config).
+``_results`` (token sweeps, evaluation, generalization), ``_overoptimization`` (best-of-n)
+and ``_appendix`` (plots, config).
 """
 
 from ._appendix import config_section, plots_section
 from ._attribution import attribution_section
 from ._base import Section
+from ._overoptimization import overoptimization_section
 from ._pairs import pair_table_section
 from ._quality import quality_line, quality_section
 from ._results import evaluation_section, generalization_section, sweep_section
@@ -19,6 +21,7 @@ __all__ = [
     "config_section",
     "evaluation_section",
     "generalization_section",
+    "overoptimization_section",
     "pair_table_section",
     "plots_section",
     "quality_line",

@@ -208,10 +208,11 @@ def test_import_rmlens_gives_the_verbs_lazily():
     import rmlens
 
     verbs = ("load_pairs", "audit", "attribute", "evaluate", "compare", "mitigate", "sweep",
-             "generalize", "train", "write_report", "load_rm")  # fmt: skip
+             "generalize", "train", "write_report", "load_rm", "overoptimize",
+             "generate_candidates", "load_candidates")  # fmt: skip
     configs = ("AuditConfig", "HeadConfig", "TrainConfig", "AttributeConfig", "EvaluateConfig",
                "CompareConfig", "MitigateConfig", "SweepConfig", "GeneralizeConfig",
-               "ReportConfig", "SynthConfig")  # fmt: skip
+               "ReportConfig", "SynthConfig", "OveroptimizeConfig", "CandidatesConfig")  # fmt: skip
     others = ("InputError", "RmlensWarning", "RmlensNote", "ExperimentDir")
     assert set(verbs + configs + others) <= set(rmlens.__all__)
     assert all(callable(getattr(rmlens, name)) for name in rmlens.__all__)

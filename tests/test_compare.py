@@ -170,7 +170,8 @@ def test_agreement_beside_its_ceiling(tmp_path):
     from rmlens.comparison._compare import _figure_warnings
 
     apart = result.agreement.assign(same_plan=False)
-    warned = _figure_warnings(result.figures.iloc[:0], apart, {})
+    flags, warned = _figure_warnings(result.figures.iloc[:0], apart, {})
+    assert flags == []
     assert any("CM agreement" in w and "above its ceiling 0.300" in w for w in warned)
     assert len(warned) == int(apart.above_ceiling.sum())
     assert [x["objective"] for x in result.audits] == ["bt", "poe"]
@@ -333,3 +334,26 @@ def test_figure_text_marks_few_pairs():
     assert figure_text(0.0, 0.0, 0.0, 1, few=True) == "0.000 [0.000, 0.000] (n 1)"
     assert figure_text(float("nan")) == figure_text(None) == "\u2013"
     assert figure_text(0.3, None, float("nan")) == "0.300"
+
+
+def test_the_page_opens_with_the_answer_and_folds_flagged_figures_into_one_table(tmp_path):
+    d = D.copy()
+    d[:, 1] = [1, -1, 0, 2, 2, 2]  # audit "a": held-out accuracy 1/2, flagged
+    a = write_audit(tmp_path / "a", d)
+    b = write_audit(tmp_path / "b", D * 2, objective="poe", sha="other")
+    out = tmp_path / "out"
+    result = compare([a, b], config(), out=out, quiet=True)
+    assert result.flags and set(result.flags) <= set(result.warnings)
+    assert any("held-out accuracy 0.500" in f for f in result.flags)
+    from rmlens.report import write_compare_report
+
+    page = write_compare_report(out).read_text()
+    assert page.index('id="glance"') < page.index('id="flags"') < page.index('id="audits"')
+    glance = page[page.index('id="glance"'):page.index('id="flags"')]
+    cost = figure(result, "heldout_accuracy", "b").value - figure(result, "heldout_accuracy").value
+    assert f"{cost:+.3f}" in glance and "vs a" in glance  # a is the bt audit: the baseline
+    flags = page[page.index('id="flags"'):page.index("</section>", page.index('id="flags"'))]
+    assert "0.500 [" in flags and "\u26a0" in flags
+    boxes = page.count('class="warning"')
+    assert boxes == len(result.warnings) - len(result.flags) >= 1  # the fingerprint warning
+    assert "held-out accuracy 0.500 is within" not in page  # folded, not repeated as a box

@@ -184,3 +184,83 @@ def test_cli_overoptimize_refuses_a_pool_without_gold_and_an_audit_of_other_data
     assert result.exit_code == 2, result.output
     assert "an audit of other data than the pool" in result.stderr
     assert "no 'topic' column" in result.stderr
+
+
+def test_the_reports_show_the_best_of_n_section(synthetic_audit):
+    from rmlens.report import write_report
+
+    root, audit, pool = synthetic_audit
+    result = run_cli(["overoptimize", audit, "--candidates", pool, "--out", root, "--n-boot",
+                      "20", "--ensembles", "min", "--quiet"],
+                     {"RMLENS_CACHE": str(root / "cache")})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    page = write_report(audit).read_text()
+    section = page[page.index('id="overoptimization"'):]
+    assert "audit ensemble min" in section and "oracle" in section
+    assert "overopt-gold" in section and "overopt-proxy" in section
+
+
+def test_a_real_pool_holds_out_prompts_and_relabels_the_rest_by_gold():
+    from rmlens.data._candidates import candidates_from_pairs
+
+    rows = []
+    for p in range(10):
+        texts = [f"answer {'x ' * k}to {p}" for k in range(3 + (p == 0))]  # prompt 0 has 4
+        rows += [{"id": f"{p}-{i}", "prompt": f"question {p}", "chosen": texts[i],
+                  "rejected": texts[(i + 1) % len(texts)], "user_id": f"u{p % 2}"}
+                 for i in range(len(texts))]  # fmt: skip
+    pairs = pd.DataFrame(rows)
+    calls = []
+
+    def gold(prompts, responses):  # the gold RM: longer is better
+        calls.append(len(responses))
+        return np.array([len(r) for r in responses], dtype=float)
+
+    pool, gold_pairs = candidates_from_pairs(pairs, gold, holdout=0.4, seed=1)
+    assert pool["prompt_id"].nunique() == 4 and (pool.groupby("prompt_id").size() == 3).all()
+    assert np.allclose(pool["gold"], pool["response"].str.len())
+    assert not set(pool["prompt"]) & set(gold_pairs["prompt"])  # held-out prompts
+    assert len(gold_pairs) == len(pairs[~pairs["prompt"].isin(set(pool["prompt"]))])
+    assert (gold_pairs["chosen"].str.len() >= gold_pairs["rejected"].str.len()).all()
+    assert gold_pairs["flipped"].any() and (gold_pairs["margin"] >= 0).all()
+    texts = (set(zip(pool.prompt, pool.response)) | set(zip(gold_pairs.prompt, gold_pairs.chosen))
+             | set(zip(gold_pairs.prompt, gold_pairs.rejected)))
+    assert calls == [len(texts)]  # one call, each distinct text scored once
+    with pytest.raises(InputError, match="no prompt has 5 distinct responses"):
+        candidates_from_pairs(pairs, gold, n_responses=5)
+
+
+def test_cli_data_candidates_refuses_options_of_the_other_source(tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    length_pairs().to_json(data, orient="records", lines=True)
+    out = tmp_path / "pool.jsonl"
+    result = run_cli(["data", "candidates", "--out", out, "--from", data])
+    assert result.exit_code == 2 and "--from needs --gold-rm" in result.stderr
+    result = run_cli(["data", "candidates", "--out", out, "--from", data, "--gold-rm", "x",
+                      "--policy", "anticorrelated"])  # fmt: skip
+    assert result.exit_code == 2 and "--policy applies to the synthetic world only" in (
+        result.stderr)
+    result = run_cli(["data", "candidates", "--out", out, "--pairs-out", tmp_path / "p.jsonl"])
+    assert result.exit_code == 2 and "apply to --from" in result.stderr
+    result = run_cli(["data", "candidates", "--out", out, "--prompts", "3", "--responses", "4",
+                      "--policy", "anticorrelated"])  # fmt: skip
+    assert result.exit_code == 0 and len(load_candidates(out)) == 12
+
+
+def test_cli_mitigate_with_candidates_curves_every_objective_into_the_comparison(
+    synthetic_audit, tiny_encoder_dir
+):
+    root, _, pool = synthetic_audit
+    out = root / "mit"
+    result = run_cli(["mitigate", "--data", root / "pairs.jsonl", "--out", out, "--model",
+                      tiny_encoder_dir, "--runs", "4", "--folds", "2", "--objectives",
+                      "bt,poe", "--bias-features", "len_words", "--no-probes", "--no-shap",
+                      "--n-boot", "20", "--candidates", pool, "--ensembles", "mean",
+                      "--quiet"], {"RMLENS_CACHE": str(root / "cache")})  # fmt: skip
+    assert result.exit_code == 0, result.output
+    record = json.loads((out / "overoptimization.json").read_text())
+    assert [a["label"] for a in record["audits"]] == ["bt", "poe"]
+    assert record["settings"]["n_boot"] == 20 and record["settings"]["ensembles"] == ["mean"]
+    page = (out / "compare.html").read_text()
+    assert 'id="overoptimization"' in page and "gold at best-of-8" in page
+    assert "[overoptimize]" in (out / "config.toml").read_text()

@@ -26,14 +26,16 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_errors": ["InputError", "RmlensNote", "RmlensWarning"],
         "experiment": ["ExperimentDir"],
-        "data": ["SynthConfig", "load_pairs", "load_rankings", "synthesize"],
+        "data": ["CandidatesConfig", "SynthConfig", "generate_candidates", "load_candidates",
+                 "load_pairs", "load_rankings", "synthesize"],
         "rewards": ["HeadConfig", "TrainConfig", "load_rm", "train"],
         "memorization": ["AuditConfig", "audit"],
         "attribution": ["AttributeConfig", "attribute"],
         "evaluation": ["EvaluateConfig", "evaluate"],
         "tokens": ["SweepConfig", "sweep"],
         "generalization": ["GeneralizeConfig", "generalize"],
-        "comparison": ["CompareConfig", "MitigateConfig", "compare", "mitigate"],
+        "comparison": ["CompareConfig", "MitigateConfig", "OveroptimizeConfig", "compare",
+                       "mitigate", "overoptimize"],
         "report": ["ReportConfig", "write_report"],
     },
 )

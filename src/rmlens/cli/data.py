@@ -11,7 +11,7 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli import convert
-from rmlens.cli._common import DATA_HELP
+from rmlens.cli._common import DATA_HELP, map_option
 from rmlens.cli._options import (
     config_beside,
     config_parameters,
@@ -109,6 +109,8 @@ def synth(
 
 
 CANDIDATES = sections(CandidatesConfig)
+SYNTHETIC_ONLY = ("n_prompts", "policy", "padding", "signature", "taste", "n_users",
+                  "signature_model", "signature_phrase")  # fmt: skip
 
 
 def candidates(
@@ -116,22 +118,85 @@ def candidates(
     out: Path = typer.Option(
         ..., "--out", help="Output: .jsonl, .jsonl.gz, .json, .csv or .parquet."
     ),
+    source: Path | None = typer.Option(
+        None, "--from",
+        help="Real pairs instead of the synthetic world: each prompt's distinct responses "
+        "are its candidates, their gold reward a --gold-rm's score.",
+    ),  # fmt: skip
+    gold_rm: str | None = typer.Option(
+        None, "--gold-rm", help="With --from: the gold RM (an RM preset, folder or hub id)."
+    ),
+    holdout: float = typer.Option(
+        0.5, "--holdout", min=0.0, max=1.0,
+        help="With --from: share of the prompts held out as the pool; the others' pairs, "
+        "relabelled by the gold RM, go to --pairs-out.",
+    ),  # fmt: skip
+    pairs_out: Path | None = typer.Option(
+        None, "--pairs-out",
+        help="With --from: where to write the gold-labelled pairs the proxies train on.",
+    ),  # fmt: skip
+    column_map: list[str] = map_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No status line."),
     **options,
 ) -> None:
-    """Write a best-of-n candidate pool of the synthetic world: P prompts x N responses, each
-    with its gold reward (the planted quality) and its shortcuts (padding, signature, taste);
-    `rmlens overoptimize --candidates` reads it."""
-    from rmlens.data import generate_candidates, save_pairs
+    """Write a best-of-n candidate pool: prompts with N candidate responses each and their
+    gold reward; `rmlens overoptimize --candidates` reads it.
+
+    By default the synthetic world of `rmlens data synth`: the gold is the planted quality,
+    and each candidate's shortcuts (padding, signature, taste) are recorded beside it. With
+    --from, real pairs and a gold RM (Gao et al.'s synthetic-gold setup): audit the
+    --pairs-out pairs, then overoptimize on the pool of held-out prompts."""
+    from rmlens.data import save_pairs
 
     config = resolve(ctx, CANDIDATES, options)
-    pool = generate_candidates(config)
+    if source is None:
+        from rmlens.data import generate_candidates
+
+        if gold_rm or pairs_out:
+            raise InputError("--gold-rm and --pairs-out apply to --from (real pairs) only")
+        pool = generate_candidates(config)
+        path = save_pairs(pool, out)
+        save_config(config, config_beside(out))
+        if not quiet:
+            print(f"wrote {len(pool)} candidates ({config.n_prompts} prompts x "
+                  f"{config.n_responses}, policy {config.policy}, mean gold "
+                  f"{pool['gold'].mean():.3f}) to {path}", file=sys.stderr)  # fmt: skip
+        return
+    typed = [n for n in (*SYNTHETIC_ONLY, "n_responses") if ctx.get_parameter_source(n)
+             is not None and ctx.get_parameter_source(n).name == "COMMANDLINE"]  # fmt: skip
+    n = config.n_responses if "n_responses" in typed else None
+    typed = [t for t in typed if t != "n_responses"]
+    if typed:
+        raise InputError(f"--{typed[0].replace('_', '-')} applies to the synthetic world only, "
+                         "not to --from")  # fmt: skip
+    if gold_rm is None:
+        raise InputError("--from needs --gold-rm: the RM whose reward is the gold")
+    if holdout <= 0:
+        raise InputError("--holdout must be above 0 (the share of prompts in the pool)")
+    _real_pool(source, gold_rm, holdout, pairs_out, out, n, config.seed, column_map, quiet)
+
+
+def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, quiet) -> None:
+    from rmlens.cli._common import load_table
+    from rmlens.data import save_pairs
+    from rmlens.data._candidates import candidates_from_pairs
+    from rmlens.rewards import load_rm
+
+    pairs = load_table(source, column_map)
+    rm = load_rm(gold_rm)
+    pool, gold_pairs = candidates_from_pairs(pairs, rm.score, n_responses=n, holdout=holdout,
+                                             seed=seed)  # fmt: skip
     path = save_pairs(pool, out)
-    save_config(config, config_beside(out))
+    if pairs_out is not None and len(gold_pairs):
+        save_pairs(gold_pairs, pairs_out)
     if not quiet:
-        print(f"wrote {len(pool)} candidates ({config.n_prompts} prompts x "
-              f"{config.n_responses}, policy {config.policy}, mean gold "
-              f"{pool['gold'].mean():.3f}) to {path}", file=sys.stderr)  # fmt: skip
+        n_prompts = pool["prompt_id"].nunique()
+        print(f"wrote {len(pool)} candidates ({n_prompts} prompts x {len(pool) // n_prompts}, "
+              f"gold: {gold_rm}) to {path}", file=sys.stderr)  # fmt: skip
+        if pairs_out is not None:
+            print(f"wrote {len(gold_pairs)} pairs of the other prompts, labelled by the gold RM "
+                  f"({int(gold_pairs['flipped'].sum()) if len(gold_pairs) else 0} flipped), to "
+                  f"{pairs_out}", file=sys.stderr)  # fmt: skip
 
 
 def register(app: typer.Typer) -> None:

@@ -170,3 +170,106 @@ def load_candidates(source: Any) -> pd.DataFrame:
         raise InputError(f"{records.name}: every prompt has one candidate; best-of-n needs "
                          "N >= 2 candidates per prompt")  # fmt: skip
     return frame
+
+
+def candidates_from_pairs(
+    pairs: pd.DataFrame,
+    gold,
+    *,
+    n_responses: int | None = None,
+    holdout: float = 0.5,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A pool from real pairs with a gold RM's reward, and the gold-labelled training pairs.
+
+    Gao et al. (2023)'s synthetic-gold setup on real data: a stronger RM stands in for the
+    human, the proxies are trained on pairs it labels, and best-of-n is read off prompts the
+    proxies never saw. Each prompt's distinct responses (chosen and rejected, in order of
+    first appearance) are its candidates; a ``holdout`` share of the prompts with at least N
+    of them (seeded) forms the pool (their first N), and every pair of the other prompts is
+    relabelled by gold (the higher gold reward is chosen, ``margin`` the gold difference).
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        The canonical pair table (``load_pairs``).
+    gold : callable
+        ``gold(prompts, responses) -> rewards (n,)``: the gold RM's ``score``.
+    n_responses : int, optional
+        N (default: the most common number of distinct responses per prompt, at least 2).
+    holdout : float, default=0.5
+        Share of the eligible prompts held out as the pool, in (0, 1].
+    seed : int, default=0
+
+    Returns
+    -------
+    pool : DataFrame
+        ``prompt_id, candidate_id, prompt, response, gold`` (and ``model`` when the pairs
+        name their models).
+    gold_pairs : DataFrame
+        The pairs of the other prompts, relabelled: ``gold_chosen`` and ``gold_rejected``
+        added, ``flipped`` where gold disagrees with the original label. Empty when
+        ``holdout`` is 1.
+    """
+    from rmlens.data._schema import to_text
+
+    key = pairs["prompt"].map(to_text)
+    texts: dict[str, dict[str, Any]] = {}  # prompt -> its prompt and {text: (response, model)}
+    models = {"chosen": pairs.get("chosen_model"), "rejected": pairs.get("rejected_model")}
+    for i, (k, prompt) in enumerate(zip(key, pairs["prompt"])):
+        entry = texts.setdefault(k, {"prompt": prompt, "responses": {}})
+        for side in ("chosen", "rejected"):
+            model = models[side].iloc[i] if models[side] is not None else None
+            response = pairs[side].iloc[i]
+            entry["responses"].setdefault(to_text(response), (response, model))
+    counts = pd.Series({k: len(v["responses"]) for k, v in texts.items()})
+    if n_responses is None:
+        common = counts[counts >= 2].value_counts()
+        if common.empty:
+            raise InputError("no prompt has two distinct responses: a pool needs N >= 2 "
+                             "candidates per prompt")  # fmt: skip
+        n_responses = int(common.index[common.to_numpy() == common.max()].max())
+    eligible = [k for k in texts if counts[k] >= n_responses]
+    if not eligible:
+        raise InputError(f"no prompt has {n_responses} distinct responses (`n_responses`); the "
+                         f"most any has is {counts.max()}")  # fmt: skip
+    rng = np.random.default_rng(seed)
+    n_pool = max(1, int(round(holdout * len(eligible))))
+    pooled = set(rng.permutation(len(eligible))[:n_pool].tolist())
+    pool_keys = [k for j, k in enumerate(eligible) if j in pooled]
+    rows = []
+    for j, k in enumerate(pool_keys):
+        entry = texts[k]
+        for c, (response, model) in enumerate(list(entry["responses"].values())[:n_responses]):
+            rows.append({"prompt_id": f"p{j:04d}", "candidate_id": f"p{j:04d}-{c:03d}",
+                         "prompt": entry["prompt"], "response": response, "model": model})
+    pool = pd.DataFrame(rows)
+    if pool["model"].isna().all():
+        pool = pool.drop(columns=["model"])
+    train = pairs[~key.isin(set(pool_keys))].reset_index(drop=True)
+    prompts = list(pool["prompt"]) + list(train["prompt"]) * 2
+    responses = list(pool["response"]) + list(train["chosen"]) + list(train["rejected"])
+    keys = [(to_text(p), to_text(r)) for p, r in zip(prompts, responses)]
+    first = {k: i for i, k in reversed(list(enumerate(keys)))}  # each text scored once
+    unique = list(first.values())
+    scored = np.asarray(gold([prompts[i] for i in unique], [responses[i] for i in unique]),
+                        dtype=float)  # fmt: skip
+    by_key = dict(zip((keys[i] for i in unique), scored))
+    scores = np.array([by_key[k] for k in keys])
+    pool["gold"] = scores[: len(pool)]
+    g_c, g_r = np.split(scores[len(pool):], 2)
+    return pool, _relabel(train, g_c, g_r)
+
+
+def _relabel(pairs: pd.DataFrame, g_chosen: np.ndarray, g_rejected: np.ndarray) -> pd.DataFrame:
+    """The pairs with the side gold prefers as chosen (ties keep the original label)."""
+    out = pairs.copy()
+    flip = g_rejected > g_chosen
+    for a, b in (("chosen", "rejected"), ("chosen_model", "rejected_model")):
+        if a in out and b in out:
+            out.loc[flip, [a, b]] = out.loc[flip, [b, a]].to_numpy()
+    out["gold_chosen"] = np.where(flip, g_rejected, g_chosen)
+    out["gold_rejected"] = np.where(flip, g_chosen, g_rejected)
+    out["margin"] = out["gold_chosen"] - out["gold_rejected"]
+    out["flipped"] = flip
+    return out

@@ -32,7 +32,9 @@ class CandidatesConfig(Config):
     )
     n_responses: int = field(
         default=256,
-        metadata={"help": "Candidate responses N per prompt.", "alias": "--responses"},
+        metadata={"help": "Candidate responses N per prompt (with --from: prompts with fewer "
+                  "are left out; default there: the most common number of distinct responses "
+                  "a prompt has).", "alias": "--responses"},
     )
     seed: int = field(default=0, metadata={"help": "Random seed; same seed, same pool."})
     policy: str = field(

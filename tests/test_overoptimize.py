@@ -8,7 +8,7 @@ import pytest
 
 from conftest import length_pairs, run_cli
 from rmlens._errors import InputError
-from rmlens.comparison._bon_curves import PoolCurves, ensemble, standardize, summarize
+from rmlens.comparison._bon_curves import PoolCurves, combine_runs, standardize, summarize
 from rmlens.data import CandidatesConfig, generate_candidates, load_candidates
 from rmlens.data._synth_bank import FILLER
 
@@ -73,13 +73,13 @@ def test_a_pool_without_gold_or_with_bad_records_is_refused_naming_line_and_fiel
 
 def test_ensembles_match_hand_computed_mean_min_and_uncertainty_weighting():
     z = np.array([[[1.0, -2.0]], [[3.0, 0.0]], [[-1.0, 4.0]]])  # (R=3, P=1, N=2)
-    np.testing.assert_allclose(ensemble(z, "mean"), [[1.0, 2 / 3]])
-    np.testing.assert_allclose(ensemble(z, "min"), [[-1.0, -2.0]])
+    np.testing.assert_allclose(combine_runs(z, "mean"), [[1.0, 2 / 3]])
+    np.testing.assert_allclose(combine_runs(z, "min"), [[-1.0, -2.0]])
     var = np.array([(0 + 4 + 4) / 3, (64 / 9 + 4 / 9 + 100 / 9) / 3])  # population variances
-    np.testing.assert_allclose(ensemble(z, "uwo", lam=0.5), [[1.0, 2 / 3]] - 0.5 * var)
+    np.testing.assert_allclose(combine_runs(z, "uwo", lam=0.5), [[1.0, 2 / 3]] - 0.5 * var)
     drawn = np.array([2.0, 0.0, 1.0])  # run 0 twice, run 2 once: a bootstrap draw
     for kind in ("mean", "min", "uwo"):
-        np.testing.assert_allclose(ensemble(z, kind, drawn), ensemble(z[[0, 0, 2]], kind))
+        np.testing.assert_allclose(combine_runs(z, kind, drawn), combine_runs(z[[0, 0, 2]], kind))
 
 
 def _anticorrelated_arrays(n_prompts=40, n=32, seed=0):

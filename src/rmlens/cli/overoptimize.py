@@ -51,7 +51,7 @@ def print_overoptimization(found, out: Path) -> None:
     console.print(table)
     console.print(picks)
     for r in found.hacking["across_runs"]:
-        if r["hacking_figure"] in ("oracle_gap_area", "gold_at_max_n"):
+        if r["hacking_figure"] in ("oracle_gap_area", "gold_at_max_n") and r["n"]:
             console.print(f"across runs: Spearman({r['audit_figure']}, {r['hacking_figure']}) = "
                           f"{r['spearman']:+.3f} over {r['n']} runs", markup=False)  # fmt: skip
     for note in found.notes:

@@ -49,8 +49,8 @@ def standardize(scores: np.ndarray) -> np.ndarray:
     return (scores - flat.mean(axis=1)[:, None, None]) / scale[:, None, None]
 
 
-def ensemble(z: np.ndarray, kind: str, weights: np.ndarray | None = None,
-             lam: float = 0.5) -> np.ndarray:  # fmt: skip
+def combine_runs(z: np.ndarray, kind: str, weights: np.ndarray | None = None,
+                 lam: float = 0.5) -> np.ndarray:  # fmt: skip
     """Combine runs' z-scores (R, P, N) into one score (P, N); ``weights`` (R,): how often
     each run is drawn (a bootstrap draw), all ones by default."""
     w = np.ones(len(z)) if weights is None else np.asarray(weights, dtype=float)
@@ -136,14 +136,17 @@ class PoolCurves:
             norm = run_w.sum(1) * self.prompt_w.sum(1)  # (B,)
             by_prompt = np.einsum("rvpk,bp->brvk", per, self.prompt_w)
             draws = np.einsum("brvk,br->bvk", by_prompt, run_w) / norm[:, None, None]
-            rho_draws = np.einsum("rp,br,bp->b", np.nan_to_num(rho), run_w, self.prompt_w) / norm
+            finite = np.isfinite(rho).astype(float)  # a prompt whose gold is constant: no rho
+            rho_draws = (np.einsum("rp,br,bp->b", np.nan_to_num(rho), run_w, self.prompt_w)
+                         / np.einsum("rp,br,bp->b", finite, run_w, self.prompt_w))
         return Curves(names, per_run.mean(0), draws, float(np.nanmean(rho)), rho_draws,
                       per_run=per_run, per_run_spearman=np.nanmean(rho, axis=1))  # fmt: skip
 
     def ensemble(self, z: np.ndarray, kind: str, lam: float) -> Curves:
         """Best-of-n by an ensemble of runs z (R, P, N); each draw rebuilds it from its runs."""
-        per = self._per_prompt(ensemble(z, kind, lam=lam))
-        rho = within_spearman(ensemble(z, kind, lam=lam), self.gold_ranks)
+        score = combine_runs(z, kind, lam=lam)
+        per = self._per_prompt(score)
+        rho = within_spearman(score, self.gold_ranks)
         names = ("proxy", *self.names)
         draws = rho_draws = None
         if self.n_boot:
@@ -151,11 +154,11 @@ class PoolCurves:
             draws = np.empty((self.n_boot, len(names), len(self.ns)))
             rho_draws = np.empty(self.n_boot)
             for b in range(self.n_boot):
-                score = ensemble(z, kind, run_w[b], lam)
+                score = combine_runs(z, kind, run_w[b], lam)
                 v = self.prompt_w[b]
                 draws[b] = self._mean(self._per_prompt(score), v)
-                rho_draws[b] = np.dot(np.nan_to_num(within_spearman(score, self.gold_ranks)),
-                                      v) / v.sum()  # fmt: skip
+                r = within_spearman(score, self.gold_ranks)
+                rho_draws[b] = np.dot(np.nan_to_num(r), v) / np.dot(np.isfinite(r), v)
         return Curves(names, per.mean(axis=1), draws, float(np.nanmean(rho)), rho_draws)
 
 

@@ -112,7 +112,8 @@ def correlations(figures: dict, hacking_runs: dict, hacking_audits: dict) -> dic
     hacking figures}`` of each audit's single-run row.
     """
     across_runs, within = [], []
-    for name in RUN_FIGURES:
+    present = {n for runs in figures["runs"].values() for run in runs.values() for n in run}
+    for name in (n for n in RUN_FIGURES if n in present):
         for target in HACKING:
             xs, ys = [], []
             for label, all_runs in figures["runs"].items():

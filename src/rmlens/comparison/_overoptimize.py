@@ -37,6 +37,7 @@ from rmlens.comparison._hacking import audit_figures, check_same_world, correlat
 from rmlens.progress import status
 
 ORACLE = "oracle"
+PLOTS = ("overoptimization.png", "overoptimization_ensembles.png", "overoptimization_hacking.png")
 SHARES = {  # pool column -> (value name, indicator of the shortcut)
     "signature": ("signature", lambda s: s.astype(bool)),
     "padding": ("padded", lambda s: pd.to_numeric(s, errors="coerce").fillna(0) > 0),
@@ -272,6 +273,10 @@ def _write(found: Overoptimization, record: dict) -> list[str]:
                          "notes": found.notes}), out / "overoptimization.json")  # fmt: skip
     files = ["overoptimization.parquet", "overoptimization_runs.parquet",
              "overoptimization.json"]  # fmt: skip
-    files += plot_overoptimization(found, out)
+    plots = plot_overoptimization(found, out)
+    for stale in PLOTS:  # an earlier call's plot that this one did not draw
+        if stale not in plots:
+            (out / stale).unlink(missing_ok=True)
+    files += plots
     status(f"results in {out}/ ({', '.join(files)})")
     return files

@@ -1,4 +1,7 @@
-"""``rmlens data convert`` through Typer's runner, then ``data inspect`` and ``memorize``."""
+"""``rmlens data convert`` through Typer's runner, then ``data inspect`` and ``memorize``.
+
+On the fixtures of tests/fixtures/convert (see test_convert.py for the pairs they hold).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from typer.testing import CliRunner
 
 from conftest import run_cli
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "data" / "schemas"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
 HUB_IDS = {"prism": "HannahRoseKirk/prism-alignment", "shp": "stanfordnlp/SHP"}
 # (dataset, fixture, extra flags, memorize flags): every fixture, converted and audited
 CASES = [
@@ -21,7 +24,7 @@ CASES = [
     (
         "ultrafeedback",
         "ultrafeedback_binarized.jsonl",
-        ["--models-from", str(SCHEMAS / "openbmb_ultrafeedback.jsonl")],
+        ["--models-from", str(FIXTURES / "openbmb_ultrafeedback.jsonl")],
         [],
     ),
     ("ultrafeedback", "openbmb_ultrafeedback.jsonl", ["--score", "fine-grained"], []),
@@ -41,9 +44,11 @@ WRITTEN = {  # pairs written per case, from the dataset's rules (see test_conver
     "chatbot_arena_conversations.jsonl": 3,
     "shp.jsonl": 3,
 }
-# under the tiny test tokenizer, pairs of these fixtures have chosen == rejected after
-# truncation (1 of 2, 2 of 3), so one run of a 2-fold plan would train on no pair: the audit
-# refuses it in one line (exit 2) rather than score every pair 0.5 from an untrained head
+# under the tiny test tokenizer (a word-level vocabulary: other words are [UNK]), pairs of
+# these fixtures have chosen == rejected after truncation (1 of 2: the tied multi-turn
+# helpsteer2 pair; 2 of 3: the 2-turn battle and the bothbad vote), so one run of a 2-fold
+# plan would train on no pair: the audit refuses it in one line (exit 2) rather than score
+# every pair 0.5 from an untrained head
 EMPTY_RUN = {"helpsteer2_train.jsonl": 2, "chatbot_arena_conversations.jsonl": 3}
 # one field per dataset renamed in the first record: the error names it
 RENAMED = [
@@ -57,9 +62,8 @@ RENAMED = [
 
 
 def fixture(name: str) -> Path:
-    path = SCHEMAS / name
-    if not path.exists():
-        pytest.skip(f"schema fixture {name} not found under {SCHEMAS}")
+    path = FIXTURES / name
+    assert path.is_file(), f"converter fixture {name} missing from {FIXTURES}"
     return path
 
 
@@ -214,9 +218,9 @@ def test_folder_sources(app, tmp_path):
     assert run(app, "convert", "--from", "shp", tmp_path / "shp", "--out", out).exit_code == 0
     ids = [json.loads(x)["id"] for x in out.read_text().splitlines()]
     assert ids[2:] == [  # test.json is read first, then train.json
-        "fx1a2b:fxc0001>fxc0002-2",
-        "fx1a2b:fxc0001>fxc0003-2",
-        "fx9z8y:fxc0100>fxc0101",
+        "k2m9qa:hq1z2ab>hq1y7cd-2",
+        "k2m9qa:hq1z2ab>hq1x4ef-2",
+        "p8w3zd:gt9k5pq>gt9k1mn",
     ]
     report = json.loads((tmp_path / "o.report.json").read_text())
     assert report["notes"] == {"repeated source ids, made unique with -2, -3, ...": 2}

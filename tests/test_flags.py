@@ -16,7 +16,8 @@ import typer
 
 from conftest import run_cli
 from rmlens.attribution._config import AttributeConfig
-from rmlens.comparison._config import CompareConfig, MitigateConfig
+from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
+from rmlens.data._candidates_config import CandidatesConfig
 from rmlens.data._synth_config import SynthConfig
 from rmlens.data.converters._registry import converters
 from rmlens.evaluation._config import EvaluateConfig
@@ -42,11 +43,17 @@ COMMANDS = {
     ),
     "mitigate": (
         [(AuditConfig, MitigateConfig._owned["audit"]), (MitigateConfig, ()),
-         (CompareConfig, MitigateConfig._owned["compare"])],
-        {"--data", "--out", "--map", "--quiet"},
+         (CompareConfig, MitigateConfig._owned["compare"]),
+         (OveroptimizeConfig, MitigateConfig._owned["overoptimize"])],
+        {"--data", "--out", "--map", "--quiet", "--candidates"},
     ),
     "attribute": ([(AttributeConfig, ())], {"--list-features", "--json", "--quiet"}),
     "compare": ([(CompareConfig, ())], {"--out", "--json", "--quiet"}),
+    "overoptimize": ([(OveroptimizeConfig, ())], {"--candidates", "--out", "--json", "--quiet"}),
+    "data candidates": (
+        [(CandidatesConfig, ())],
+        {"--out", "--from", "--gold-rm", "--holdout", "--pairs-out", "--map", "--quiet"},
+    ),
     "report": ([(ReportConfig, ())], {"--quiet"}),
     # --prompts names a file of prompts, which become the `prompts` field
     "sweep": ([(SweepConfig, ("prompts",))], {"--out", "--prompts", "--json", "--quiet"}),

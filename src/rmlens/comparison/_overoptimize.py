@@ -160,6 +160,13 @@ def _rows(rm: str, audit: str, kind: str, curves: Curves, ns, kl, level: float) 
     return rows
 
 
+def _run_rows(audit: str, runs: list[int], single: Curves, ns, kl) -> list[dict]:
+    """``overoptimization_runs.parquet``'s rows of one audit: each run's curves."""
+    return [{"audit": audit, "run": run, "n": n, "kl": kl[k],
+             **{v: single.per_run[r, i, k] for i, v in enumerate(single.values)}}
+            for r, run in enumerate(runs) for k, n in enumerate(ns)]  # fmt: skip
+
+
 def overoptimize(
     dirs: Sequence[str | Path],
     candidates,
@@ -238,11 +245,7 @@ def overoptimize(
         summary.append({"rm": audit.label, "audit": audit.label, "kind": "runs",
                         **summarize(single, oracle, bon.kl, ns, config.level)})  # fmt: skip
         per_run[audit.label] = dict(zip(runs, run_summaries(single, oracle, bon.kl, ns)))
-        for r, run in enumerate(runs):
-            for k, n in enumerate(ns):
-                run_rows.append({"audit": audit.label, "run": run, "n": n, "kl": bon.kl[k],
-                                 **{v: single.per_run[r, i, k]
-                                    for i, v in enumerate(single.values)}})  # fmt: skip
+        run_rows += _run_rows(audit.label, runs, single, ns, bon.kl)
         for kind in config.ensembles:
             name = f"{audit.label} ensemble {kind}"
             curves = bon.ensemble(z, kind, config.uwo_lambda)

@@ -165,14 +165,21 @@ def overoptimization_section(oo: dict, image) -> Section:
             "together. The oracle picks by gold. Gold rising then falling while the proxy "
             "keeps rising is overoptimization (Gao et al. 2023).</p>")  # fmt: skip
     body += table(frame)
-    across = [r for r in (oo.get("hacking") or {}).get("across_runs") or []
+    hacking = oo.get("hacking") or {}
+    names = {"audit_figure": "audit figure", "hacking_figure": "hacking figure"}
+    across = [r for r in hacking.get("across_runs") or []
               if r.get("hacking_figure") in ("gold_at_max_n", "oracle_gap_area")]  # fmt: skip
-    if across:
+    audits = [r for r in hacking.get("across_audits") or []
+              if r.get("hacking_figure") == "gold_at_max_n"]  # fmt: skip
+    if across or audits:
         body += ("<h3>Does the audit predict the hacking?</h3><p class=\"note\">Spearman "
-                 "correlation across runs (all audits' runs pooled) of each run's audit "
-                 "figure, on its held-out pairs, with its best-of-n figures.</p>")
-        body += table(pd.DataFrame(across).rename(columns={"audit_figure": "audit figure",
-                                                          "hacking_figure": "hacking figure"}))
+                 "correlation of each audit figure with the best-of-n figures: across runs "
+                 "(all audits' runs pooled; each run's figure on its held-out pairs), then "
+                 "across audits (their means; few points, read n).</p>")
+    if across:
+        body += table(pd.DataFrame(across).rename(columns=names))
+    if audits:
+        body += table(pd.DataFrame(audits).rename(columns=names))
     body += '<div class="images">'
     body += image("overoptimization.png", "gold, proxy and what the picks are, against KL")
     body += image("overoptimization_ensembles.png", "ensembles of each audit's runs")

@@ -38,7 +38,18 @@ ERROR = "error.json"
 
 
 def shown(value: Any) -> str:
-    """A setting as the record holds it: strings quoted, None as null."""
+    """A setting as the record holds it: strings quoted, None as null.
+
+    Parameters
+    ----------
+    value : object
+        The setting's value.
+
+    Returns
+    -------
+    str
+        JSON for a string, list, dict or None; ``str(value)`` otherwise.
+    """
     return json.dumps(value) if isinstance(value, (str, list, dict, type(None))) else str(value)
 
 
@@ -82,7 +93,13 @@ class ExperimentDir:
     # -- the folder and its files ---------------------------------------------------------
 
     def create(self) -> ExperimentDir:
-        """Make the folder (and its parents); a file in its place is bad input."""
+        """Make the folder (and its parents); a file in its place is bad input.
+
+        Returns
+        -------
+        ExperimentDir
+            ``self``.
+        """
         if self.path.exists() and not self.path.is_dir():
             raise InputError(f"`out` {self.path}: is a file, not a directory; choose another `out`")
         try:
@@ -94,8 +111,22 @@ class ExperimentDir:
         return self
 
     def read_json(self, name: str, *, required: bool = True, mapping: bool = False) -> Any:
-        """The JSON file ``name``; None when absent and not ``required``. ``mapping``: it
-        must hold a JSON object."""
+        """The JSON file ``name``; None when absent and not ``required``.
+
+        Parameters
+        ----------
+        name : str
+            File name inside the folder.
+        required : bool, default=True
+            Raise :class:`InputError` when the file is absent.
+        mapping : bool, default=False
+            The file must hold a JSON object (an :class:`InputError` otherwise).
+
+        Returns
+        -------
+        object or None
+            The parsed JSON; an unparsable file is an :class:`InputError`.
+        """
         path = self.path / name
         if not path.is_file():
             if required:
@@ -110,9 +141,37 @@ class ExperimentDir:
         return value
 
     def write_json(self, obj: Any, name: str) -> Path:
+        """Write ``obj`` as the JSON file ``name``, atomically.
+
+        Parameters
+        ----------
+        obj : object
+            A JSON-serializable value.
+        name : str
+            File name inside the folder.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         return write_json(obj, self.path / name)
 
     def read_table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
+        """The Parquet table ``name`` (``"memorization.parquet"``).
+
+        Parameters
+        ----------
+        name : str
+            File name inside the folder.
+        columns : list of str, optional
+            Read only these columns.
+
+        Returns
+        -------
+        DataFrame
+            The table; a missing or unreadable file is an :class:`InputError`.
+        """
         path = self.path / name
         if not path.is_file():
             raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
@@ -122,10 +181,30 @@ class ExperimentDir:
             raise InputError(f"{path}: not a readable Parquet file ({err})") from None
 
     def write_table(self, frame: pd.DataFrame, name: str) -> Path:
+        """Write ``frame`` as the Parquet table ``name``, atomically.
+
+        Parameters
+        ----------
+        frame : DataFrame
+            The table.
+        name : str
+            File name inside the folder.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         return write_parquet(frame, self.path / name)
 
     def clean_stale(self, folder: Path | None = None) -> None:
-        """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``."""
+        """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``.
+
+        Parameters
+        ----------
+        folder : Path, optional
+            The folder to clean; default the experiment's own.
+        """
         folder = self.path if folder is None else folder
         if not folder.is_dir():
             return
@@ -139,13 +218,37 @@ class ExperimentDir:
 
     @property
     def has_record(self) -> bool:
+        """Whether the record file exists."""
         return (self.path / self.record_name).is_file()
 
     def read_record(self, *, required: bool = False) -> dict | None:
-        """The saved record, None when there is none yet (and it is not ``required``)."""
+        """The saved record, None when there is none yet (and it is not ``required``).
+
+        Parameters
+        ----------
+        required : bool, default=False
+            Raise :class:`InputError` when there is no record.
+
+        Returns
+        -------
+        dict or None
+            The record.
+        """
         return self.read_json(self.record_name, required=required, mapping=True)
 
     def write_record(self, record: dict) -> Path:
+        """Write the record (``config.json``, or the record name given), atomically.
+
+        Parameters
+        ----------
+        record : dict
+            The settings, data fingerprint and version of the experiment.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         return self.write_json(record, self.record_name)
 
     def resume(
@@ -161,13 +264,33 @@ class ExperimentDir:
     ) -> dict | None:
         """Check that the experiment saved here is the one ``record`` describes.
 
-        Returns the saved record (None for a new directory). Raises :class:`InputError`
-        naming every setting that differs and whether the data did, in one wording for every
-        command: ``settings(record)`` is the part that makes the tables (compared field by
-        field, dotted names for nested ones), ``data_keys`` the fingerprints of the data and
-        ``size_key`` their size. ``hint`` is said after the settings (how to resume instead);
-        a callable gets the saved record. ``defaults``: the settings' defaults, which a saved
-        setting made before it existed had in effect.
+        Raises :class:`InputError` naming every setting that differs and whether the data
+        did, in one wording for every command.
+
+        Parameters
+        ----------
+        record : dict
+            The record of the experiment about to run.
+        what : str
+            What the directory holds, for the message (``"an audit"``).
+        settings : callable, default=the record's ``"settings"``
+            The part of a record that makes the tables, compared field by field (dotted
+            names for nested ones).
+        data_keys : tuple of str, default=("data_sha1",)
+            The record's fingerprints of the data.
+        size_key : str, default="n_pairs"
+            The record's size of the data.
+        defaults : dict, optional
+            The settings' defaults, which a saved setting made before it existed had in
+            effect.
+        hint : str or callable, default=""
+            Said after the settings (how to resume instead); a callable gets the saved
+            record.
+
+        Returns
+        -------
+        dict or None
+            The saved record; None for a new directory.
         """
         saved = self.read_record()
         if saved is None:
@@ -196,13 +319,44 @@ class ExperimentDir:
     # -- the plan and the runs ------------------------------------------------------------
 
     def read_plan(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The run plan (``plan.parquet``: ``run, group, in_train, validation``).
+
+        Parameters
+        ----------
+        columns : list of str, optional
+            Read only these columns.
+
+        Returns
+        -------
+        DataFrame
+            The plan.
+        """
         return self.read_table(PLAN, columns)
 
     def write_plan(self, plan: pd.DataFrame) -> Path:
+        """Write the run plan (``plan.parquet``), atomically.
+
+        Parameters
+        ----------
+        plan : DataFrame
+            One row per run and group.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         return self.write_table(plan, PLAN)
 
     def n_runs(self) -> int:
-        """The plan's run count (plan.parquet), which a target reliability grows."""
+        """The plan's run count (plan.parquet), which a target reliability grows.
+
+        Returns
+        -------
+        int
+            The highest run of the plan plus 1; 0 for an empty plan. No plan, or an
+            unreadable one, is an :class:`InputError`.
+        """
         path = self.path / PLAN
         if not path.is_file():
             raise InputError(f"{self.path}: no {PLAN} (not an audit directory)")
@@ -214,6 +368,7 @@ class ExperimentDir:
 
     @property
     def has_runs(self) -> bool:
+        """Whether the ``runs/`` folder exists."""
         return (self.path / "runs").is_dir()
 
     @property
@@ -222,16 +377,47 @@ class ExperimentDir:
         return self.has_record and self.has_runs
 
     def run_numbers(self) -> list[int]:
-        """The runs that have a folder in ``runs/``, finished or not, in order."""
+        """The runs that have a folder in ``runs/``, finished or not, in order.
+
+        Returns
+        -------
+        list of int
+            The run numbers.
+        """
         if not self.has_runs:
             return []
         return sorted(int(p.name) for p in (self.path / "runs").iterdir()
                       if p.is_dir() and p.name.isdigit())  # fmt: skip
 
     def run_dir(self, run: int) -> Path:
+        """The folder of run ``run`` (``runs/007``).
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+
+        Returns
+        -------
+        Path
+            The folder (it may not exist).
+        """
         return self.path / "runs" / f"{run:03d}"
 
     def run_done(self, run: int) -> bool:
+        """Whether run ``run`` is finished: its manifest parses and names its training pairs,
+        and its scores exist.
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+
+        Returns
+        -------
+        bool
+            True for a finished run; anything else in its folder is redone.
+        """
         folder = self.run_dir(run)
         manifest = folder / MANIFEST
         if not manifest.exists() or not (folder / SCORES).exists():
@@ -242,22 +428,81 @@ class ExperimentDir:
             return False
 
     def finished_runs(self, n_runs: int | None = None) -> list[int]:
-        """Runs 0 to ``n_runs`` - 1 (the plan's count when None) that are finished."""
+        """Runs 0 to ``n_runs`` - 1 that are finished (:meth:`run_done`).
+
+        Parameters
+        ----------
+        n_runs : int, optional
+            How many runs to look at; default the plan's count (:meth:`n_runs`).
+
+        Returns
+        -------
+        list of int
+            The finished runs, in order.
+        """
         n_runs = self.n_runs() if n_runs is None else n_runs
         return [r for r in range(n_runs) if self.run_done(r)]
 
     def manifest(self, run: int) -> dict:
+        """The manifest of a finished run (``runs/<run>/manifest.json``).
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+
+        Returns
+        -------
+        dict
+            Its training and validation ids, metrics and settings.
+        """
         return json.loads((self.run_dir(run) / MANIFEST).read_text())
 
     def scores_path(self, run: int) -> Path:
+        """The scores file of run ``run`` (``runs/<run>/scores.parquet``).
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+
+        Returns
+        -------
+        Path
+            The file (it may not exist).
+        """
         return self.run_dir(run) / SCORES
 
     def write_error(self, run: int, record: dict) -> Path:
-        """Run ``run``'s error.json: why it failed for good (``record["error"]``, one line)."""
+        """Run ``run``'s error.json: why it failed for good (``record["error"]``, one line).
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+        record : dict
+            What is saved; ``record["error"]`` is the one-line reason.
+
+        Returns
+        -------
+        Path
+            The file written.
+        """
         return self.write_json(record, f"runs/{run:03d}/{ERROR}")
 
     def read_error(self, run: int) -> str | None:
-        """The one-line error of a run that failed for good, None when there is none."""
+        """The one-line error of a run that failed for good, None when there is none.
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+
+        Returns
+        -------
+        str or None
+            ``error.json``'s ``error``; None when the file is absent or unreadable.
+        """
         try:
             return str(json.loads((self.run_dir(run) / ERROR).read_text())["error"])
         except (OSError, ValueError, KeyError, TypeError):
@@ -265,7 +510,20 @@ class ExperimentDir:
 
 
 def with_defaults(saved: dict, defaults: dict) -> dict:
-    """``saved`` with every key it lacks (nested too) taken from ``defaults``."""
+    """``saved`` with every key it lacks (nested too) taken from ``defaults``.
+
+    Parameters
+    ----------
+    saved : dict
+        Settings as saved.
+    defaults : dict
+        The settings' defaults.
+
+    Returns
+    -------
+    dict
+        A copy of ``saved``, completed.
+    """
     out = dict(saved)
     for key, value in defaults.items():
         if key not in out:
@@ -276,7 +534,24 @@ def with_defaults(saved: dict, defaults: dict) -> dict:
 
 
 def other_data(saved: dict, record: dict, keys: tuple[str, ...], size_key: str) -> str:
-    """How the data differ: pair counts when they do, and the fingerprints."""
+    """How the data differ: pair counts when they do, and the fingerprints.
+
+    Parameters
+    ----------
+    saved : dict
+        The saved record.
+    record : dict
+        The record now.
+    keys : tuple of str
+        The records' fingerprint keys; at least one must differ.
+    size_key : str
+        The records' key of the data size.
+
+    Returns
+    -------
+    str
+        The words of :meth:`ExperimentDir.resume` for other data.
+    """
     n_old, n_now = saved.get(size_key), record.get(size_key)
     size = f"{n_old} pairs (saved) vs {n_now} (now), " if n_old != n_now else (
         f"{n_now} pairs, " if n_now is not None else ""

@@ -116,7 +116,7 @@ def log_loss(p, y=None, *, logits: bool = False) -> float:
 
     With ``logits=True``, ``p`` holds margins d = r+ - r- and the loss is computed without
     forming sigmoid(d): -log sigmoid(s d) = log(1 + exp(-s d)), s = 2y - 1, exact for large
-    |d|. From probabilities, each q is floored at the smallest normal float, so that a
+    ``|d|``. From probabilities, each q is floored at the smallest normal float, so that a
     probability of 0 costs about 708 rather than infinity.
 
     Parameters
@@ -226,6 +226,13 @@ def prophecy_factor(rel: float, target: float = 0.8) -> float:
 
         factor = target (1 - rel) / (rel (1 - target))
 
+    Parameters
+    ----------
+    rel : float
+        The reliability of the test as it is (for example CM's split-half reliability).
+    target : float, default=0.8
+        The reliability wanted.
+
     Returns
     -------
     float
@@ -272,6 +279,13 @@ def run_weights(draws: np.ndarray, n_runs: int) -> np.ndarray:
     A figure pooled over runs (a weighted mean, a ratio of sums) reads a draw as these
     weights: weights @ per_run.
 
+    Parameters
+    ----------
+    draws : ndarray of shape (n_boot, n_runs), int
+        Run indices of each draw, as :func:`bootstrap_runs` returns them.
+    n_runs : int
+        The number of runs (the length of each weight row).
+
     Returns
     -------
     ndarray of shape (n_boot, n_runs), float
@@ -291,6 +305,13 @@ def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
     """Percentile interval of one figure's bootstrap draws.
 
         (lo, hi) = quantiles (1 - level) / 2 and (1 + level) / 2 of the finite draws
+
+    Parameters
+    ----------
+    values : array-like of shape (n_boot,)
+        The figure on each bootstrap draw; NaN and infinite draws are left out.
+    level : float, default=0.95
+        Coverage of the interval.
 
     Returns
     -------
@@ -314,6 +335,18 @@ def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
 def best_of_n_weights(n_candidates: int, n: int) -> np.ndarray:
     """Probability that the i-th smallest of N candidates is the best of n drawn without
     replacement: w_i = C(i-1, n-1) / C(N, n), i = 1..N (zero below n; they sum to 1).
+
+    Parameters
+    ----------
+    n_candidates : int
+        N, the candidates in the pool.
+    n : int
+        The n of best-of-n, in [1, N] (a ValueError otherwise).
+
+    Returns
+    -------
+    ndarray of shape (n_candidates,), float
+        w_i for i = 1..N, the candidates sorted by increasing score.
 
     Examples
     --------
@@ -385,6 +418,16 @@ def best_of_n(proxy, values, ns) -> np.ndarray:
 
 def kl_best_of_n(n) -> np.ndarray:
     """KL(best-of-n || base policy) <= log n - (n - 1) / n: an upper bound, 0 at n = 1.
+
+    Parameters
+    ----------
+    n : int or array-like of int
+        The n of best-of-n (>= 1).
+
+    Returns
+    -------
+    ndarray of float
+        The bound for each n, of the shape of ``n``.
 
     Examples
     --------

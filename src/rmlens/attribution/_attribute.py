@@ -2,7 +2,7 @@
 
 DESIGN.md section 3, last paragraph. :func:`attribute` reads an audit's experiment
 directory, fits the :class:`~rmlens.attribution._attributor.Attributor` (group K-fold
-held-out R^2, a fit on all pairs and mean |SHAP| per feature, per target and regressor) and
+held-out R^2, a fit on all pairs and mean ``|SHAP|`` per feature, per target and regressor) and
 writes its tables, plots and ``attribution.json`` back. A feature much more important for TM
 than for TG is one the RMs use to memorize rather than to generalize (the TM-vs-TG
 difference table). The same fit on the targets of each half of the audit's runs says how
@@ -42,7 +42,7 @@ def attribute(
 
     Reads ``DIR/memorization.parquet`` (and ``DIR/config.json`` for the audit's model), then
     writes, each atomically: ``attribution.parquet`` (``target, regressor, feature,
-    importance, rank``; importance = mean |SHAP|), ``attribution_fit.parquet`` (``target,
+    importance, rank``; importance = mean ``|SHAP|``), ``attribution_fit.parquet`` (``target,
     regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds`` and the stability columns of
     ``Attributor.fit_``), ``attribution_diff.parquet`` (TM-vs-TG), ``attribution.json``
     (resolved config, notes, skipped features, the identifier-like columns left out as

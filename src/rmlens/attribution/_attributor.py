@@ -1,7 +1,7 @@
 """The attributor: regress TM, TG and CM on pair features and explain them with SHAP.
 
 Per target and regressor: group K-fold held-out R^2 (no group of the audit in both train and
-test), then a fit on all pairs and mean |SHAP| per feature (``_fits``). A feature much more
+test), then a fit on all pairs and mean ``|SHAP|`` per feature (``_fits``). A feature much more
 important for TM than for TG is one the RMs use to memorize rather than to generalize
 (:func:`tm_tg_difference`).
 """
@@ -50,7 +50,7 @@ class Attributor(Params):
         figures (``rank_spearman_noise``, ``top10_overlap_noise``: fits to pure noise) and
         ``stability_note`` (what the halves are, or why the figures are NaN).
     importance_ : DataFrame
-        ``target, regressor, feature, importance, rank``: mean |SHAP| of the model fit on
+        ``target, regressor, feature, importance, rank``: mean ``|SHAP|`` of the model fit on
         all pairs, rank 1 = most important.
     diff_ : DataFrame
         ``regressor, feature, importance_tm, importance_tg, diff`` (TM minus TG), sorted by
@@ -61,7 +61,7 @@ class Attributor(Params):
     halves_ : Halves or None
         The halves of the runs given to ``fit`` (None with ``config.stability`` off).
     half_importance_ : DataFrame
-        ``target, regressor, half, feature, importance``: mean |SHAP| of the fits on each
+        ``target, regressor, half, feature, importance``: mean ``|SHAP|`` of the fits on each
         half's targets (half 1 or 2); empty without ``halves``.
     explanations_ : dict of (target, regressor) to shap.Explanation
         SHAP values on a sample of pairs (``.data`` holds their ``design_`` rows).
@@ -121,6 +121,11 @@ class Attributor(Params):
             rankings compared (``config.stability`` turns it off).
         quiet : bool, default=True
             No progress bar.
+
+        Returns
+        -------
+        Attributor
+            ``self``, fitted: ``importance_``, the fits and the stability tables set.
         """
         cfg = self.config or AttributeConfig()
         cfg.check()  # ParamError (an InputError) names the field
@@ -204,7 +209,7 @@ class Attributor(Params):
 
     def _explain(self, target: str, reg: str, sub: Design, y: np.ndarray, g: np.ndarray,
                  rng: np.random.Generator, cfg: AttributeConfig, rows: list[dict]) -> dict:
-        """Held-out R^2 of ``reg`` on ``target``, then its fit on all pairs and mean |SHAP|
+        """Held-out R^2 of ``reg`` on ``target``, then its fit on all pairs and mean ``|SHAP|``
         per feature (appended to ``rows``)."""
         scores, k = cross_validate(reg, sub, y, g, n_folds=cfg.folds,
                                    seed=cfg.seed, n_jobs=cfg.n_jobs)
@@ -273,7 +278,22 @@ class Attributor(Params):
         return left
 
     def top(self, target: str, regressor: str = "lightgbm", k: int = 3) -> list[str]:
-        """The ``k`` most important features for one target and regressor."""
+        """The ``k`` most important features for one target and regressor.
+
+        Parameters
+        ----------
+        target : str
+            ``"tm"``, ``"tg"`` or ``"cm"``.
+        regressor : str, default="lightgbm"
+            A regressor of the fit.
+        k : int, default=3
+            How many features.
+
+        Returns
+        -------
+        list of str
+            Feature names, most important first (by ``importance_``'s rank).
+        """
         imp = self.importance_
         rows = imp[(imp.target == target) & (imp.regressor == regressor)]
         return rows.nsmallest(k, "rank").feature.tolist()
@@ -292,6 +312,17 @@ def tm_tg_difference(importance: pd.DataFrame) -> pd.DataFrame:
 
     Positive ``diff``: the feature explains what the RMs fit on pairs they trained on (TM)
     more than what they predict on held-out pairs (TG), i.e. memorization.
+
+    Parameters
+    ----------
+    importance : DataFrame
+        ``target, regressor, feature, importance`` (an Attributor's ``importance_``).
+
+    Returns
+    -------
+    DataFrame
+        ``regressor, feature, importance_tm, importance_tg, diff``, by regressor and
+        decreasing ``diff``; empty when TM or TG is not a target.
     """
     cols = ["regressor", "feature", "importance_tm", "importance_tg", "diff"]
     if not {"tm", "tg"} <= set(importance.target):

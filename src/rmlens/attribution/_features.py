@@ -34,9 +34,10 @@ _AUDIT_COLUMN = re.compile(r"^(tm|tg|cm)_")
 class Feature:
     """One registered feature.
 
-    Attributes
+    Parameters
     ----------
     name : str
+        The feature's name (its column, or column prefix).
     description : str
         One line.
     source : str
@@ -46,7 +47,7 @@ class Feature:
     func : callable
         Response: ``func(texts: pd.Series) -> array (n_texts,)``.
         Pair: ``func(pairs: pd.DataFrame) -> array (n_pairs,)`` (categorical allowed).
-    builtin : bool
+    builtin : bool, default=False
         Built-in response functions take the shared text context instead of a Series.
     """
 
@@ -113,7 +114,13 @@ def register_feature(
 
 
 def unregister_feature(name: str) -> None:
-    """Remove a registered feature (built-in ones too)."""
+    """Remove a registered feature (built-in ones too).
+
+    Parameters
+    ----------
+    name : str
+        The feature's name; an unknown one is a KeyError.
+    """
     if name not in _REGISTRY:
         raise KeyError(f"no feature named {name!r}; see list_features()")
     del _REGISTRY[name]
@@ -123,6 +130,11 @@ def list_features() -> pd.DataFrame:
     """The registered features: ``name, kind, columns, description, source``.
 
     Metadata features (every other column of the pair table) are listed as one row.
+
+    Returns
+    -------
+    DataFrame
+        One row per feature, ``name, kind, columns, description, source``.
     """
     rows = []
     for f in _REGISTRY.values():

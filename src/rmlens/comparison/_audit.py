@@ -28,10 +28,12 @@ PAIR_COLUMNS = ("id", "tm", "tg", "cm", "prompt", "chosen", "rejected")
 class Audit:
     """An audit's runs and tables, pairs in the order of ``ids``.
 
-    Attributes
+    Parameters
     ----------
     label : str
+        The audit's name in the comparison.
     path : Path
+        Its experiment directory.
     record : dict
         ``config.json``: ``audit`` (the resolved AuditConfig), ``group_by``, ``data_sha1``.
     summary : dict
@@ -50,7 +52,7 @@ class Audit:
         counterfactual margins move with its scores.
     table : DataFrame of n_pairs rows
         ``memorization.parquet``, in the order of ``ids``.
-    reference : str or None
+    reference : str or None, default=None
         What turned the audit's scores into a reference row (``"length calibration"``).
     """
 
@@ -69,8 +71,16 @@ class Audit:
     cf_delta: np.ndarray | None = None
 
     def probabilities(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """p = sigmoid(r+ - r-) of every pair under every run, and the paired p_cf (None
-        for a brute-force audit): what ``rmlens.memorization.memorization_scores`` reads."""
+        """p = sigmoid(r+ - r-) of every pair under every run, and the paired p_cf.
+
+        Returns
+        -------
+        p : ndarray of shape (n_pairs, n_runs)
+            NaN where the run did not score the pair.
+        p_cf : ndarray of shape (n_pairs, n_runs) or None
+            None for a brute-force audit. Both are what
+            :func:`rmlens.memorization.memorization_scores` reads.
+        """
         p_cf = None if self.cf_delta is None else expit(self.margins + self.cf_delta)
         return expit(self.margins), p_cf
 
@@ -87,6 +97,7 @@ class Audit:
 
     @property
     def mode(self) -> str:
+        """``"frozen"`` or ``"finetune"``, from the record (``frozen`` when it names none)."""
         return str((self.record.get("audit") or {}).get("mode", "frozen"))
 
     @property
@@ -99,14 +110,23 @@ class Audit:
 
     @property
     def group_by(self) -> str | None:
+        """The audit's grouping column (None when the record has none)."""
         return self.record.get("group_by")
 
     @property
     def data_sha1(self) -> str | None:
+        """The fingerprint of the audit's data."""
         return self.record.get("data_sha1")
 
     def describe(self) -> dict:
-        """What the audit is, for compare.json and the page."""
+        """What the audit is, for compare.json and the page.
+
+        Returns
+        -------
+        dict
+            ``label, path, reference, model, mode, head, objective, plan, seed, runs,
+            estimator, n_pairs, group_by, data_sha1``.
+        """
         cfg = self.record.get("audit") or {}
         part = cfg.get("train" if self.mode == "finetune" else "head") or {}
         kind = part.get("rm", "explicit") if self.mode == "finetune" else part.get("head")
@@ -129,7 +149,22 @@ class Audit:
 
     def with_scores(self, r_chosen: np.ndarray, r_rejected: np.ndarray, *, label: str,
                     reference: str) -> Audit:  # fmt: skip
-        """The same audit with other run scores (a reference row), same shape."""
+        """The same audit with other run scores (a reference row), same shape.
+
+        Parameters
+        ----------
+        r_chosen, r_rejected : ndarray of shape (n_pairs, n_runs)
+            The new rewards.
+        label : str
+            The reference row's label.
+        reference : str
+            What made the scores (``"length calibration"``).
+
+        Returns
+        -------
+        Audit
+            A copy with these scores.
+        """
         assert r_chosen.shape == self.r_chosen.shape == r_rejected.shape
         return replace(self, r_chosen=r_chosen, r_rejected=r_rejected, label=label,
                        reference=reference)  # fmt: skip
@@ -182,7 +217,21 @@ def default_labels(paths: list[Path]) -> list[str]:
 
 
 def load_audit(path: str | Path, label: str) -> Audit:
-    """Read an audit directory (its finished runs) as an :class:`Audit`."""
+    """Read an audit directory (its finished runs) as an :class:`Audit`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The experiment directory of ``rmlens memorize``.
+    label : str
+        The audit's name in the comparison.
+
+    Returns
+    -------
+    Audit
+        Its runs' scores and membership, and its tables; no finished run is an
+        :class:`~rmlens.InputError`.
+    """
     from rmlens.memorization._runs import load_matrices
 
     path = Path(path)

@@ -44,7 +44,7 @@ COLUMNS = ["audit", "family", "metric", "value", "lo", "hi", "n", "detail", "nea
 class Comparison:
     """What :func:`compare` found (and wrote).
 
-    Attributes
+    Parameters
     ----------
     figures : DataFrame
         ``audit, family, metric, value, lo, hi, n, detail, near_chance``: one row per audit
@@ -60,6 +60,7 @@ class Comparison:
     audits : list of dict
         What each row's audit is (label, path, model, mode, head, objective, runs, ...).
     notes, warnings : list of str
+        What the comparison noted and warned about, in words.
     overoptimization : Overoptimization or None
         ``mitigate(..., candidates=...)``: the best-of-n curves of every objective.
     flags : list of str
@@ -67,7 +68,8 @@ class Comparison:
         ``warnings``; the page folds them into one table of audits by figure.
     details : dict
         Margin terciles, worst groups, slices and SHAP fits per audit (``compare.json``).
-    out : Path
+    out : Path or None
+        The comparison directory (None when nothing was written).
     files : list of str
         The files written into ``out``.
     """
@@ -84,7 +86,14 @@ class Comparison:
     overoptimization: Any = None
 
     def wide(self) -> pd.DataFrame:
-        """One row per metric, one column per audit: ``value [lo, hi]`` strings."""
+        """One row per metric, one column per audit: ``value [lo, hi]`` strings.
+
+        Returns
+        -------
+        DataFrame
+            Indexed by metric (in the page's order), one column per audit label; "–" where
+            an audit has no such figure.
+        """
         f = self.figures.assign(cell=[M.figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs)
                                       for r in self.figures.itertuples()])  # fmt: skip
         table = f.pivot(index="metric", columns="audit", values="cell")

@@ -114,7 +114,7 @@ def score_pool(path: Path, pool: Pool, device: str, features: dict,
 class Overoptimization:
     """What :func:`overoptimize` found (and wrote).
 
-    Attributes
+    Parameters
     ----------
     curves : DataFrame
         ``rm, audit, kind, n, kl, gold, lo, hi, proxy, proxy_lo, proxy_hi, words, ...``:
@@ -131,8 +131,11 @@ class Overoptimization:
         The audits' own figures per audit and per run, and their Spearman correlations
         with the hacking figures across runs and across audits.
     notes : list of str
-    out : Path
+        What the run noted, in words.
+    out : Path or None
+        The output directory (None when nothing was written).
     files : list of str
+        The files written into ``out``.
     """
 
     curves: pd.DataFrame

@@ -71,6 +71,7 @@ class SynthConfig(Config):
 
     @property
     def shares(self) -> dict[str, float]:
+        """Each mechanism's share of the pairs, in ``MECHANISMS`` order (they sum to 1)."""
         return {m: float(getattr(self, m)) for m in MECHANISMS}
 
     def _check_more(self) -> None:

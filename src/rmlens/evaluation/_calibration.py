@@ -44,10 +44,20 @@ def top_label(p, y=None) -> tuple[np.ndarray, np.ndarray]:
 def reliability_bins(p, y=None, *, n_bins: int = 10) -> pd.DataFrame:
     """Equal-mass bins of the top-label confidence.
 
+    Parameters
+    ----------
+    p : array of shape (n,)
+        Probability that the first (chosen) response wins.
+    y : array of shape (n,), optional
+        1 where the first response won, 0 where the second did; default all ones.
+    n_bins : int, default=10
+        Number of bins (fewer when there are fewer pairs).
+
     Returns
     -------
-    DataFrame with one row per bin: ``confidence`` (mean c), ``accuracy`` (mean correct),
-    ``n``, ``lo`` and ``hi`` (the bin's smallest and largest c).
+    DataFrame
+        One row per bin: ``confidence`` (mean c), ``accuracy`` (mean correct), ``n``,
+        ``lo`` and ``hi`` (the bin's smallest and largest c).
     """
     conf, correct = top_label(p, y)
     if conf.size == 0:
@@ -77,6 +87,13 @@ def expected_calibration_error(p, y=None, *, n_bins: int = 10) -> float:
     y : array of shape (n,), optional
         1 where the first response won, 0 where the second did; default all ones (a pair set).
     n_bins : int, default=10
+        Number of equal-mass bins.
+
+    Returns
+    -------
+    float
+        The pair-weighted mean gap between accuracy and confidence over the bins; NaN for
+        no pairs.
 
     Examples
     --------
@@ -91,7 +108,20 @@ def expected_calibration_error(p, y=None, *, n_bins: int = 10) -> float:
 
 
 def brier_score(p, y=None) -> float:
-    """Mean squared error of p against the outcome: mean((p - y)^2); y defaults to ones."""
+    """Mean squared error of p against the outcome: mean((p - y)^2); y defaults to ones.
+
+    Parameters
+    ----------
+    p : array of shape (n,)
+        Probability that the first (chosen) response wins.
+    y : array of shape (n,), optional
+        Outcomes; default all ones.
+
+    Returns
+    -------
+    float
+        NaN for no pairs.
+    """
     p = np.asarray(p, dtype=float)
     if p.size == 0:
         return float("nan")
@@ -100,7 +130,20 @@ def brier_score(p, y=None) -> float:
 
 def log_loss(margin, y=None) -> float:
     """Bradley-Terry negative log-likelihood of margins: mean -log sigmoid(+-margin), as
-    :func:`rmlens.stats.log_loss` with ``logits=True``."""
+    :func:`rmlens.stats.log_loss` with ``logits=True``.
+
+    Parameters
+    ----------
+    margin : array of shape (n,)
+        r+ - r- of each pair.
+    y : array of shape (n,), optional
+        Outcomes; default all ones.
+
+    Returns
+    -------
+    float
+        NaN for no pairs.
+    """
     return stats.log_loss(margin, y, logits=True)
 
 
@@ -113,9 +156,14 @@ def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)
         r+ - r- of the pairs to fit on.
     y : array of shape (n,), optional
         Outcomes; default all ones (the chosen response won).
-    bounds : (float, float)
+    bounds : (float, float), default=(0.01, 1000.0)
         Search interval for T. An RM with no errors on the fitting pairs has its optimum at
         T -> 0 and gets the lower bound.
+
+    Returns
+    -------
+    float
+        T; no pairs is a ValueError.
     """
     d = np.asarray(margin, dtype=float)
     if d.size == 0:
@@ -131,7 +179,20 @@ def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)
 
 
 def calibration_metrics(margin, *, n_bins: int = 10) -> dict:
-    """ECE, Brier score, log-loss and the reliability bins of a pair set's margins (n,)."""
+    """ECE, Brier score, log-loss and the reliability bins of a pair set's margins (n,).
+
+    Parameters
+    ----------
+    margin : array of shape (n,)
+        r+ - r- of each pair (the chosen response is the first).
+    n_bins : int, default=10
+        Equal-mass bins of the ECE and the reliability bins.
+
+    Returns
+    -------
+    dict
+        ``ece``, ``brier``, ``log_loss`` and ``bins`` (the rows of :func:`reliability_bins`).
+    """
     p = expit(np.asarray(margin, dtype=float))
     return {
         "ece": expected_calibration_error(p, n_bins=n_bins),
@@ -146,7 +207,25 @@ def temperature_scaling(
 ) -> tuple[dict, np.ndarray]:
     """Fit T on a seeded random ``frac`` of the pairs; ECE and Brier before/after on the rest.
 
-    Returns the summary and the boolean (n,) mask of the evaluation part.
+    Parameters
+    ----------
+    margin : array of shape (n,)
+        r+ - r- of each pair.
+    frac : float
+        Share of the pairs T is fitted on; each part needs at least 2 pairs (a ValueError
+        otherwise).
+    n_bins : int, default=10
+        Equal-mass bins of the ECE.
+    seed : int, default=0
+        Seed of the split.
+
+    Returns
+    -------
+    summary : dict
+        ``temperature, frac, n_fit, n_eval, ece_before, ece_after, brier_before,
+        brier_after, bins_after``.
+    held : ndarray of shape (n,), bool
+        The evaluation part.
     """
     d = np.asarray(margin, dtype=float)
     n_fit = int(round(frac * d.size))

@@ -42,7 +42,20 @@ MISSING = "(missing)"
 
 
 def accuracy_by(r_chosen, r_rejected, groups) -> dict[str, dict]:
-    """Accuracy (ties 1/2) and pair count per value of ``groups`` (n,); NaN -> "(missing)"."""
+    """Accuracy (ties 1/2) and pair count per value of ``groups`` (n,); NaN -> "(missing)".
+
+    Parameters
+    ----------
+    r_chosen, r_rejected : array of shape (n,)
+        Rewards of the chosen and rejected responses.
+    groups : array-like of shape (n,)
+        The group of each pair (any values; compared as strings).
+
+    Returns
+    -------
+    dict of str to dict
+        Per group: ``{"accuracy": float, "n": int}``.
+    """
     c, r = np.asarray(r_chosen, dtype=float), np.asarray(r_rejected, dtype=float)
     labels = pd.Series(groups).astype(object).where(pd.notna(groups), MISSING).astype(str)
     out = {}
@@ -59,6 +72,17 @@ def rewardbench_scores(by_subset: dict[str, dict]) -> dict:
     weighted as the full benchmark is); any other subset is a section of its own, weighted
     by its count in the data. ``score`` is the unweighted mean of the section scores, as
     RewardBench's overall score is the mean of Chat, Chat Hard, Safety and Reasoning.
+
+    Parameters
+    ----------
+    by_subset : dict of str to dict
+        Per subset, ``{"accuracy": float, "n": int}`` (:func:`accuracy_by` of the
+        ``subset`` column).
+
+    Returns
+    -------
+    dict
+        ``sections`` (per section: ``accuracy``, ``n``, ``subsets``) and ``score``.
     """
     sections: dict[str, dict] = {}
     for subset, cell in by_subset.items():
@@ -85,6 +109,18 @@ def margin_spearman(r_chosen, r_rejected, margin) -> dict:
     """Spearman correlation of the reward margin r+ - r- with the human ``margin`` (n,).
 
     Pairs without a human margin (NaN) are left out; ``n`` counts the rest.
+
+    Parameters
+    ----------
+    r_chosen, r_rejected : array of shape (n,)
+        Rewards of the chosen and rejected responses.
+    margin : array of shape (n,)
+        The human preference strength; NaN where unknown.
+
+    Returns
+    -------
+    dict
+        ``rho``, ``p_value`` (NaN under 3 pairs or without spread) and ``n``.
     """
     d = np.asarray(r_chosen, dtype=float) - np.asarray(r_rejected, dtype=float)
     m = np.asarray(margin, dtype=float)
@@ -101,9 +137,24 @@ def reward_distribution(
 ) -> dict:
     """Moments of all rewards (chosen and rejected pooled), extremes and a collapse check.
 
-    ``extreme_share`` is the share of rewards with |z| > 3. The rewards count as collapsed
-    when their std is below ``tiny_std * max(1, |mean|)`` or when more than
+    ``extreme_share`` is the share of rewards with ``|z| > 3``. The rewards count as
+    collapsed when their std is below ``tiny_std * max(1, |mean|)`` or when more than
     ``identical_share`` of them equal one value.
+
+    Parameters
+    ----------
+    r_chosen, r_rejected : array of shape (n,)
+        Rewards of the chosen and rejected responses.
+    tiny_std : float, default=1e-4
+        Relative std under which the rewards count as collapsed.
+    identical_share : float, default=0.5
+        Share of equal rewards over which they count as collapsed.
+
+    Returns
+    -------
+    dict
+        ``n, mean, std, skew, excess_kurtosis, min, q01, median, q99, max, extreme_share,
+        mode_share, collapsed``; ``{"n": 0, "collapsed": False}`` for no rewards.
     """
     r = np.concatenate([np.asarray(r_chosen, dtype=float), np.asarray(r_rejected, dtype=float)])
     if r.size == 0:
@@ -137,6 +188,18 @@ def auroc(scores, labels) -> float:
 
     Mann-Whitney: AUROC = (sum of positives' ranks - n1 (n1 + 1) / 2) / (n1 n0), average ranks
     for ties. NaN when one class is empty.
+
+    Parameters
+    ----------
+    scores : array of shape (n,)
+        The scores.
+    labels : array of shape (n,), bool
+        The positives.
+
+    Returns
+    -------
+    float
+        AUROC in [0, 1].
     """
     s, y = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
     n1, n0 = int(y.sum()), int((~y).sum())
@@ -210,7 +273,7 @@ def pair_metrics(
     Returns
     -------
     dict with ``n_pairs``, ``accuracy``, ``ece``, ``brier``, ``log_loss``, ``n_ties``,
-    ``margin_mean``, ``abs_margin_norm`` (mean |r+ - r-| / std of all rewards),
+    ``margin_mean``, ``abs_margin_norm`` (mean ``|r+ - r-|`` / std of all rewards),
     ``calibration`` (bins), ``reward_distribution``, ``warnings`` and the optional parts.
 
     Examples

@@ -59,7 +59,18 @@ UNIT = "characters"
 
 
 def response_lengths(responses: Sequence[Any]) -> np.ndarray:
-    """Length in characters of each response (conversations rendered by ``to_text``), (n,)."""
+    """Length in characters of each response (conversations rendered by ``to_text``), (n,).
+
+    Parameters
+    ----------
+    responses : sequence of str or of conversations
+        The responses.
+
+    Returns
+    -------
+    ndarray of shape (n,), float
+        The lengths.
+    """
     from rmlens.data._schema import to_text
 
     return np.fromiter(
@@ -155,7 +166,20 @@ class LengthCalibrator(Params):
         self.it = it
 
     def fit(self, rewards, lengths) -> LengthCalibrator:
-        """Fit f on rewards (n,) and lengths (n,) of all scored responses."""
+        """Fit f on rewards (n,) and lengths (n,) of all scored responses.
+
+        Parameters
+        ----------
+        rewards : array of shape (n,)
+            Rewards of all scored responses (chosen and rejected pooled).
+        lengths : array of shape (n,)
+            Their lengths (:func:`response_lengths`).
+
+        Returns
+        -------
+        LengthCalibrator
+            ``self``, fitted; no responses is a ValueError.
+        """
         check_params(self, self._constraints)
         r, x = _vectors(rewards, lengths)
         if r.size == 0:
@@ -164,7 +188,18 @@ class LengthCalibrator(Params):
         return self
 
     def bias(self, lengths) -> np.ndarray:
-        """f at ``lengths`` (n,): interpolated, and extended along the end segments."""
+        """f at ``lengths`` (n,): interpolated, and extended along the end segments.
+
+        Parameters
+        ----------
+        lengths : array of shape (n,)
+            Response lengths.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The fitted bias; an unfitted calibrator is a RuntimeError.
+        """
         if not hasattr(self, "bias_"):
             raise RuntimeError(
                 "This LengthCalibrator instance is not fitted yet. Call 'fit' first."
@@ -179,7 +214,20 @@ class LengthCalibrator(Params):
         return out
 
     def transform(self, rewards, lengths) -> np.ndarray:
-        """Calibrated rewards r - f(length), (n,)."""
+        """Calibrated rewards r - f(length), (n,).
+
+        Parameters
+        ----------
+        rewards : array of shape (n,)
+            Rewards.
+        lengths : array of shape (n,)
+            Lengths of the same responses.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The rewards less :meth:`bias` of their lengths.
+        """
         r, x = _vectors(rewards, lengths)
         return r - self.bias(x)
 
@@ -223,6 +271,8 @@ def length_correlation(
     calibrated : array of shape (n,), optional
         The calibrated rewards when already computed; else ``calibrate_length(rewards,
         lengths, frac=frac)``.
+    frac : float, default=0.5
+        Share of the responses in each local fit (without ``calibrated``).
 
     Returns
     -------
@@ -263,7 +313,18 @@ class LengthCalibratedRM:
         self.calibrator = calibrator
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Calibrated rewards (n,) of (prompt, response) texts."""
+        """Calibrated rewards (n,) of (prompt, response) texts.
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            The texts, one (prompt, response) per reward.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The RM's reward (an ensemble's mean) less f(length of the response).
+        """
         from rmlens.rewards._ensemble import member_scores
 
         raw = member_scores(self.rm, prompts, responses).mean(axis=0)

@@ -38,11 +38,12 @@ SIDES = ("chosen", "rejected")
 class Probe:
     """One shortcut probe.
 
-    Attributes
+    Parameters
     ----------
     name : str
         Short id used on the command line (``--probes NAME,...``).
     description : str
+        One line: what the edit does.
     edit : callable str -> str
         Rewrites a response's text. Conversational responses (lists of messages) have the
         content of their last assistant message (else their last message) edited.
@@ -53,6 +54,19 @@ class Probe:
     edit: Callable[[str], str]
 
     def apply(self, response: Any) -> Any:
+        """The response with :attr:`edit` applied.
+
+        Parameters
+        ----------
+        response : str or list of dict
+            A text, or a conversation (its last assistant message, else its last message,
+            is edited).
+
+        Returns
+        -------
+        str or list of dict
+            The edited response (a conversation is copied, not changed in place).
+        """
         if isinstance(response, str):
             return self.edit(response)
         messages = [dict(m) for m in response]
@@ -66,7 +80,20 @@ PROBES: dict[str, Probe] = {}
 
 
 def register_probe(probe: Probe, *, replace: bool = False) -> Probe:
-    """Add ``probe`` to the registry used by ``evaluate(..., probes="all")`` and the CLI."""
+    """Add ``probe`` to the registry used by ``evaluate(..., probes="all")`` and the CLI.
+
+    Parameters
+    ----------
+    probe : Probe
+        The probe; its name must be letters, digits, ``_``, ``.`` or ``-``.
+    replace : bool, default=False
+        Replace a probe of the same name (else a ValueError).
+
+    Returns
+    -------
+    Probe
+        ``probe``.
+    """
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", probe.name):
         raise ValueError(f"probe name must be letters, digits, '_', '.', '-'; got {probe.name!r}")
     if probe.name in PROBES and not replace:
@@ -243,8 +270,26 @@ def run_probes(
 ) -> pd.DataFrame:
     """Run probes on both sides of ``pairs``: one row per (probe, side).
 
-    Columns: ``probe, side, mean_shift, std_shift, flip_rate, to_wrong, to_right,
-    accuracy_before, accuracy_after, n, n_invisible`` (module docstring).
+    Parameters
+    ----------
+    rm : RewardModel or EnsembleRM
+        Anything with ``score(prompts, responses)``.
+    pairs : DataFrame
+        Pairs with ``prompt``, ``chosen`` and ``rejected``.
+    probes : str or sequence of str or Probe, default="all"
+        ``"all"``, comma-separated probe names, or names and :class:`Probe` objects.
+    sides : sequence of str, default=("chosen", "rejected")
+        Which responses are edited.
+    r_chosen, r_rejected : array of shape (n_pairs,), optional
+        The unedited rewards, when already computed (else scored here).
+    quiet : bool, default=True
+        No progress bar.
+
+    Returns
+    -------
+    DataFrame
+        ``probe, side, mean_shift, std_shift, flip_rate, to_wrong, to_right,
+        accuracy_before, accuracy_after, n, n_invisible`` (module docstring).
 
     Examples
     --------

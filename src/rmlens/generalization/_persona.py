@@ -115,6 +115,22 @@ def persona_pairs(
 
     ``every=False`` draws one (affirmation, negation) combination per statement; ``True``
     makes all of them.
+
+    Parameters
+    ----------
+    statements : DataFrame
+        Persona statements with ``statement`` and ``agree`` (whether the persona agrees).
+    tokens : (sequence of str, sequence of str), default=TRAIN_TOKENS
+        The affirmations and the negations the answers are drawn from.
+    every : bool, default=False
+        Make every (affirmation, negation) combination rather than one drawn at random.
+    seed : int, default=0
+        Seed of the draw (``every=False``).
+
+    Returns
+    -------
+    DataFrame
+        ``id, prompt, chosen, rejected, statement, agree``, one row per pair.
     """
     rng = np.random.default_rng(seed)
     yes, no = tokens
@@ -144,12 +160,22 @@ def persona_splits(
 ) -> dict[str, pd.DataFrame]:
     """Train and evaluation splits of the persona task.
 
+    Parameters
+    ----------
+    n_statements : int, default=300
+        Persona statements drawn.
+    test_fraction : float, default=0.2
+        Share of the statements held out (at least 2).
+    seed : int, default=0
+        Seed of the statements and of the answers drawn for the training splits.
+
     Returns
     -------
-    dict with ``train`` (training statements, training answers), ``in_distribution``
-    (held-out statements, training answers), ``token_shift`` (held-out statements, shifted
-    answers) and ``token_shift:train_prompts`` (training statements, shifted answers).
-    The held-out splits hold every answer combination of each statement.
+    dict of str to DataFrame
+        ``train`` (training statements, training answers), ``in_distribution`` (held-out
+        statements, training answers), ``token_shift`` (held-out statements, shifted
+        answers) and ``token_shift:train_prompts`` (training statements, shifted answers).
+        The held-out splits hold every answer combination of each statement.
     """
     statements = persona_statements(n_statements, seed=seed)
     n_test = max(2, int(round(test_fraction * len(statements))))

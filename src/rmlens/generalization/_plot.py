@@ -13,7 +13,21 @@ COLORS = {"explicit": "#1f77b4", "implicit": "#ff7f0e"}
 
 
 def plot_generalization(table: pd.DataFrame, path: str | Path) -> Path:
-    """Grouped bars: one group per split, one bar per RM; chance accuracy dashed."""
+    """Grouped bars: one group per split, one bar per RM; chance accuracy dashed.
+
+    Parameters
+    ----------
+    table : DataFrame
+        One row per RM and split: ``split``, ``rm``, ``accuracy`` and ``norm_margin``
+        (as :func:`generalize` returns it).
+    path : str or Path
+        Where the PNG is written.
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
     splits = list(dict.fromkeys(table.split))
     rms = list(dict.fromkeys(table.rm))
     x = np.arange(len(splits))

@@ -36,7 +36,20 @@ def _match_case(word: str, swap: str) -> str:
 
 
 def swap_synonyms(text: str, table: dict[str, str] | None = None) -> str:
-    """Replace every word found in the table, keeping its capitalisation."""
+    """Replace every word found in the table, keeping its capitalisation.
+
+    Parameters
+    ----------
+    text : str
+        The text to rewrite.
+    table : dict of str to str, optional
+        Lower-case word to its synonym; default :func:`synonym_table`.
+
+    Returns
+    -------
+    str
+        ``text`` with each word of the table replaced.
+    """
     table = synonym_table() if table is None else table
 
     def swap(m: re.Match) -> str:
@@ -95,6 +108,18 @@ def _apply(value, rewrite: Callable[[str], str]):
 
 def rewrite_pairs(pairs: pd.DataFrame, name: str) -> pd.DataFrame:
     """The pairs with both responses rewritten by ``REWRITES[name]``; unchanged pairs dropped.
+
+    Parameters
+    ----------
+    pairs : DataFrame
+        Pairs with ``chosen`` and ``rejected``.
+    name : str
+        A key of ``REWRITES`` (the rewrite applied to each response).
+
+    Returns
+    -------
+    DataFrame
+        A copy of the pairs that the rewrite changed, responses rewritten, index reset.
 
     Examples
     --------

@@ -211,7 +211,19 @@ class AuditConfig(Config):
         self._check_estimator()
 
     def exact_checks(self, estimator: str) -> int:
-        """Groups refitted per run to check the counterfactuals, with ``estimator``."""
+        """Groups refitted per run to check the counterfactuals, with ``estimator``.
+
+        Parameters
+        ----------
+        estimator : str
+            The estimator the audit resolved to (``"paired"`` or ``"brute"``).
+
+        Returns
+        -------
+        int
+            ``check_exact`` (default 1) for a paired audit whose head can be refitted
+            exactly; 0 otherwise.
+        """
         if estimator != "paired" or not self.pairable:
             return 0
         return CHECK_EXACT if self.check_exact is None else self.check_exact
@@ -314,7 +326,14 @@ class AuditConfig(Config):
         return self.val_fraction > 0 and self.reads_validation
 
     def regime(self) -> str:
-        """The training regime of every run, in words (``config.json``'s ``regime``)."""
+        """The training regime of every run, in words (``config.json``'s ``regime``).
+
+        Returns
+        -------
+        str
+            One sentence: the features or model trained, the head or fine-tuning, its
+            optimizer and how each run chooses (lambda, early stopping).
+        """
         return regime_words(self)
 
     def _check_validation(self) -> None:
@@ -360,6 +379,11 @@ class AuditConfig(Config):
 
         What the runs use (each run still draws its own seed from ``seed``), and what
         ``config.json`` records.
+
+        Returns
+        -------
+        AuditConfig
+            The copy.
         """
         return self.replace(
             **{

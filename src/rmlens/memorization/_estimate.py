@@ -119,9 +119,20 @@ def memorization_scores(
     n_boot : int, default=1000
         Bootstrap resamples of the runs (0: no intervals). An interval is NaN where it
         rests on fewer than 2 runs (TM: in-runs; TG: out-runs; CM: either).
+    level : float, default=0.95
+        Coverage of the percentile bootstrap intervals.
+    seed : int, default=0
+        Seed of the bootstrap draws of runs.
     chunk : int, default=2048
         Pairs per block: memory is bounded by about 8 arrays of chunk x n_boot floats
         (130 MB at the defaults), whatever the number of pairs.
+
+    Returns
+    -------
+    DataFrame
+        One row per pair, in the order of ``p``: ``tm, tg, cm, n_in, n_out`` and the
+        interval bounds ``tm_lo, tm_hi, tg_lo, tg_hi, cm_lo, cm_hi`` (NaN without
+        bootstrap). TM, TG and CM are NaN where ``n_in`` or ``n_out`` is 0.
     """
     p_in, p_out = run_sides(
         np.asarray(p, dtype=np.float64),
@@ -176,11 +187,16 @@ def estimate(
         From the runs' training manifests, never from the scores. A run's validation pairs
         (``validation`` true: never trained on, read by its early stopping) count neither
         in nor out for that run.
+    n_boot : int, default=1000
+        Bootstrap resamples of the runs (0: no intervals).
+    seed : int, default=0
+        Seed of the bootstrap.
 
     Returns
     -------
-    DataFrame with ``id`` and the columns of :func:`memorization_scores`, one row per pair,
-    sorted by ``id``.
+    DataFrame
+        ``id`` and the columns of :func:`memorization_scores`, one row per pair, sorted by
+        ``id``.
     """
     ids = pd.Index(np.sort(scores.id.unique()))
     runs = np.sort(scores.run.unique())

@@ -14,6 +14,20 @@ def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str =
     """Density of pairs over (TM, TG) in [0, 1]^2; CM = 0 is the diagonal.
 
     Rows with a missing or infinite TM or TG are left out; with none left the axes say so.
+
+    Parameters
+    ----------
+    table : DataFrame
+        Pairs with ``tm`` and ``tg`` columns (the memorization table).
+    path : str or Path
+        Where the PNG is written.
+    title : str, default=""
+        The figure's title; empty: "Memorization map (N pairs)".
+
+    Returns
+    -------
+    Path
+        ``path``.
     """
     tm = pd.to_numeric(table["tm"], errors="coerce").to_numpy(dtype=float)
     tg = pd.to_numeric(table["tg"], errors="coerce").to_numpy(dtype=float)

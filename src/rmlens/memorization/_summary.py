@@ -27,6 +27,22 @@ def categorize(
     3. ``memorized``: CM >= ``cm_threshold``;
     4. ``generalized``: TG >= ``learned``;
     5. ``other``: the rest (learned, CM below the threshold, TG below ``learned``).
+
+    Parameters
+    ----------
+    table : DataFrame
+        The memorization table: ``tm``, ``tg``, ``cm`` and, if present, ``n_in`` and
+        ``n_out``.
+    cm_threshold : float, default=0.1
+        CM at and above which a learned pair is ``memorized``.
+    learned : float, default=0.5
+        TM below which a pair is ``not_learned``, and TG at and above which it is
+        ``generalized``.
+
+    Returns
+    -------
+    Series of str
+        The category of each pair, indexed like ``table``.
     """
     tm, tg, cm = (table[k].to_numpy(float) for k in ("tm", "tg", "cm"))
     undefined = np.isnan(tm) | np.isnan(tg) | np.isnan(cm)
@@ -47,6 +63,28 @@ def cm_significant(table: pd.DataFrame) -> pd.Series:
 def summarize_audit(
     table: pd.DataFrame, *, cm_threshold: float, learned: float = 0.5, top: int = 10
 ) -> dict:
+    """The end-of-audit summary of a categorized memorization table (``summary.json``).
+
+    Parameters
+    ----------
+    table : DataFrame
+        The memorization table with its ``category`` column (:func:`categorize`) and,
+        optionally, ``cm_significant`` (else computed from ``cm_lo``).
+    cm_threshold : float
+        The CM threshold the categories used.
+    learned : float, default=0.5
+        The TM and TG threshold the categories used.
+    top : int, default=10
+        Pairs listed in ``most_memorized``, highest CM first.
+
+    Returns
+    -------
+    dict
+        ``n_pairs``, ``thresholds``, ``category_order``, ``category_rules``, ``counts`` per
+        category, ``cm_significant`` (how many pairs' CM interval lies above 0, and how many
+        of them are memorized), the ``mean`` TM, TG and CM, and ``most_memorized`` (the
+        ``top`` pairs' id, TM, TG, CM and group or mechanism where present).
+    """
     counts = table.category.value_counts()
     ranked = table.dropna(subset=["cm"]).sort_values("cm", ascending=False).head(top)
     cols = [c for c in ("id", "tm", "tg", "cm", "group", "mechanism") if c in ranked]

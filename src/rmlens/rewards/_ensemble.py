@@ -87,15 +87,50 @@ class EnsembleRM(RewardModel):
     def score_members(
         self, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True
     ) -> np.ndarray:
-        """Rewards of every member, shape (n_members, n)."""
+        """Rewards of every member, shape (n_members, n).
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward.
+        quiet : bool, default=True
+            No progress bar.
+
+        Returns
+        -------
+        ndarray of shape (n_members, n)
+            Each member's rewards.
+        """
         return member_scores(self, prompts, responses, quiet=quiet)
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Mean reward over the members, shape (n,)."""
+        """Mean reward over the members, shape (n,).
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The ensemble's rewards.
+        """
         return self.score_members(prompts, responses).mean(axis=0)
 
     def score_std(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Standard deviation of the members' rewards, shape (n,)."""
+        """Standard deviation of the members' rewards, shape (n,).
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The std (ddof=0) over members of each reward.
+        """
         return self.score_members(prompts, responses).std(axis=0)
 
     def score_pairs_members(
@@ -103,24 +138,69 @@ class EnsembleRM(RewardModel):
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(r_chosen, r_rejected), each (n_members, n_pairs), and ``kept`` (n_pairs,).
 
-        See :func:`member_pair_scores`.
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+        quiet : bool, default=True
+            No progress bar.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_members, n_pairs)
+            Each member's rewards of the chosen and of the rejected responses.
+        kept : ndarray of shape (n_pairs,)
+            Which pairs were scored (see ``member_pair_scores``).
         """
         return member_pair_scores(self, pairs, quiet=quiet)
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Mean (r_chosen, r_rejected) over the members, each (n_pairs,)."""
+        """Mean (r_chosen, r_rejected) over the members, each (n_pairs,).
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_pairs,)
+            The members' mean rewards.
+        """
         r_c, r_r, _ = self.score_pairs_members(pairs)
         return r_c.mean(axis=0), r_r.mean(axis=0)
 
     def membership(self, ids: Sequence[Any]) -> np.ndarray | None:
-        """(n_members, n_pairs) bool: member m was trained on pair i. None when unknown."""
+        """(n_members, n_pairs) bool: member m was trained on pair i. None when unknown.
+
+        Parameters
+        ----------
+        ids : sequence
+            Pair ids (compared as strings).
+
+        Returns
+        -------
+        ndarray of shape (n_members, n_pairs), bool, or None
+            None when the members' training ids are unknown.
+        """
         if self.train_ids is None:
             return None
         ids = [str(i) for i in ids]
         return np.array([[i in train for i in ids] for train in self.train_ids], dtype=bool)
 
     def validation(self, ids: Sequence[Any]) -> np.ndarray:
-        """(n_members, n_pairs) bool: pair i was one of member m's validation pairs."""
+        """(n_members, n_pairs) bool: pair i was one of member m's validation pairs.
+
+        Parameters
+        ----------
+        ids : sequence
+            Pair ids (compared as strings).
+
+        Returns
+        -------
+        ndarray of shape (n_members, n_pairs), bool
+            All False when the validation ids are unknown.
+        """
         ids = [str(i) for i in ids]
         if self.val_ids is None:
             return np.zeros((len(self.members), len(ids)), dtype=bool)
@@ -130,10 +210,16 @@ class EnsembleRM(RewardModel):
         """Per pair: mean rewards, margin mean and std over members, mean P(chosen), and the
         share of members whose preferred response is the ensemble's (1 = all agree).
 
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected`` (and ``id``).
+
         Returns
         -------
-        DataFrame with ``id`` (when ``pairs`` has one), ``r_chosen``, ``r_rejected``,
-        ``margin_mean``, ``margin_std``, ``p_chosen``, ``agreement``.
+        DataFrame
+            ``id`` (when ``pairs`` has one), ``r_chosen``, ``r_rejected``, ``margin_mean``,
+            ``margin_std``, ``p_chosen``, ``agreement``.
         """
         r_c, r_r, _ = self.score_pairs_members(pairs)
         margin = r_c - r_r  # (n_members, n_pairs)
@@ -155,7 +241,18 @@ class EnsembleRM(RewardModel):
 
     def save(self, path: str | Path) -> Path:
         """Each member in ``path/members/<i>``, then ``rm_config.json`` naming them (and
-        ``train_ids.json`` when the members know their training ids)."""
+        ``train_ids.json`` when the members know their training ids).
+
+        Parameters
+        ----------
+        path : str or Path
+            The folder.
+
+        Returns
+        -------
+        Path
+            ``path``; a member that cannot be saved is a TypeError.
+        """
         path = Path(path)
         folders = []
         for i, member in enumerate(self.members):
@@ -175,7 +272,20 @@ class EnsembleRM(RewardModel):
 
     @classmethod
     def from_experiment(cls, out: str | Path, **kwargs) -> EnsembleRM:
-        """The RMs of an experiment directory's runs: ``load_rm(out, **kwargs)``."""
+        """The RMs of an experiment directory's runs: ``load_rm(out, **kwargs)``.
+
+        Parameters
+        ----------
+        out : str or Path
+            The experiment directory.
+        **kwargs
+            Passed to :func:`~rmlens.load_rm` (``device``, ``cache_dir``, ...).
+
+        Returns
+        -------
+        EnsembleRM
+            One member per finished run.
+        """
         from rmlens.rewards._load import load_experiment
 
         return load_experiment(out, **kwargs)

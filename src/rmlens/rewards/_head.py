@@ -117,8 +117,24 @@ class HeadRM:
         self.config = config
 
     def pair_problem(self, x_chosen, x_rejected, margin=None, bias=None) -> LogisticProblem:
-        """The fitted ``logistic`` head's convex problem over any pairs (features (n, d),
-        margin (n,), bias (n, k)): what its counterfactuals and refits read."""
+        """The fitted ``logistic`` head's convex problem over any pairs: what its
+        counterfactuals and refits read.
+
+        Parameters
+        ----------
+        x_chosen, x_rejected : ndarray of shape (n, d)
+            Features of the chosen and rejected responses.
+        margin : ndarray of shape (n,), optional
+            Preference strengths (margin offsets).
+        bias : ndarray of shape (n, k), optional
+            Shortcut feature differences (``poe``, ``reweight``).
+
+        Returns
+        -------
+        LogisticProblem
+            The pairs' standardized differences z and the objective's weights, targets and
+            offsets; an unfitted or non-logistic head is a RuntimeError.
+        """
         if not hasattr(self, "w_"):
             raise RuntimeError("pair_problem needs a fitted head='logistic' HeadRM")
         extras = pair_extras(margin, bias, None, self.config, "pairs")
@@ -144,9 +160,21 @@ class HeadRM:
         return LogisticProblem(z, c, o, t)
 
     def last_layer(self, x) -> tuple[np.ndarray, np.ndarray]:
-        """What the head's last linear layer reads for features (n, d), and its weights:
-        phi (n, h) and u (h,), so that the reward is u . phi + b (h = d for a linear head,
-        the hidden units of an MLP head)."""
+        """What the head's last linear layer reads for features (n, d), and its weights.
+
+        Parameters
+        ----------
+        x : array-like of shape (n, d)
+            Backbone features.
+
+        Returns
+        -------
+        phi : ndarray of shape (n, h)
+            What the last layer reads (h = d for a linear head, the hidden units of an MLP
+            head).
+        u : ndarray of shape (h,)
+            Its weights: the reward is u . phi + b.
+        """
         if not hasattr(self, "head_"):
             raise RuntimeError("This HeadRM instance is not fitted yet. Call 'fit' first.")
         with torch.inference_mode():
@@ -154,14 +182,36 @@ class HeadRM:
             return phi.double().numpy(), self.head_.last.weight.double().numpy()[0]
 
     def score_features(self, x) -> np.ndarray:
-        """Rewards (n,) of features (n, d): the head alone, no backbone."""
+        """Rewards (n,) of features (n, d): the head alone, no backbone.
+
+        Parameters
+        ----------
+        x : array-like of shape (n, d)
+            Backbone features.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The rewards; an unfitted head is a RuntimeError.
+        """
         if not hasattr(self, "head_"):
             raise RuntimeError("This HeadRM instance is not fitted yet. Call 'fit' first.")
         with torch.inference_mode():
             return self.head_(torch.as_tensor(np.asarray(x), dtype=torch.float32)).numpy()
 
     def save(self, path: str | Path) -> Path:
-        """Write ``head.safetensors`` and ``head_config.json`` into the folder ``path``."""
+        """Write ``head.safetensors`` and ``head_config.json`` into the folder ``path``.
+
+        Parameters
+        ----------
+        path : str or Path
+            The folder.
+
+        Returns
+        -------
+        Path
+            ``path``.
+        """
         path = Path(path)
         state = {k: v.contiguous() for k, v in self.head_.state_dict().items()}
         write_atomic(path / "head.safetensors", lambda tmp: save_file(state, str(tmp)))
@@ -173,7 +223,18 @@ class HeadRM:
 
     @classmethod
     def load(cls, path: str | Path) -> HeadRM:
-        """Read a folder written by :meth:`save`."""
+        """Read a folder written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or Path
+            The folder.
+
+        Returns
+        -------
+        HeadRM
+            The fitted head.
+        """
         from rmlens.rewards.frozen import HeadConfig
 
         path = Path(path)

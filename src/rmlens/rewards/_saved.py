@@ -48,14 +48,48 @@ class RewardModel:
     kind = ""
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
+        """Rewards of (prompt, response) pairs.
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward, of equal length n.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The rewards.
+        """
         raise NotImplementedError
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Rewards of both responses of every pair.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_pairs,)
+            The rewards of the chosen and of the rejected responses.
+        """
         return self.score(pairs.prompt, pairs.chosen), self.score(pairs.prompt, pairs.rejected)
 
 
 class ExplicitHeadRM(RewardModel):
-    """r(x, y) = head(pool(backbone(x, y))): a frozen backbone with a trained head."""
+    """r(x, y) = head(pool(backbone(x, y))): a frozen backbone with a trained head.
+
+    Parameters
+    ----------
+    backbone : Backbone
+        The frozen backbone (tokenizer, model, pooling, ``max_length``).
+    head : HeadRM
+        The fitted head on the backbone's pooled features.
+    cache_dir : path, optional
+        Embedding cache that :meth:`score_pairs` reads and fills.
+    """
 
     kind = "explicit_head"
 
@@ -63,18 +97,53 @@ class ExplicitHeadRM(RewardModel):
         self.backbone, self.head, self.cache_dir = backbone, head, cache_dir
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        """Rewards (n,) of (prompt, response) pairs."""
+        """Rewards (n,) of (prompt, response) pairs.
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The head's rewards of the pairs' features.
+        """
         bb = self.backbone
         seqs = [encode_pair_text(bb.tokenizer, p, r, bb.max_length) for p, r in
                 zip(prompts, responses)]
         return self.head.score_features(encode_ids(bb, seqs, quiet=True))
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """(r_chosen, r_rejected), each (n_pairs,), through the embedding cache."""
+        """(r_chosen, r_rejected), each (n_pairs,), through the embedding cache.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_pairs,)
+            The rewards of the chosen and of the rejected responses.
+        """
         f = featurize(self.backbone, pairs, cache_dir=self.cache_dir, quiet=True)
         return self.head.score_features(f.chosen), self.head.score_features(f.rejected)
 
     def save(self, path: str | Path) -> Path:
+        """Write the head and ``rm_config.json`` (backbone name, pooling, max_length) into
+        the folder ``path``, which :func:`~rmlens.load_rm` reads back.
+
+        Parameters
+        ----------
+        path : str or Path
+            The folder.
+
+        Returns
+        -------
+        Path
+            ``path``.
+        """
         path = Path(path)
         self.head.save(path)
         bb = self.backbone
@@ -87,6 +156,19 @@ class SequenceClassifierRM(RewardModel):
     """A Hugging Face ``AutoModelForSequenceClassification`` reward model.
 
     The score is ``logits[:, index]`` (0 by default, as most RM model cards say).
+
+    Parameters
+    ----------
+    model : PreTrainedModel
+        The sequence-classification model.
+    tokenizer : PreTrainedTokenizerBase
+        Its tokenizer.
+    index : int, default=0
+        Which logit is the reward (a ValueError when the model has no such logit).
+    max_length : int, default=2048
+        Tokens kept of each (prompt, response) text.
+    batch_size : int, default=8
+        Texts per forward pass.
     """
 
     kind = "sequence_classification"

@@ -72,21 +72,81 @@ class Trainer(Params):
 
     @property
     def counterfactuals(self) -> str | None:
+        """How runs give paired counterfactuals (``"newton"``, ``"last-layer"``) or None."""
         return None
 
     def fit(self, pairs, **kwargs) -> Trainer:
+        """Train one RM on ``pairs``; the fitted RM is ``rm_``.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            The pair table.
+        **kwargs
+            What the trainer's kind also takes (evaluation pairs, ``quiet``, ...).
+
+        Returns
+        -------
+        Trainer
+            ``self``, fitted.
+        """
         raise NotImplementedError
 
     def prepare(self, pairs, *, quiet: bool = False, groups=None, check_exact: int = 0):
+        """Get ready to train on ``pairs``, once per audit (see the class docstring).
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            All pairs of the audit.
+        quiet : bool, default=False
+            No progress bar.
+        groups : array-like of shape (n_pairs,), optional
+            Labels whose removal or addition each run's paired counterfactuals are of.
+        check_exact : int, default=0
+            Groups per run refitted exactly as a check.
+
+        Returns
+        -------
+        ndarray of shape (n_pairs,), bool
+            The usable pairs.
+        """
         raise NotImplementedError
 
     def fit_score(
         self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
     ) -> RunScores:
+        """Train an RM on the prepared pairs at ``train_index``; score every prepared pair.
+
+        Parameters
+        ----------
+        train_index : ndarray of int
+            Positions of the run's training pairs.
+        seed : int
+            The run's seed.
+        val_index : ndarray of int, optional
+            Validation pairs, never trained on, for choices such as early stopping.
+
+        Returns
+        -------
+        RunScores
+            The run's rewards of every pair, its metrics and its RM.
+        """
         raise NotImplementedError
 
     def score(self, pairs) -> tuple[np.ndarray, np.ndarray]:
-        """(r_chosen, r_rejected) of ``pairs``, each (n_pairs,), under the fitted ``rm_``."""
+        """(r_chosen, r_rejected) of ``pairs``, each (n_pairs,), under the fitted ``rm_``.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_pairs,)
+            The rewards; an unfitted trainer is a RuntimeError.
+        """
         if not hasattr(self, "rm_"):
             raise RuntimeError(
                 f"This {type(self).__name__} instance is not fitted yet. Call 'fit' first."

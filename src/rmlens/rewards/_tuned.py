@@ -60,13 +60,18 @@ class TunedRM(RewardModel):
     Several RMs may share one network (runs of an audit, members of an ensemble): each keeps
     its own trained tensors and loads them into the network before scoring.
 
-    Attributes
+    Parameters
     ----------
     net : ExplicitNet or ImplicitNet
+        The network (an explicit reward head on the model, or an implicit policy and
+        reference).
     backbone : Backbone
         Tokenizer, base model name, kind and ``max_length``.
     config : TrainConfig
         The configuration it was trained with.
+    weights : dict of str to torch.Tensor, optional
+        This RM's trained tensors, loaded into a shared ``net`` before it scores; None: the
+        network's own.
     """
 
     def __init__(
@@ -84,6 +89,7 @@ class TunedRM(RewardModel):
 
     @property
     def runtime(self) -> Runtime:
+        """How the network runs here: its device and the config's precision and batching."""
         device = str(next(self.net.parameters()).device)
         return runtime_for(self.backbone, self.config, device)
 
@@ -95,7 +101,22 @@ class TunedRM(RewardModel):
     def score_examples(
         self, examples: list[Example], *, batch_size: int | None = None, quiet: bool = True
     ) -> np.ndarray:
-        """Rewards (n, K) of tokenized examples."""
+        """Rewards (n, K) of tokenized examples.
+
+        Parameters
+        ----------
+        examples : list of Example
+            Tokenized prompts, each with K responses (:meth:`examples`).
+        batch_size : int, optional
+            Examples per forward pass; default the config's ``batch_size``.
+        quiet : bool, default=True
+            No progress bar.
+
+        Returns
+        -------
+        ndarray of shape (n, K)
+            The reward of each response of each example.
+        """
         self._activate()
         return score_examples(
             self.net,
@@ -106,6 +127,20 @@ class TunedRM(RewardModel):
         )
 
     def examples(self, prompts: Sequence[Any], responses: Sequence[Sequence[Any]]):
+        """Tokenize each prompt with its responses as one packed example.
+
+        Parameters
+        ----------
+        prompts : sequence of str or of conversations
+            The prompts.
+        responses : sequence of sequence of str or of conversations
+            The responses of each prompt.
+
+        Returns
+        -------
+        list of Example
+            One per prompt, for :meth:`score_examples`.
+        """
         bb, implicit = self.backbone, self.kind == "implicit"
         return [
             make_example(bb.tokenizer, p, list(rs), bb.max_length, with_response=implicit)
@@ -115,7 +150,20 @@ class TunedRM(RewardModel):
     def score(
         self, prompts: Sequence[Any], responses: Sequence[Any], *, batch_size: int | None = None
     ) -> np.ndarray:
-        """Rewards (n,) of (prompt, response) pairs."""
+        """Rewards (n,) of (prompt, response) pairs.
+
+        Parameters
+        ----------
+        prompts, responses : sequence of str or of conversations
+            One prompt and one response per reward.
+        batch_size : int, optional
+            Examples per forward pass; default the config's ``batch_size``.
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The rewards.
+        """
         examples = self.examples(prompts, [[r] for r in responses])
         return self.score_examples(examples, batch_size=batch_size)[:, 0]
 
@@ -126,6 +174,20 @@ class TunedRM(RewardModel):
 
         Each prompt is encoded once with all its distinct responses (up to
         ``GROUP`` per packed example), so repeated prompts and responses cost nothing extra.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            A pair table with ``prompt``, ``chosen`` and ``rejected``.
+        batch_size : int, optional
+            Examples per forward pass; default the config's ``batch_size``.
+        quiet : bool, default=True
+            No progress bar.
+
+        Returns
+        -------
+        r_chosen, r_rejected : ndarray of shape (n_pairs,)
+            The rewards of the chosen and of the rejected responses.
         """
         groups: dict[str, tuple[Any, dict[str, Any]]] = {}
         keys = []
@@ -154,6 +216,16 @@ class TunedRM(RewardModel):
 
         Everything is written to a temporary folder first and moved in entry by entry,
         ``rm_config.json`` last, so a folder with that file holds a complete RM.
+
+        Parameters
+        ----------
+        path : str or Path
+            The folder (created if needed).
+
+        Returns
+        -------
+        Path
+            ``path``.
         """
         self._activate()
         path = Path(path)

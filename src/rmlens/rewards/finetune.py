@@ -391,8 +391,20 @@ def make_trainer(
 ) -> _TunedTrainer:
     """The trainer a config asks for: :class:`ExplicitRMTrainer` or :class:`ImplicitRMTrainer`.
 
-    ``bias``: the pairs' shortcut feature differences, for the ``poe`` and ``reweight``
-    objectives.
+    Parameters
+    ----------
+    config : TrainConfig, optional
+        The fine-tuning settings; default ``TrainConfig()``. ``config.rm`` picks the class.
+    backbone : Backbone, optional
+        A loaded backbone to fine-tune; default loaded from ``config.model``.
+    bias : ndarray of shape (n_pairs, k), optional
+        The pairs' shortcut feature differences, for the ``poe`` and ``reweight``
+        objectives.
+
+    Returns
+    -------
+    ExplicitRMTrainer or ImplicitRMTrainer
+        The trainer, not yet fitted.
     """
     config = config or TrainConfig()
     cls = ImplicitRMTrainer if config.rm == "implicit" else ExplicitRMTrainer

@@ -297,6 +297,24 @@ class FrozenHeadTrainer(Trainer):
         which epoch's weights are kept, or, for the ``logistic`` head, which lambda of
         ``l2_grid`` is kept (without validation pairs: the largest). Only the training
         features set the head's standardization.
+
+        Parameters
+        ----------
+        x_chosen, x_rejected : ndarray of shape (n_pairs, d)
+            Features of the chosen and rejected responses.
+        margin : ndarray of shape (n_pairs,), optional
+            Preference strengths.
+        validation : tuple of ndarray, optional
+            ``(x_chosen, x_rejected[, margin[, bias[, groups]]])`` of the validation pairs.
+        bias : ndarray of shape (n_pairs, k), optional
+            Shortcut feature differences (``poe``, ``reweight``).
+        groups : ndarray of shape (n_pairs,), optional
+            Group labels (``group_dro``).
+
+        Returns
+        -------
+        FrozenHeadTrainer
+            ``self``, with the fitted head in ``head_``.
         """
         from rmlens.rewards._head_fit import fit_head
 
@@ -318,7 +336,26 @@ class FrozenHeadTrainer(Trainer):
     def prepare(
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
     ) -> np.ndarray:
-        """Encode every pair once (through the cache); return the usable-pair mask."""
+        """Encode every pair once (through the cache); return the usable-pair mask.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            All pairs of the audit (``margin`` and the objective's columns read if present).
+        quiet : bool, default=False
+            No progress bar.
+        groups : array-like of shape (n_pairs,), optional
+            The audit's groups: each run then also scores paired counterfactuals (a head
+            or objective that has none is an InputError).
+        check_exact : int, default=0
+            Groups refitted exactly per run to check the counterfactuals (the convex head
+            only); the trainer's own ``check_exact`` wins when set.
+
+        Returns
+        -------
+        ndarray of shape (n_pairs,), bool
+            The pairs that could be encoded.
+        """
         from rmlens.backbones import featurize, load_backbone
 
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
@@ -348,7 +385,23 @@ class FrozenHeadTrainer(Trainer):
     def fit_score(
         self, train_index: np.ndarray, *, seed: int, val_index: np.ndarray | None = None
     ) -> RunScores:
-        """Train a head on the prepared pairs at ``train_index``; score every pair."""
+        """Train a head on the prepared pairs at ``train_index``; score every pair.
+
+        Parameters
+        ----------
+        train_index : ndarray of int
+            Positions (in the prepared pairs) of the run's training pairs.
+        seed : int
+            The run's seed.
+        val_index : ndarray of int, optional
+            Positions of the run's validation pairs (early stopping, lambda).
+
+        Returns
+        -------
+        RunScores
+            Every pair's rewards, the run's metrics, its RM and, when prepared with groups,
+            ``p`` and ``p_cf``.
+        """
         from rmlens.rewards._convex import one_blas_thread
         from rmlens.rewards._head_fit import describe_objective, fit_head, training_record
         from rmlens.rewards._saved import ExplicitHeadRM

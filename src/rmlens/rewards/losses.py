@@ -46,12 +46,36 @@ def bt(d: torch.Tensor, margin: torch.Tensor | None = None) -> torch.Tensor:
 def bradley_terry_loss(
     r_chosen: torch.Tensor, r_rejected: torch.Tensor, margin: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """mean(-log sigmoid(r+ - r- - m)) over pairs: :func:`bt` of the reward differences."""
+    """mean(-log sigmoid(r+ - r- - m)) over pairs: ``bt`` of the reward differences.
+
+    Parameters
+    ----------
+    r_chosen, r_rejected : torch.Tensor of shape (n,) or (n, 1)
+        Rewards of the chosen and rejected responses.
+    margin : torch.Tensor of shape (n,), optional
+        Margins m subtracted from the differences.
+
+    Returns
+    -------
+    torch.Tensor
+        The mean loss, a scalar.
+    """
     return bt(_flat(r_chosen) - _flat(r_rejected), None if margin is None else _flat(margin)).mean()
 
 
 def centering_loss(r_chosen: torch.Tensor, r_rejected: torch.Tensor) -> torch.Tensor:
-    """mean((r+ + r-)^2): keeps rewards centred on zero (Eisenstein et al. 2023)."""
+    """mean((r+ + r-)^2): keeps rewards centred on zero (Eisenstein et al. 2023).
+
+    Parameters
+    ----------
+    r_chosen, r_rejected : torch.Tensor of shape (n,) or (n, 1)
+        Rewards of the chosen and rejected responses.
+
+    Returns
+    -------
+    torch.Tensor
+        The mean penalty, a scalar.
+    """
     return ((_flat(r_chosen) + _flat(r_rejected)) ** 2).mean()
 
 
@@ -61,6 +85,18 @@ def plackett_luce_loss(scores: torch.Tensor, mask: torch.Tensor | None = None) -
     -log P = sum_j [ logsumexp(s_j..s_k) - s_j ], averaged over rankings; with k = 2 this is
     Bradley-Terry. ``scores`` is (n_rankings, k), each row sorted best first; ``mask``
     (n_rankings, k) marks real entries (rankings shorter than k are padded at the end).
+
+    Parameters
+    ----------
+    scores : torch.Tensor of shape (n_rankings, k)
+        Scores of each ranking's items, best first.
+    mask : torch.Tensor of shape (n_rankings, k), bool, optional
+        Real entries; default all.
+
+    Returns
+    -------
+    torch.Tensor
+        The mean negative log-likelihood, a scalar.
     """
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
@@ -214,11 +250,35 @@ class Objective(nn.Module):
             self.register_buffer("q", torch.full((n_groups,), 1.0 / n_groups))
 
     def d_bias_numpy(self, dphi: np.ndarray) -> np.ndarray:
-        """The bias-only model's log-odds for ``reweight`` (numpy in, numpy out)."""
+        """The bias-only model's log-odds for ``reweight`` (numpy in, numpy out).
+
+        Parameters
+        ----------
+        dphi : ndarray of shape (n, k)
+            Shortcut feature differences phi(chosen) - phi(rejected).
+
+        Returns
+        -------
+        ndarray of shape (n,)
+            The log-odds.
+        """
         return (np.asarray(dphi, dtype=float) / self.scale.cpu().numpy()) @ self.bias_coef_
 
     def per_pair(self, d: torch.Tensor, extras: PairExtras) -> torch.Tensor:
-        """Per-pair loss (n,) of the objective's likelihood term."""
+        """Per-pair loss (n,) of the objective's likelihood term.
+
+        Parameters
+        ----------
+        d : torch.Tensor of shape (n,)
+            Reward differences r+ - r-.
+        extras : PairExtras
+            The pairs' margins, bias features and groups.
+
+        Returns
+        -------
+        torch.Tensor of shape (n,)
+            Bradley-Terry, label smoothing or product-of-experts loss of each pair.
+        """
         m = extras.margin
         if self.name == "label_smoothing":
             return label_smoothing(d, self.smoothing, m)
@@ -227,7 +287,23 @@ class Objective(nn.Module):
         return bt(d, m)
 
     def forward(self, d: torch.Tensor, extras: PairExtras, weight=None) -> torch.Tensor:
-        """Training loss of a batch: ``weight`` are the ``reweight`` weights of its pairs."""
+        """Training loss of a batch.
+
+        Parameters
+        ----------
+        d : torch.Tensor of shape (n,)
+            Reward differences r+ - r-.
+        extras : PairExtras
+            The batch's margins, bias features and groups.
+        weight : torch.Tensor of shape (n,), optional
+            The ``reweight`` weights of the batch's pairs.
+
+        Returns
+        -------
+        torch.Tensor
+            The scalar loss: the weighted mean for ``reweight``, the q-weighted group losses
+            for ``group_dro`` (whose q it updates in training mode), else the mean.
+        """
         loss = self.per_pair(d, extras)
         if self.name == "reweight":
             return (weight * loss).mean()
@@ -251,7 +327,20 @@ class Objective(nn.Module):
     def validation_loss(self, d: torch.Tensor, extras: PairExtras) -> float:
         """What early stopping watches: the objective's likelihood term on validation pairs,
         weighted by the bias-only model for ``reweight``; the worst group's mean loss for
-        ``group_dro`` (Sagawa et al. 2020 select on worst-group validation performance)."""
+        ``group_dro`` (Sagawa et al. 2020 select on worst-group validation performance).
+
+        Parameters
+        ----------
+        d : torch.Tensor of shape (n,)
+            Reward differences of the validation pairs.
+        extras : PairExtras
+            Their margins, bias features and groups.
+
+        Returns
+        -------
+        float
+            The validation loss.
+        """
         loss = self.per_pair(d, extras)
         if self.name == "reweight":
             w = reweight_weights(self.d_bias_numpy(extras.dphi.cpu().numpy()), self.gamma)
@@ -264,7 +353,14 @@ class Objective(nn.Module):
         return float(loss.mean())
 
     def describe(self) -> dict:
-        """What the objective learned, for a run's metrics (JSON-ready)."""
+        """What the objective learned, for a run's metrics (JSON-ready).
+
+        Returns
+        -------
+        dict
+            ``objective`` and, where they apply, ``bias_weights``, ``weight_min``,
+            ``weight_max`` and ``dro_q_max``.
+        """
         out: dict = {"objective": self.name}
         if self.bias is not None:
             out["bias_weights"] = (self.bias.weight.detach()[0] / self.scale).cpu().tolist()

@@ -125,6 +125,14 @@ class EnsembleScorer(TokenScorer):
 
     Each member runs its own prefix cache; a candidate takes the cached route only when
     every member can score it from the cache.
+
+    Parameters
+    ----------
+    scorers : list of TokenScorer
+        The members; they must share a tokenizer and chat template (an InputError
+        otherwise).
+    name : str, default="rm"
+        The ensemble's name in sweep tables.
     """
 
     def __init__(self, scorers: list[TokenScorer], *, name: str = "rm"):

@@ -56,26 +56,88 @@ class TokenScorer:
     fast_attention: bool = True
 
     def prepare(self, prompt: str) -> None:
-        """Called once per prompt before scoring its candidates."""
+        """Called once per prompt before scoring its candidates.
+
+        Parameters
+        ----------
+        prompt : str
+            The prompt whose candidates are scored next (an implicit RM templates it to
+            find where the response starts).
+        """
 
     def cacheable(self, seq: Sequence[int], prefix_len: int) -> bool:
-        """Whether ``seq`` (which starts with the prefix) can be scored from the cache."""
+        """Whether ``seq`` (which starts with the prefix) can be scored from the cache.
+
+        Parameters
+        ----------
+        seq : sequence of int
+            Token ids of the whole sequence, prefix first.
+        prefix_len : int
+            Length of the cached prefix.
+
+        Returns
+        -------
+        bool
+            False when the reward reads a position inside the prefix (then ``seq`` is
+            scored with :meth:`full`).
+        """
         return True
 
     @torch.inference_mode()
     def full(self, seqs: Sequence[Sequence[int]], padding_side: str = "right") -> np.ndarray:
+        """Rewards of whole sequences, padded into one batch (the reference scoring).
+
+        Parameters
+        ----------
+        seqs : sequence of sequence of int
+            Token ids of each sequence.
+        padding_side : {"right", "left"}, default="right"
+            Where the batch is padded.
+
+        Returns
+        -------
+        ndarray of shape (len(seqs),), float
+        """
         raise NotImplementedError
 
     @torch.inference_mode()
     def prefix(self, ids: Sequence[int]) -> Any:
+        """Run the shared prefix once and keep what :meth:`suffix` needs.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Token ids of the prefix.
+
+        Returns
+        -------
+        object
+            The scorer's state: the KV cache of the prefix and whatever else its suffixes
+            need (a pooled sum, the last log-probabilities).
+        """
         raise NotImplementedError
 
     @torch.inference_mode()
     def suffix(self, state: Any, suffix: torch.Tensor) -> np.ndarray:
+        """Rewards of the prefix followed by each row of ``suffix``, from the cached state.
+
+        Parameters
+        ----------
+        state : object
+            What :meth:`prefix` returned.
+        suffix : torch.Tensor of shape (B, s), int
+            A batch of suffixes of equal length ``s``.
+
+        Returns
+        -------
+        ndarray of shape (B,), float
+            Equal to :meth:`full` of the whole sequences, up to float error.
+        """
         raise NotImplementedError
 
     @property
     def pad_id(self) -> int:
+        """The tokenizer's pad id, else its end-of-sequence or unknown id, else 0."""
         tok = self.tokenizer
         for pad in (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id):
             if pad is not None:
@@ -98,6 +160,25 @@ class PooledScorer(TokenScorer):
     ``pooling="last"``: the last real token or, with ``pad_rule=pad_id``, the rightmost
     token whose id is not ``pad_id`` (how Hugging Face sequence classifiers pool);
     ``pooling="mean"``: the mean over real tokens (the prefix's sum is cached too).
+
+    Parameters
+    ----------
+    body : torch.nn.Module
+        The transformer body; called with ``input_ids`` and ``attention_mask``, it returns
+        ``last_hidden_state``.
+    head : callable
+        Maps pooled hidden states (B, d) to rewards (B,).
+    tokenizer : PreTrainedTokenizerBase
+        The body's tokenizer.
+    name : str, default="rm"
+        The RM's name in sweep tables.
+    pooling : {"last", "mean"}, default="last"
+        Pool at the last real token or average over the real tokens.
+    pad_rule : int, optional
+        With ``pooling="last"``: pool at the rightmost token whose id is not this one.
+    can_cache : bool, default=True
+        False scores every sequence in full (encoders, whose prompt states depend on the
+        response).
     """
 
     def __init__(self, body: nn.Module, head: Callable, tokenizer, *, name: str = "rm",
@@ -200,6 +281,17 @@ class SeqClsScorer(PooledScorer):
     Decoder-only classifiers (``score`` head on the body, pooled at the rightmost non-pad
     token as transformers does) use the prefix cache; other models are scored in full with
     their own forward.
+
+    Parameters
+    ----------
+    model : PreTrainedModel
+        The sequence-classification model.
+    tokenizer : PreTrainedTokenizerBase
+        Its tokenizer.
+    index : int, default=0
+        Which logit is the reward.
+    name : str, default="rm"
+        The RM's name in sweep tables.
     """
 
     def __init__(self, model, tokenizer, *, index: int = 0, name: str = "rm"):
@@ -244,7 +336,11 @@ class ImplicitScorer(TokenScorer):
     policy, reference : PreTrainedModel
         Causal LMs with LM heads sharing ``tokenizer``.
     tokenizer : PreTrainedTokenizerBase
+        The tokenizer of both models.
     beta : float, default=0.1
+        The KL coefficient of the implicit reward.
+    name : str, default="rm"
+        The RM's name in sweep tables.
     """
 
     def __init__(self, policy, reference, tokenizer, *, beta: float = 0.1, name: str = "rm"):
@@ -265,7 +361,19 @@ class ImplicitScorer(TokenScorer):
             self._prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
 
     def response_start(self, seq: Sequence[int]) -> int:
-        """Index of the first response token: where ``seq`` leaves the templated prompt."""
+        """Index of the first response token: where ``seq`` leaves the templated prompt.
+
+        Parameters
+        ----------
+        seq : sequence of int
+            Token ids of the prompt and response, as scored.
+
+        Returns
+        -------
+        int
+            The length of the common start of ``seq`` and the prompt of :meth:`prepare`
+            (at least 1).
+        """
         n = 0
         for a, b in zip(seq, self._prompt_ids):
             if a != b:

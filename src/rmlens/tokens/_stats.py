@@ -20,6 +20,17 @@ def moments(scores) -> dict:
     With m_k = mean((x - mean(x))^k): ``std`` uses ddof=1, ``skew`` = m3 / m2^(3/2)
     (Fisher-Pearson, > 0: a long tail of high-scoring tokens), ``kurtosis`` = m4 / m2^2 - 3
     (0 for a normal distribution).
+
+    Parameters
+    ----------
+    scores : array-like of float
+        The scores (one per token); NaN and infinite values are left out.
+
+    Returns
+    -------
+    dict
+        ``n`` (the finite scores counted), ``mean``, ``std``, ``skew`` and ``kurtosis``;
+        NaN where fewer than 2 scores (or no spread) leave a figure undefined.
     """
     x = np.asarray(scores, dtype=np.float64)
     x = x[np.isfinite(x)]
@@ -39,6 +50,13 @@ def moments(scores) -> dict:
 
 def top_bottom(frame: pd.DataFrame, k: int = 10) -> pd.DataFrame:
     """The ``k`` highest and lowest scoring tokens of each prompt.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A sweep table of one model (``prompt, token_id, decoded, score, rank``).
+    k : int, default=10
+        Tokens kept at each end, per prompt.
 
     Returns
     -------
@@ -60,7 +78,7 @@ def top_bottom(frame: pd.DataFrame, k: int = 10) -> pd.DataFrame:
 def rank_biased_overlap(ranking_a: Sequence, ranking_b: Sequence, p: float = 0.9) -> float:
     """Extrapolated rank-biased overlap of two rankings (Webber, Moffat & Zobel 2010).
 
-    With A_d = |a[:d] & b[:d]| / d the agreement at depth d, X_d = A_d * d the overlap,
+    With A_d = ``|a[:d] & b[:d]|`` / d the agreement at depth d, X_d = A_d * d the overlap,
     s <= l the lengths of the shorter and longer ranking (eq. 32 of the paper)::
 
         RBO_ext = (1 - p) / p * ( sum_{d=1..l} X_d / d * p^d
@@ -79,6 +97,11 @@ def rank_biased_overlap(ranking_a: Sequence, ranking_b: Sequence, p: float = 0.9
         Items from best to worst.
     p : float, default=0.9
         Persistence, in (0, 1).
+
+    Returns
+    -------
+    float
+        RBO_ext in [0, 1]; 0 when either ranking is empty.
     """
     if not 0 < p < 1:
         raise ValueError(f"p must be in (0, 1), got {p}")
@@ -125,6 +148,13 @@ def agreement(frames: dict[str, pd.DataFrame], p: float = 0.9) -> pd.DataFrame:
     Tokens are matched across tokenizers by decoded text; a text that several ids of one
     model decode to (e.g. byte fragments shown as U+FFFD) is left out.
 
+    Parameters
+    ----------
+    frames : dict of str to DataFrame
+        Each model's name and its sweep table.
+    p : float, default=0.9
+        Persistence of the rank-biased overlap (:func:`rank_biased_overlap`).
+
     Returns
     -------
     DataFrame
@@ -152,6 +182,13 @@ def agreement(frames: dict[str, pd.DataFrame], p: float = 0.9) -> pd.DataFrame:
 
 def framing(frame: pd.DataFrame, k: int = 100) -> pd.DataFrame:
     """How the prompt moves one model's token scores: every pair of prompts.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A sweep table of one model over two or more prompts.
+    k : int, default=100
+        Size of the top of each prompt's ranking that ``top_overlap`` compares.
 
     Returns
     -------
@@ -207,6 +244,19 @@ def word_features(decoded: Sequence[str], lang: str = "en") -> pd.DataFrame:
     Zipf frequency = log10(occurrences per billion words) from ``wordfreq`` (0 when
     unknown); valence = VADER's compound score of the word alone, in [-1, 1]. Only
     alphabetic words are kept (``is_word``).
+
+    Parameters
+    ----------
+    decoded : sequence of str
+        The decoded tokens.
+    lang : str, default="en"
+        Language of the ``wordfreq`` frequencies.
+
+    Returns
+    -------
+    DataFrame
+        One row per token, in order: ``word, zipf, valence, is_word`` (an alphabetic word
+        that ``wordfreq`` knows).
     """
     from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
     from wordfreq import zipf_frequency
@@ -230,6 +280,15 @@ def frequency_bias(frame: pd.DataFrame, lang: str = "en", level: float = 0.95) -
     (zipf = log10 frequency per billion words, ``wordfreq``; valence = VADER compound).
     ``b_freq`` > 0: frequent words are overvalued beyond what their sentiment explains;
     it is the score change per tenfold increase in word frequency.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        A sweep table of one model.
+    lang : str, default="en"
+        Language of the word frequencies (:func:`word_features`).
+    level : float, default=0.95
+        Coverage of the coefficients' confidence intervals.
 
     Returns
     -------

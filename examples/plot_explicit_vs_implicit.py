@@ -100,7 +100,7 @@ table.pivot(index="split", columns="rm", values="accuracy").round(3)
 # %%
 # Accuracy in and out of distribution
 # -----------------------------------
-# ``norm_margin`` is the mean |r+ - r-| divided by the standard deviation of the RM's
+# ``norm_margin`` is the mean ``|r+ - r-|`` divided by the standard deviation of the RM's
 # rewards on its training split: how confidently the RM separates the answers, comparable
 # across splits and between the two RMs.
 

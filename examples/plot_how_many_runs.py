@@ -42,8 +42,8 @@ from rmlens.stats import prophecy_factor, spearman, spearman_brown
 pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=400, n_users=40, seed=0))
 out = Path(tempfile.mkdtemp()) / "audit"
 FOLDS, RUNS = 5, 40
-rmlens.audit(pairs, rmlens.AuditConfig(runs=RUNS, folds=FOLDS, n_boot=0, check_exact=0),
-             out=out, quiet=True)
+_ = rmlens.audit(pairs, rmlens.AuditConfig(runs=RUNS, folds=FOLDS, n_boot=0, check_exact=0),
+                 out=out, quiet=True)
 
 # %%
 # What the audit reports

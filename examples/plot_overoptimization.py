@@ -32,8 +32,8 @@ import rmlens
 
 pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=400, n_users=40, seed=0))
 work = Path(tempfile.mkdtemp())
-rmlens.audit(pairs, rmlens.AuditConfig(runs=10, n_boot=200, check_exact=0), out=work / "bt",
-             quiet=True)
+_ = rmlens.audit(pairs, rmlens.AuditConfig(runs=10, n_boot=200, check_exact=0), out=work / "bt",
+                 quiet=True)
 
 # %%
 # The candidate pool

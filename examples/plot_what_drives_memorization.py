@@ -29,7 +29,7 @@ import rmlens
 pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=400, n_users=40, seed=0))
 out = Path(tempfile.mkdtemp()) / "audit"
 # check_exact=0: skip the exactness check of the paired estimator (see the first example)
-rmlens.audit(pairs, rmlens.AuditConfig(runs=10, n_boot=200, check_exact=0), out=out, quiet=True)
+_ = rmlens.audit(pairs, rmlens.AuditConfig(runs=10, n_boot=200, check_exact=0), out=out, quiet=True)
 
 # %%
 # Attribute
@@ -59,7 +59,7 @@ for warning in attributor.notes_:
 # %%
 # Feature importances
 # -------------------
-# Mean |SHAP| of the ten most important features per target.
+# Mean ``|SHAP|`` of the ten most important features per target.
 
 imp = attributor.importance_
 fig, axes = plt.subplots(1, 3, figsize=(12, 4.5))

@@ -18,6 +18,7 @@ from rmlens.cli._options import (
     resolve,
     save_config,
     sections,
+    typed_flags,
     with_parameters,
 )
 from rmlens.data._candidates_config import CandidatesConfig
@@ -162,8 +163,7 @@ def candidates(
                   f"{config.n_responses}, policy {config.policy}, mean gold "
                   f"{pool['gold'].mean():.3f}) to {path}", file=sys.stderr)  # fmt: skip
         return
-    typed = [n for n in (*SYNTHETIC_ONLY, "n_responses") if ctx.get_parameter_source(n)
-             is not None and ctx.get_parameter_source(n).name == "COMMANDLINE"]  # fmt: skip
+    typed = typed_flags(ctx, dict.fromkeys((*SYNTHETIC_ONLY, "n_responses")))
     n = config.n_responses if "n_responses" in typed else None
     typed = [t for t in typed if t != "n_responses"]
     if typed:

@@ -86,24 +86,12 @@ def score_pool(path: Path, pool: Pool, device: str, features: dict,
 
     Runs that are heads on one frozen backbone read the pool's features from ``features``
     (filled once per backbone, so audits on the same backbone encode nothing more)."""
-    from rmlens.backbones._featurize import encode_texts
-    from rmlens.backbones._tokenize import encode_pair_text
     from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import _head_stack, member_scores
+    from rmlens.rewards._ensemble import member_scores
 
     rm = load_rm(path, device=device)
-    stack = _head_stack(rm)
-    texts = list(pool.frame["prompt"]), list(pool.frame["response"])
-    if stack is None:
-        scores = member_scores(rm, *texts, quiet=quiet)
-    else:
-        backbone, heads, cache_dir = stack
-        key = (backbone.identity, backbone.pooling, backbone.max_length)
-        if key not in features:
-            seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length)
-                    for p, r in zip(*texts)]  # fmt: skip
-            features[key] = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet)[0]
-        scores = np.stack([h.score_features(features[key]) for h in heads]).astype(float)
+    scores = member_scores(rm, list(pool.frame["prompt"]), list(pool.frame["response"]),
+                           quiet=quiet, features=features)  # fmt: skip
     if not np.isfinite(scores).all():
         bad = int((~np.isfinite(scores)).any(axis=1).sum())
         raise InputError(f"{path}: {bad} run RM(s) gave non-finite rewards on the pool")

@@ -18,10 +18,14 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._errors import InputError
 from rmlens._io import write_text
-from rmlens.comparison._metrics import figure_text
 
 from ._assets import CSP, CSS
-from ._compare_glance import flags_section, glance_section, overoptimization_section
+from ._compare_glance import (
+    figure_cell,
+    flags_section,
+    glance_section,
+    overoptimization_section,
+)
 from ._html import esc, fmt, key_value_table, table, warning_box
 from ._sections import Section
 
@@ -105,18 +109,12 @@ def _image(name: str, images: dict[str, str], caption: str = "") -> str:
             f"<figcaption>{esc(caption or name)}</figcaption></figure>")  # fmt: skip
 
 
-def _cell(row: dict) -> str:
-    text = figure_text(row.get("value"), row.get("lo"), row.get("hi"), row.get("n"),
-                       bool(row.get("few_pairs")))  # fmt: skip
-    return text + (" \u26a0" if row.get("near_chance") else "")
-
-
 def _family_section(fam: str, title: str, rows: list[dict], labels: list[str],
                     metrics: dict, images: dict[str, str], level: Any) -> Section:  # fmt: skip
     names = list(dict.fromkeys(r["metric"] for r in rows))
     wide = []
     for name in names:
-        cells = {r["audit"]: _cell(r) for r in rows if r["metric"] == name}
+        cells = {r["audit"]: figure_cell(r) for r in rows if r["metric"] == name}
         wide.append({"metric": (metrics.get(name) or {}).get("label", name),
                      **{label: cells.get(label, "\u2013") for label in labels}})  # fmt: skip
     share = f"{float(level):.0%} " if isinstance(level, (int, float)) else ""

@@ -10,7 +10,7 @@ import pandas as pd
 
 from rmlens.comparison._metrics import figure_text
 
-from ._html import esc, fmt, table
+from ._html import esc, interval_text, table
 from ._sections import Section
 
 BASELINE = "bt"
@@ -52,14 +52,6 @@ def _gold(oo: dict | None) -> dict[str, dict]:
     return out
 
 
-def _interval(row: dict | None, name: str) -> str:
-    if not row or row.get(name) is None:
-        return NO_VALUE
-    text = fmt(row[name])
-    lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
-    return text + (f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None else "")
-
-
 def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
     """One row per audit: held-out accuracy and its cost against Bradley-Terry, the slices it
     wins, and (with best-of-n curves) its gold at the largest n; then each slice's winner."""
@@ -86,21 +78,21 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
         held = by.get((label, "heldout_accuracy"))
         cost = _value(held) - _value(by.get((base, "heldout_accuracy")))
         row = {"audit": label,
-               "held-out accuracy": _cell(held),
+               "held-out accuracy": figure_cell(held),
                f"vs {base}": NO_VALUE if label == base or cost != cost else f"{cost:+.3f}",
-               "worst group": _cell(by.get((label, "worst_group_accuracy"))),
+               "worst group": figure_cell(by.get((label, "worst_group_accuracy"))),
                "slices won": f"{sum(w == label for w in winners.values())} of {len(winners)}"
                if label in plain else NO_VALUE}  # fmt: skip
         if gold:
             g = gold.get(label, {})
-            row[f"gold at best-of-{n_max}"] = _interval(g.get("runs"), "gold_at_max_n")
+            row[f"gold at best-of-{n_max}"] = interval_text(g.get("runs"), "gold_at_max_n")
             best = g.get("ensemble")
             row["best ensemble"] = (f"{best['rm'][len(label) + 1:]}: "
-                                    f"{_interval(best, 'gold_at_max_n')}" if best else NO_VALUE)
+                                    f"{interval_text(best, 'gold_at_max_n')}" if best else NO_VALUE)
         rows.append(row)
     metrics = record.get("metrics") or {}
     won = [{"figure": (metrics.get(m) or {}).get("label", m), "best": w,
-            "value": _cell(by.get((w, m))), base: _cell(by.get((base, m)))}
+            "value": figure_cell(by.get((w, m))), base: figure_cell(by.get((base, m)))}
            for m, w in winners.items()]  # fmt: skip
     body = (f'<p class="note">Accuracies are held-out (mean over runs, with the bootstrap '
             f"interval over runs); \u201cvs {esc(base)}\u201d is the held-out accuracy gained "
@@ -116,7 +108,8 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
     return Section("glance", "At a glance", body)
 
 
-def _cell(row: dict | None) -> str:
+def figure_cell(row: dict | None) -> str:
+    """A figure of ``compare.json`` as its value [interval], marked when near chance."""
     if not row:
         return NO_VALUE
     text = figure_text(row.get("value"), row.get("lo"), row.get("hi"), row.get("n"),
@@ -136,7 +129,7 @@ def flags_section(record: dict[str, Any]) -> Section | None:
     labels = [str(a["label"]) for a in record.get("audits") or []]
     by = _by(figures)
     rows = [{"audit": label, **{(metrics.get(m) or {}).get("label", m):
-             _cell(by.get((label, m))) for m in names}} for label in labels]  # fmt: skip
+             figure_cell(by.get((label, m))) for m in names}} for label in labels]  # fmt: skip
     body = (f'<p class="note">{len(flagged)} figures of {len(labels)} audits are near or below '
             "chance (\u26a0: within 0.05 of 0.5, or below): on those pairs the RMs follow the "
             "shortcut rather than the better response. Every audit's value is shown, so a "
@@ -149,10 +142,10 @@ def overoptimization_section(oo: dict, image) -> Section:
     n_max = max(oo.get("ns") or [0])
     rows = []
     for row in oo.get("summary") or []:
-        rows.append({"RM": row.get("rm"), f"gold at n={n_max}": _interval(row, "gold_at_max_n"),
-                     "peak n": row.get("peak_n"), "drop from peak": _interval(row, "gold_drop"),
-                     "area to oracle": _interval(row, "oracle_gap_area"),
-                     "Spearman(proxy, gold)": _interval(row, "spearman"),
+        rows.append({"RM": row.get("rm"), f"gold at n={n_max}": interval_text(row, "gold_at_max_n"),
+                     "peak n": row.get("peak_n"), "drop from peak": interval_text(row, "gold_drop"),
+                     "area to oracle": interval_text(row, "oracle_gap_area"),
+                     "Spearman(proxy, gold)": interval_text(row, "spearman"),
                      "words": row.get("words_at_max_n"),
                      "signature": row.get("signature_at_max_n")})  # fmt: skip
     frame = pd.DataFrame(rows).dropna(axis=1, how="all")

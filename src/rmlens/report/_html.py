@@ -141,6 +141,16 @@ def prose(text: Any) -> str:
     return re.sub(r"`([A-Za-z_][A-Za-z0-9_.]*)`", r"<code>\1</code>", esc(text))
 
 
+def interval_text(row: Mapping[str, Any] | None, name: str) -> str:
+    """``row[name]`` with its ``[name_lo, name_hi]`` interval when both are there; an en dash
+    when the value is missing."""
+    if not row or row.get(name) is None:
+        return "\u2013"
+    lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
+    return fmt(row[name]) + (f" [{fmt(lo)}, {fmt(hi)}]" if lo is not None and hi is not None
+                             else "")  # fmt: skip
+
+
 def warning_box(message: str) -> str:
     return f'<p class="warning">{prose(message)}</p>'
 

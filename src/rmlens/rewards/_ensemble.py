@@ -307,18 +307,25 @@ def _members(rm: Any) -> list[Any]:
 
 
 def member_scores(
-    rm: Any, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True
-) -> np.ndarray:
+    rm: Any, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True,
+    features: dict | None = None,
+) -> np.ndarray:  # fmt: skip
     """Rewards (n_members, n) of (prompt, response) texts; a single RM is one member.
 
     Explicit heads go through the embedding cache, so a text is encoded once ever.
+    ``features``, a dict kept by the caller, also keeps these texts' features in memory per
+    backbone, so that other RMs on the same backbone and texts skip even the tokenizing.
     """
     stack = _head_stack(rm)
     if stack is not None:
         backbone, heads, cache_dir = stack
-        seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length)
-                for p, r in zip(prompts, responses)]  # fmt: skip
-        x, _ = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet)
+        key = (backbone.identity, backbone.pooling, backbone.max_length)
+        features = {} if features is None else features
+        if key not in features:
+            seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length)
+                    for p, r in zip(prompts, responses)]  # fmt: skip
+            features[key] = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet)[0]
+        x = features[key]
         return np.stack([h.score_features(x) for h in heads]).astype(float)
     rows = [np.asarray(m.score(list(prompts), list(responses)), dtype=float) for m in _members(rm)]
     return np.stack(rows)

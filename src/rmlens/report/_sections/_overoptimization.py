@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._html import esc, figure_div, num_list, plotly_text, table
+from .._html import esc, figure_div, interval_text, num_list, plotly_text, table
 from ._base import Section, bar_layout
 
 COLORS = ("#3b6fb6", "#d9822b", "#3a9a5b", "#b8403a")
@@ -46,10 +46,10 @@ def overoptimization_section(summary: list[dict], curves: pd.DataFrame | None,
     if not summary:
         return None
     n_max = int(curves["n"].max()) if curves is not None and len(curves) else None
-    rows = [{"RM": r.get("rm"), "gold at largest n": _interval(r, "gold_at_max_n"),
-             "peak n": r.get("peak_n"), "drop from peak": _interval(r, "gold_drop"),
-             "area to oracle": _interval(r, "oracle_gap_area"),
-             "Spearman(proxy, gold)": _interval(r, "spearman")} for r in summary]  # fmt: skip
+    rows = [{"RM": r.get("rm"), "gold at largest n": interval_text(r, "gold_at_max_n"),
+             "peak n": r.get("peak_n"), "drop from peak": interval_text(r, "gold_drop"),
+             "area to oracle": interval_text(r, "oracle_gap_area"),
+             "Spearman(proxy, gold)": interval_text(r, "spearman")} for r in summary]  # fmt: skip
     body = (f'<p class="note">From <code>{esc(source)}</code>: this audit\'s RMs pick the best of '
             f"n candidates (n up to {esc(n_max)}) of a pool with a known gold reward; the "
             "expected gold and proxy (standardized) reward of the pick are exact, against "
@@ -65,11 +65,3 @@ def overoptimization_section(summary: list[dict], curves: pd.DataFrame | None,
             figures.append(_figure(div, curves, value, title))
     return Section("overoptimization", "Best-of-n overoptimization", body, figures)
 
-
-def _interval(row: dict, name: str) -> str:
-    value = row.get(name)
-    if value is None:
-        return "\u2013"
-    lo, hi = row.get(f"{name}_lo"), row.get(f"{name}_hi")
-    return f"{value:.3f}" + (f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None
-                             else "")  # fmt: skip

@@ -16,9 +16,10 @@ COMPARE = sections(CompareConfig)
 def _cell(row, warn: bool) -> str:
     from rich.markup import escape
 
-    from rmlens.comparison._metrics import figure_text
+    from rmlens.comparison._metrics import DIFFERENCES, figure_text
 
-    text = escape(figure_text(row.value, row.lo, row.hi, row.n, row.few_pairs))
+    text = escape(figure_text(row.value, row.lo, row.hi, row.n, row.few_pairs,
+                              row.metric in DIFFERENCES))  # fmt: skip
     return f"[bold red]{text} ![/]" if warn else text
 
 

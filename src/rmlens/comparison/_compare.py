@@ -29,6 +29,7 @@ from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._figures import (
     agreement_table,
     by_margin_figures,
+    cost_figures,
     heldout_figures,
     probe_figures,
     shap_figures,
@@ -67,7 +68,8 @@ class Comparison:
         The warnings about single figures (an accuracy near or below chance), also in
         ``warnings``; the page folds them into one table of audits by figure.
     details : dict
-        Margin terciles, worst groups, slices and SHAP fits per audit (``compare.json``).
+        Margin terciles, worst groups, slices and SHAP fits per audit, and ``baseline``: the
+        row the others' held-out accuracy is measured against (``compare.json``).
     out : Path or None
         The comparison directory (None when nothing was written).
     files : list of str
@@ -94,7 +96,8 @@ class Comparison:
             Indexed by metric (in the page's order), one column per audit label; "–" where
             an audit has no such figure.
         """
-        f = self.figures.assign(cell=[M.figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs)
+        f = self.figures.assign(cell=[M.figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs,
+                                                     r.metric in M.DIFFERENCES)
                                       for r in self.figures.itertuples()])  # fmt: skip
         table = f.pivot(index="metric", columns="audit", values="cell")
         order = sorted(table.index, key=lambda m: (M.order(m), m))
@@ -158,6 +161,11 @@ def compare(
     figures: list[dict] = []
     for row in rows:
         figures += heldout_figures(row, draws[row.label], config, details)
+    figures += cost_figures(rows, draws, config, details)
+    if len(rows) > 1 and "baseline" in details:
+        notes.append(f"'{M.label('heldout_accuracy_vs_baseline')}': each row against "
+                     f"'{details['baseline']}' (the first audit with objective "
+                     f"{M.BASELINE}, else the first audit)")
     figures += by_margin_figures(rows, draws, config, details, quiet)
     agree = agreement_table(audits)
     if config.shap:
@@ -284,6 +292,10 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame,
         elif r.metric == "worst_group_accuracy":
             flags.append(f"{r.audit}: worst-group held-out accuracy {r.value:.3f} is near "
                             f"or below chance ({r.detail})")
+        elif r.metric == "slice_low_margin":
+            flags.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
+                            "near or below chance: the RMs barely rank the weakest "
+                            "preferences (some may be near ties in the data itself)")
         else:
             flags.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
                             "near or below chance: on these pairs the RMs follow the shortcut")

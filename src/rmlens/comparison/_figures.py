@@ -1,7 +1,8 @@
 """The figures of a comparison, one family at a time, each with its bootstrap interval.
 
-Per row (an audit or its length-calibrated reference): held-out figures (``_heldout``) and
-memorization by margin (``_margin``); per audit: SHAP shortcut shares and probe flip rates
+Per row (an audit or its length-calibrated reference): held-out figures (``_heldout``), the
+held-out accuracy gained or lost against the baseline (bt) and memorization by margin
+(``_margin``); per audit: SHAP shortcut shares and probe flip rates
 (``_shortcuts``); across audits: the agreement of their TM, TG, CM rankings beside its
 ceiling (``_agreement``). Each figure is one row of ``compare.parquet``.
 """
@@ -22,6 +23,8 @@ from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._heldout import (
     counter_bias_slices,
     heldout_accuracy,
+    low_margin_accuracy,
+    per_run_accuracy,
     reward_length,
     word_counts,
     worst_group,
@@ -35,6 +38,7 @@ from rmlens.comparison._margin import (
     margin_terciles,
     pair_score_draws,
     pair_scores,
+    table_margin,
     tercile_bounds,
 )
 from rmlens.progress import progress_bar
@@ -82,6 +86,14 @@ def heldout_figures(audit: Audit, draws, config: CompareConfig, details: dict) -
         if n < config.min_group_pairs:
             text += f"; only {n} held-out pairs (under `min_group_pairs`): not warned about"
         out.append(_figure(audit.label, f"slice_{name}", value, boot, n, level, text))
+    margin = table_margin(audit.table)
+    if margin is not None:
+        value, boot, n = low_margin_accuracy(d, held, margin, draws)
+        low, high = tercile_bounds(margin, margin_terciles(margin))[0]
+        text = f"the lowest-margin tercile (margin {low:g} to {high:g})"
+        if n < config.min_group_pairs:
+            text += f"; only {n} held-out pairs (under `min_group_pairs`): not warned about"
+        out.append(_figure(audit.label, "slice_low_margin", value, boot, n, level, text))
     per_run = reward_length(audit.r_chosen, audit.r_rejected, held,
                             word_counts(audit.table["chosen"]),
                             word_counts(audit.table["rejected"]))  # fmt: skip
@@ -90,6 +102,49 @@ def heldout_figures(audit: Audit, draws, config: CompareConfig, details: dict) -
                        int(held.any(1).sum()), level,
                        "per run over its held-out responses (chosen and rejected), mean "
                        "over runs"))  # fmt: skip
+    return out
+
+
+def baseline(rows: list[Audit]) -> Audit | None:
+    """The row the others' cost is measured from: the first Bradley-Terry audit that is no
+    reference row, else the first audit that is none (None without such a row)."""
+    plain = [r for r in rows if r.reference is None]
+    return next((r for r in plain if r.objective == M.BASELINE), plain[0] if plain else None)
+
+
+def cost_figures(rows: list[Audit], draws, config: CompareConfig, details: dict) -> list[dict]:
+    """Each row's held-out accuracy minus the baseline's (``baseline``), with the interval of
+    the difference itself.
+
+    A row of the baseline's plan (each run holds out the same groups: ``mitigate``'s audits,
+    a reference row) is paired by run over the baseline's draws of runs,
+
+        cost = mean over runs r of (acc_r - acc_base_r)
+
+    where the plans differ, the runs are independent: draw k of the row's accuracy minus
+    draw k of the baseline's, each over its own runs.
+    """
+    base = baseline(rows)
+    if base is None:
+        return []
+    details["baseline"] = base.label
+    acc_base = per_run_accuracy(base.margins, base.held_out)  # (n_runs,)
+    value_base, boot_base = run_mean(acc_base, draws[base.label])
+    out = []
+    for row in rows:
+        if row is base:
+            continue
+        acc = per_run_accuracy(row.margins, row.held_out)
+        if row.ids.equals(base.ids) and np.array_equal(row.member, base.member):
+            value, boot = run_mean(acc - acc_base, draws[base.label])
+            how = "paired by run (the same plan)"
+        else:
+            value, boot = run_mean(acc, draws[row.label])
+            value, boot = value - value_base, boot - boot_base
+            how = "independent draws of each one's runs (other plans)"
+        out.append(_figure(row.label, "heldout_accuracy_vs_baseline", value, boot,
+                           int(row.held_out.any(1).sum()), config.level,
+                           f"minus '{base.label}'; {how}"))  # fmt: skip
     return out
 
 
@@ -103,10 +158,8 @@ def by_margin_figures(rows, draws, config, details, quiet) -> list[dict]:
     """
     out = []
     for row in rows:
-        if "margin" not in row.table:
-            continue
-        m = pd.to_numeric(row.table["margin"], errors="coerce").to_numpy(float)
-        if not np.isfinite(m).any():
+        m = table_margin(row.table)
+        if m is None:
             continue
         terc = margin_terciles(m)
         p, p_cf = row.probabilities()
@@ -125,14 +178,15 @@ def by_margin_figures(rows, draws, config, details, quiet) -> list[dict]:
         counts = margin_counts(point, m, terc)
         bounds = tercile_bounds(m, terc)
         details["margin_terciles"][row.label] = [list(b) for b in bounds]
+        shown = [f"margin {lo:g} to {hi:g}" for lo, hi in bounds]
+        detail = {"cm_margin_low_minus_high": f"low ({shown[0]}) minus high ({shown[2]}), "
+                  "per draw", "tg_low_margin": shown[0],
+                  "cm_margin_spearman": "across pairs; no interval (see notes)",
+                  **dict(zip(MARGIN_METRICS[:3], shown))}  # fmt: skip
         for k, metric in enumerate(MARGIN_METRICS):
-            if metric == "cm_margin_spearman":
-                draws_k, detail = None, "across pairs; no interval (see notes)"
-            else:
-                low = 0 if metric == "tg_low_margin" else k
-                draws_k, detail = boot[:, k], f"margin {bounds[low][0]:g} to {bounds[low][1]:g}"
+            draws_k = None if metric == "cm_margin_spearman" else boot[:, k]
             out.append(_figure(row.label, metric, values[k], draws_k, counts[k], config.level,
-                               detail))  # fmt: skip
+                               detail[metric]))  # fmt: skip
     return out
 
 

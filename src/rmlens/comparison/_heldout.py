@@ -8,9 +8,11 @@ Run r's held-out pairs are those its RM neither trained on nor read for early st
     accuracy   = mean over runs r of (mean of correct_ir over run r's held-out pairs i)
 
 A slice's accuracy is the same restricted to the slice's pairs (runs without a held-out pair
-in the slice are left out). The worst-group accuracy pools each group's held-out
-predictions over runs (sum of correct / number of held-out predictions, all runs together)
-and takes the lowest group among those with at least ``min_pairs`` held-out pairs.
+in the slice are left out); the low-margin slice is the lowest tercile of the data's
+``margin`` (``_margin.margin_terciles``), the weakest preferences. The worst-group accuracy
+pools each group's held-out predictions over runs (sum of correct / number of held-out
+predictions, all runs together) and takes the lowest group among those with at least
+``min_pairs`` held-out pairs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.comparison._bootstrap import pooled_ratio, run_mean
+from rmlens.comparison._margin import margin_terciles
 from rmlens.stats import pairwise_correct, spearman
 
 
@@ -44,6 +47,12 @@ def heldout_accuracy(d, held, draws, rows=None) -> tuple[float, np.ndarray, int]
     value, boot = run_mean(per_run_accuracy(d, held, rows), draws)
     seen = held.any(1) if rows is None else held.any(1) & rows
     return value, boot, int(seen.sum())
+
+
+def low_margin_accuracy(d, held, margin, draws) -> tuple[float, np.ndarray, int]:
+    """``heldout_accuracy`` on the lowest-margin tercile of pairs; ``margin`` (n_pairs,), NaN
+    where unknown (such a pair is in no tercile)."""
+    return heldout_accuracy(d, held, draws, rows=margin_terciles(margin) == 0)
 
 
 def worst_group(d, held, groups: pd.Series, weights, min_pairs: int) -> dict:

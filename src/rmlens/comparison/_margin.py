@@ -6,8 +6,9 @@ one tercile, so terciles may differ in size):
 
     tercile_i = floor(3 (rank_i - 1) / n)      rank: average rank of margin_i among n pairs
 
-and per audit: mean CM per tercile, the Spearman correlation of CM with margin over all
-pairs, and mean TG on the lowest tercile (how well the RMs generalize to weak preferences).
+and per audit: mean CM per tercile, the low tercile's minus the high one's (did memory move
+to the hard pairs?), the Spearman correlation of CM with margin over all pairs, and mean TG
+on the lowest tercile (how well the RMs generalize to weak preferences).
 TM, TG, CM come from ``rmlens.memorization.memorization_scores`` (validation pairs count
 neither in nor out, as in the audit), once on all runs and once per bootstrap draw of runs.
 """
@@ -15,13 +16,23 @@ neither in nor out, as in the audit), once on all runs and once per bootstrap dr
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from scipy.stats import rankdata
 
 from rmlens.stats import spearman
 
 TERCILES = ("low", "mid", "high")
-METRICS = ("cm_margin_low", "cm_margin_mid", "cm_margin_high", "cm_margin_spearman",
-           "tg_low_margin")  # fmt: skip
+METRICS = ("cm_margin_low", "cm_margin_mid", "cm_margin_high", "cm_margin_low_minus_high",
+           "cm_margin_spearman", "tg_low_margin")  # fmt: skip
+
+
+def table_margin(table: pd.DataFrame) -> np.ndarray | None:
+    """The data's ``margin`` column as floats, (n_pairs,); None without one or without a
+    finite value (then no figure by margin exists)."""
+    if "margin" not in table:
+        return None
+    m = pd.to_numeric(table["margin"], errors="coerce").to_numpy(float)
+    return m if np.isfinite(m).any() else None
 
 
 def margin_terciles(margin: np.ndarray) -> np.ndarray:
@@ -64,13 +75,18 @@ def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray, weights
 
 def margin_figures(scores: np.ndarray, margin: np.ndarray, tercile: np.ndarray, *,
                    correlation: bool = True) -> np.ndarray:  # fmt: skip
-    """The values of ``METRICS`` from (n_pairs, 3) TM, TG, CM, (5,); the Spearman is NaN
-    unless ``correlation``."""
+    """The values of ``METRICS`` from (n_pairs, 3) TM, TG, CM, (6,); the Spearman is NaN
+    unless ``correlation``.
+
+    The low-minus-high difference is taken from the same scores as the tercile means, so a
+    bootstrap draw gives one difference and its interval is that of the difference (not of
+    two intervals subtracted)."""
     tg, cm = scores[:, 1], scores[:, 2]
     out = []
     for k in range(3):
         values = cm[(tercile == k) & np.isfinite(cm)]
         out.append(values.mean() if values.size else np.nan)
+    out.append(out[0] - out[2])  # mean CM low - mean CM high
     out.append(spearman(cm, margin) if correlation else np.nan)
     low = tg[(tercile == 0) & np.isfinite(tg)]
     out.append(low.mean() if low.size else np.nan)
@@ -81,6 +97,7 @@ def margin_counts(scores: np.ndarray, margin: np.ndarray, tercile: np.ndarray) -
     """Pairs behind each of ``METRICS`` (finite CM, TG and margin where needed)."""
     tg, cm = np.isfinite(scores[:, 1]), np.isfinite(scores[:, 2])
     counts = [int(((tercile == k) & cm).sum()) for k in range(3)]
+    counts.append(counts[0] + counts[2])
     counts.append(int((cm & np.isfinite(margin)).sum()))
     counts.append(int(((tercile == 0) & tg).sum()))
     return counts

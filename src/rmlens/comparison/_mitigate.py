@@ -25,13 +25,14 @@ from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.progress import status
 from rmlens.rewards import OBJECTIVES
+from rmlens.rewards._config import GUIDED_OBJECTIVES
 from rmlens.rewards.losses import BIAS_OBJECTIVES
 
 
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
-    """The objectives this data and head support, and a note for each one left out:
-    ``group_dro`` needs its group column (``dro_groups``, default ``user_id``) and a head
-    trained by gradient steps (not the logistic head, which is solved)."""
+    """The objectives this data and mode support, and a note for each one left out:
+    ``group_dro`` needs its group column (``dro_groups``, default ``user_id``); the weighted
+    objectives ``low_margin``, ``complementary`` and ``curate`` train frozen heads."""
     trainer = config.head if config.mode == "frozen" else config.train
     kept, notes = [], []
     for name in dict.fromkeys(objectives):
@@ -39,10 +40,9 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
             raise InputError(f"`objectives`: unknown objective {name!r}; one of "
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
-        if name == "group_dro" and config.mode == "frozen" and config.head.convex:
-            notes.append("group_dro left out: its group weights move with gradient steps, and "
-                         "`head` logistic is solved to its optimum (`head` linear or mlp "
-                         "train it)")  # fmt: skip
+        if name in GUIDED_OBJECTIVES + ("low_margin",) and config.mode == "finetune":
+            notes.append(f"{name} left out: its loss weights are computed on frozen features "
+                         "(`mode` frozen)")  # fmt: skip
             continue
         if name == "group_dro" and column not in pairs:
             notes.append(f"group_dro left out: no group column '{column}' (`dro_groups`)")
@@ -79,8 +79,9 @@ def mitigate(
         The comparison directory: one experiment directory per objective, and
         ``compare.*``. Needed.
     objectives : sequence of str
-        Default: all of ``bt, label_smoothing, poe, reweight, group_dro`` that the data
-        supports (``group_dro`` needs a group column).
+        Default: all of ``bt, label_smoothing, poe, reweight, group_dro, low_margin,
+        complementary, curate`` that the data supports (``group_dro`` needs a group
+        column).
     compare_config : CompareConfig, optional
         Options of the comparison; its labels are the objectives.
     candidates : path or DataFrame, optional

@@ -47,7 +47,7 @@ def plot_family(figures: pd.DataFrame, family: str, audits: list[str], path: Pat
                     ax.plot(row.value, y[k], "o", color=color, ms=6)
             if metric in M.ACCURACY_METRICS:
                 ax.axvline(M.CHANCE, color="grey", ls="--", lw=1)
-            elif "spearman" in metric or metric.startswith("cm_"):
+            elif "spearman" in metric or metric.startswith("cm_") or metric in M.DIFFERENCES:
                 ax.axvline(0, color="grey", ls=":", lw=1)
             ax.set_yticks(y, [str(a) for a in audits])
             ax.set_ylim(-0.7, len(audits) - 0.3)

@@ -15,6 +15,7 @@ from rmlens.memorization._damping import brute_agreement, damping_warning
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._notes import PAIRED_SIGNIFICANCE
+from rmlens.memorization._objective import objective_summary, objective_warning
 from rmlens.memorization._paired import exactness_summary, exactness_warning
 from rmlens.memorization._plan import runs_per_repeat
 from rmlens.memorization._quality import (
@@ -106,6 +107,7 @@ def finish(
             folds=k,
             missing=len(summary["failed_runs"]),
         )
+    summary["objective"] = objective_summary(exp, finished)
     summary["warnings"] = _warnings(summary, table, plan, config, folds)
     exp.write_json(summary, "summary.json")
     return table
@@ -185,6 +187,7 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
     found.append(exactness_warning(summary.get("exactness")))
     found.append(damping_warning(summary.get("damping")))
     found.append(interval_warning(summary["intervals"], len(table)))
+    found.append(objective_warning(summary["objective"]))
     status = summary.get("target_reliability")
     if status is not None and status["stopped_because"] in ("max_runs", "failed_runs"):
         found.append(

@@ -44,7 +44,16 @@ def objective_words(trainer: HeadConfig | TrainConfig) -> str:
         return f"; objective {name} (bias features {', '.join(trainer.bias_features)}{extra})"
     if name == "group_dro":
         groups = trainer.dro_groups or "user_id"
-        return f"; objective group_dro over '{groups}' (step {trainer.dro_step:g})"
+        step = "default" if trainer.dro_step is None else f"{trainer.dro_step:g}"
+        return f"; objective group_dro over '{groups}' (step {step})"
+    if name == "complementary":
+        return (f"; objective complementary (weights from a {trainer.guide_folds}-fold nested "
+                f"audit of each run's training groups, gamma {trainer.gamma:g})")
+    if name == "curate":
+        return (f"; objective curate (weight {trainer.curate_weight:g} for pairs a "
+                f"{trainer.guide_folds}-fold nested audit finds not learned)")
+    if name == "low_margin":
+        return "; objective low_margin (weights 2 - margin quantile)"
     return ""
 
 

@@ -32,13 +32,18 @@ from ._sections import Section
 _MAX_PNG_BYTES = 4_000_000
 FAMILY_NOTES = {
     "accuracy": "Each run's accuracy on the pairs it held out (a tie counts 1/2), mean over "
-    "runs; the worst group pools each group's held-out predictions over runs. Chance is 0.5.",
+    "runs; the worst group pools each group's held-out predictions over runs. Chance is 0.5. "
+    "Minus the baseline's: the accuracy gained or lost against the baseline audit (bt), "
+    "paired by run when both share a plan, with the interval of the difference.",
     "slices": "Held-out accuracy on pairs where a shortcut points the wrong way. An RM that "
     "judges quality does about as well here as overall; one that follows the shortcut "
     "drops toward or below chance.",
-    "margin": "Mean CM = TM - TG per tercile of the preference margin, the Spearman "
-    "correlation of CM with margin, and TG on the weakest preferences. Memorizing the "
-    "high-margin pairs (as the paper finds) shows as CM rising with margin.",
+    "margin": "Held-out accuracy on the lowest tercile of the preference margin (the "
+    "weakest preferences), mean CM = TM - TG per tercile and the low tercile's minus the "
+    "high one's (interval from the same draws), the Spearman correlation of CM with margin, "
+    "and TG on the weakest preferences. Memorizing the high-margin pairs (as the paper "
+    "finds) shows as CM rising with margin; memory moved to the hard pairs as low minus "
+    "high above 0.",
     "shortcuts": "Spearman of reward with response length in words over held-out responses "
     "(per run, mean over runs), and the share of SHAP importance that shortcut features "
     "(lengths, compliance, refusal, model identity) take in regressions of TG and CM.",

@@ -4,17 +4,29 @@ figures as one table, and the best-of-n section (``overoptimization.json`` besid
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
-from rmlens.comparison._metrics import figure_text
+from rmlens.comparison._metrics import DIFFERENCES, figure_text
 
 from ._html import esc, interval_text, table
 from ._sections import Section
 
-BASELINE = "bt"
 NO_VALUE = "\u2013"
+COST = "heldout_accuracy_vs_baseline"
+LOW_MARGIN = "slice_low_margin"
+# the opening table's figures, in order: (header, metric); "{base}" names the baseline
+COLUMNS = (
+    ("held-out accuracy", "heldout_accuracy"),
+    ("vs {base}", COST),
+    ("worst group", "worst_group_accuracy"),
+    ("low-margin accuracy", LOW_MARGIN),
+    ("CM low \u2212 high margin", "cm_margin_low_minus_high"),
+    ("TG, low margin", "tg_low_margin"),
+    ("Spearman(reward, words)", "reward_length_spearman"),
+)
 
 
 def _value(row: dict | None) -> float:
@@ -24,15 +36,6 @@ def _value(row: dict | None) -> float:
 
 def _by(figures: list[dict]) -> dict[tuple[str, str], dict]:
     return {(r["audit"], r["metric"]): r for r in figures}
-
-
-def _baseline(audits: list[dict]) -> str | None:
-    """The Bradley-Terry audit that is no reference row (the cost is measured from it)."""
-    plain = [a for a in audits if not a.get("reference")]
-    for a in plain:
-        if a.get("objective") == BASELINE:
-            return str(a["label"])
-    return str(plain[0]["label"]) if plain else None
 
 
 def _gold(oo: dict | None) -> dict[str, dict]:
@@ -52,76 +55,129 @@ def _gold(oo: dict | None) -> dict[str, dict]:
     return out
 
 
+def _top(by: dict, metric: str, labels: list[str]) -> list[str]:
+    """The rows among ``labels`` with the highest value of ``metric`` as shown (3 decimals),
+    all of them when they tie; empty when none has a value."""
+    values = {a: round(_value(by.get((a, metric))), 3) for a in labels}
+    values = {a: v for a, v in values.items() if not math.isnan(v)}
+    best = max(values.values(), default=None)
+    return [a for a, v in values.items() if v == best]
+
+
+def _winners(figures: list[dict], by: dict, labels: list[str]) -> dict[str, list[str]]:
+    """Per contested figure (the counter-bias slices and the low-margin accuracy), the rows
+    with its highest value among all rows shown, reference rows included; empty when every
+    row with a value ties (no one wins). A figure that some row has on too few pairs is not
+    judged."""
+    contested = dict.fromkeys(r["metric"] for r in figures
+                              if r.get("family") == "slices" or r["metric"] == LOW_MARGIN)
+    few = {r["metric"] for r in figures if r.get("few_pairs")}
+    out = {}
+    for metric in (m for m in contested if m not in few):
+        valued = [a for a in labels if not math.isnan(_value(by.get((a, metric))))]
+        top = _top(by, metric, valued)
+        if top:
+            out[metric] = top if len(top) < len(valued) else []
+    return out
+
+
 def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
-    """One row per audit: held-out accuracy and its cost against Bradley-Terry, the slices it
-    wins, and (with best-of-n curves) its gold at the largest n; then each slice's winner."""
+    """One row per audit: held-out accuracy and its cost against the baseline (Bradley-Terry),
+    the worst group, the low-margin figures, the reward-length correlation, (with best-of-n
+    curves) its gold at the largest n, and the slices it wins; then each slice's winner.
+
+    A column whose figure no row has (data without a ``margin`` column: the low-margin ones)
+    is left out."""
     audits = record.get("audits") or []
     figures = record.get("figures") or []
-    by = _by(figures)
-    base = _baseline(audits)
-    if not audits or base is None:
+    if not audits:
         return None
+    by = _by(figures)
+    base = (record.get("details") or {}).get("baseline")
     labels = [str(a["label"]) for a in audits]
     plain = [str(a["label"]) for a in audits if not a.get("reference")]
-    slices = list(dict.fromkeys(r["metric"] for r in figures if r.get("family") == "slices"
-                                and not r.get("few_pairs")))  # fmt: skip
-    winners = {}
-    for metric in slices:
-        values = {a: _value(by.get((a, metric))) for a in plain}
-        values = {a: v for a, v in values.items() if v == v}
-        if values:
-            winners[metric] = max(values, key=values.get)
+    present = {r["metric"] for r in figures}
+    columns = [(h.format(base=base), m) for h, m in COLUMNS if m in present]
+    winners = _winners(figures, by, labels)
     gold = _gold(oo)
     n_max = max((oo or {}).get("ns") or [0])
     rows = []
     for label in labels:
-        held = by.get((label, "heldout_accuracy"))
-        cost = _value(held) - _value(by.get((base, "heldout_accuracy")))
-        row = {"audit": label,
-               "held-out accuracy": figure_cell(held),
-               f"vs {base}": NO_VALUE if label == base or cost != cost else f"{cost:+.3f}",
-               "worst group": figure_cell(by.get((label, "worst_group_accuracy"))),
-               "slices won": f"{sum(w == label for w in winners.values())} of {len(winners)}"
-               if label in plain else NO_VALUE}  # fmt: skip
+        row = {"audit": label, **{h: figure_cell(by.get((label, m))) for h, m in columns}}
         if gold:
             g = gold.get(label, {})
             row[f"gold at best-of-{n_max}"] = interval_text(g.get("runs"), "gold_at_max_n")
             best = g.get("ensemble")
             row["best ensemble"] = (f"{best['rm'][len(label) + 1:]}: "
                                     f"{interval_text(best, 'gold_at_max_n')}" if best else NO_VALUE)
+        if any(winners.values()):
+            row["slices won"] = f"{sum(label in t for t in winners.values())} of {len(winners)}"
         rows.append(row)
-    metrics = record.get("metrics") or {}
-    won = [{"figure": (metrics.get(m) or {}).get("label", m), "best": w,
-            "value": figure_cell(by.get((w, m))), base: figure_cell(by.get((base, m)))}
-           for m, w in winners.items()]  # fmt: skip
-    body = (f'<p class="note">Accuracies are held-out (mean over runs, with the bootstrap '
-            f"interval over runs); \u201cvs {esc(base)}\u201d is the held-out accuracy gained "
-            "or lost against it (its cost); a slice is won by the highest held-out accuracy "
-            "on pairs where a shortcut points the wrong way.")
-    if gold:
-        body += (f" Gold at best-of-{n_max}: the true quality of the answer the audit's RMs "
-                 "pick among that many candidates (single runs, mean; its ensembles below: "
-                 "the best of mean, min and uncertainty-weighted).")
-    body += "</p>" + table(pd.DataFrame(rows))
-    if won:
+    body = _glance_note(base, bool(gold), n_max, {m for _, m in columns})
+    body += table(pd.DataFrame(rows))
+    if any(winners.values()):
+        won = _won_rows(winners, by, record.get("metrics") or {}, plain, base)
         body += "<h3>Where each slice is won</h3>" + table(pd.DataFrame(won))
     return Section("glance", "At a glance", body)
 
 
+def _won_rows(winners: dict[str, list[str]], by: dict, metrics: dict, plain: list[str],
+              base: str | None) -> list[dict]:  # fmt: skip
+    """One row per contested figure: its best rows (of all rows shown), their value, the
+    baseline's; and, where a reference row is among the best, the best audit itself."""
+    reference_wins = any(set(top) - set(plain) for top in winners.values())
+    rows = []
+    for metric, top in winners.items():
+        row = {"figure": (metrics.get(metric) or {}).get("label", metric),
+               "best": ", ".join(top) or "all rows tie",
+               "value": figure_cell(by.get((top[0], metric))) if top else NO_VALUE}
+        if reference_wins:
+            own = _top(by, metric, plain) if set(top) - set(plain) else []
+            row["best audit (no reference)"] = (
+                f"{', '.join(own)}: {figure_cell(by.get((own[0], metric)))}" if own else NO_VALUE
+            )
+        if base is not None:
+            row[base] = figure_cell(by.get((base, metric)))
+        rows.append(row)
+    return rows
+
+
+def _glance_note(base: str | None, gold: bool, n_max: int, shown: set[str]) -> str:
+    """What the opening table's columns mean (those shown)."""
+    text = "Accuracies are held-out (mean over runs, with the bootstrap interval over runs)"
+    if COST in shown:
+        text += (f"; \u201cvs {base}\u201d is the held-out accuracy gained or lost against "
+                 "it (its cost), with the interval of the difference")
+    if LOW_MARGIN in shown:
+        text += ("; the low-margin figures are on the lowest tercile of the data's margin "
+                 "(the weakest preferences): accuracy there, TG there, and mean CM there minus "
+                 "mean CM on the highest tercile (above 0: memory moved to the hard pairs)")
+    if "reward_length_spearman" in shown:
+        text += "; Spearman(reward, words) near 0: rewards that do not follow length"
+    text += (". A slice (pairs where a shortcut points the wrong way, and the low-margin "
+             "tercile) is won by the highest held-out accuracy of all the rows shown, "
+             "reference rows included; tied rows are all named.")
+    if gold:
+        text += (f" Gold at best-of-{n_max}: the true quality of the answer the audit's RMs "
+                 "pick among that many candidates (single runs, mean; its ensembles: the "
+                 "best of mean, min and uncertainty-weighted).")
+    return f'<p class="note">{esc(text)}</p>'
+
+
 def figure_cell(row: dict | None) -> str:
-    """A figure of ``compare.json`` as its value [interval], marked when near chance."""
+    """A figure of ``compare.json`` as its value [interval] (signed for a difference), marked
+    when near chance."""
     if not row:
         return NO_VALUE
     text = figure_text(row.get("value"), row.get("lo"), row.get("hi"), row.get("n"),
-                       bool(row.get("few_pairs")))  # fmt: skip
+                       bool(row.get("few_pairs")), row.get("metric") in DIFFERENCES)  # fmt: skip
     return text + (" \u26a0" if row.get("near_chance") else "")
 
 
 def flags_section(record: dict[str, Any]) -> Section | None:
     """The figures flagged near or below chance, as one table: audits by figure."""
-    figures = [r for r in record.get("figures") or [] if r.get("family") in ("accuracy",
-               "slices")]  # fmt: skip
-    flagged = [r for r in figures if r.get("near_chance")]
+    figures = record.get("figures") or []
+    flagged = [r for r in figures if r.get("near_chance")]  # accuracies, whatever the family
     if not flagged:
         return None
     metrics = record.get("metrics") or {}

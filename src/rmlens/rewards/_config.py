@@ -19,8 +19,14 @@ from rmlens._params import (
 
 MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
 
-OBJECTIVE_NAMES = ("bt", "label_smoothing", "poe", "reweight", "group_dro")
+OBJECTIVE_NAMES = ("bt", "label_smoothing", "poe", "reweight", "group_dro", "low_margin",
+                   "complementary", "curate")  # fmt: skip
 BIAS_OBJECTIVES = ("poe", "reweight")  # the objectives that read bias features
+GUIDED_OBJECTIVES = ("complementary", "curate")  # loss weights from a nested audit
+# per-pair loss weights, and the objectives that read the pairs' groups
+WEIGHTED_OBJECTIVES = ("reweight", "low_margin", *GUIDED_OBJECTIVES)
+GROUP_OBJECTIVES = ("group_dro", *GUIDED_OBJECTIVES)
+DRO_STEP = {"steps": 0.01, "convex": 0.5}  # group_dro's default step: per batch, per solve
 L2_GRID = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 # HeadConfig fields of heads trained by gradient steps: refused with head='logistic'
 STEP_FIELDS = ("hidden_dim", "dropout", "lr", "epochs", "batch_size", "weight_decay",
@@ -37,7 +43,10 @@ _OBJECTIVE_FIELDS = {
         "BT(-d)); poe (product of experts with a bias-only model on --bias-features, only the "
         "main RM kept); reweight (loss weights (1 - sigmoid(d_bias))^gamma from a bias-only "
         "model fitted on the run's training pairs); group_dro (worst-group loss over "
-        "--dro-groups)."
+        "--dro-groups); low_margin (loss weights 2 - q, q the margin's rank quantile: the "
+        "no-audit baseline); complementary (weights (2 - q)(1 - TG)^gamma, TG from a nested "
+        "paired audit inside the run's training groups); curate (weight --curate-weight for "
+        "the pairs that audit finds not learned even when trained on: in-run TM < 0.5)."
     }),
     "smoothing": (0.1, {"help": "label_smoothing: eps, the assumed label-flip rate."}),
     "bias_features": (("len_words", "compliance", "model", "refusal"), {
@@ -45,9 +54,18 @@ _OBJECTIVE_FIELDS = {
         "phi(rejected): registered response features (rmlens attribute --list-features) or "
         "'model' (model identity, from chosen_model and rejected_model)."
     }),
-    "gamma": (1.0, {"help": "reweight: exponent of (1 - sigmoid(d_bias))."}),
-    "dro_groups": (None, {"help": "group_dro: column of the groups.", "unset": "user_id"}),
-    "dro_step": (0.01, {"help": "group_dro: step size of the group weights."}),
+    "gamma": (1.0, {"help": "reweight: exponent of (1 - sigmoid(d_bias)); complementary: "
+                            "exponent of (1 - TG)."}),
+    "dro_groups": (None, {"help": "group_dro: column of the groups; complementary and curate: "
+                          "the groups of their nested audit.",
+                          "unset": "user_id, else the prompt"}),
+    "dro_step": (None, {"help": "group_dro: step size of the group weights (exponentiated "
+                        "gradient): per batch for gradient-step heads, per solve for the "
+                        "logistic head.", "unset": "0.01 per batch, 0.5 per solve"}),
+    "guide_folds": (4, {"help": "complementary and curate: folds of the nested paired audit "
+                        "over the run's own training groups."}),
+    "curate_weight": (0.0, {"help": "curate: loss weight of the pairs not learned even when "
+                            "trained on (0 drops them)."}),
 }  # fmt: skip
 
 
@@ -66,8 +84,18 @@ OBJECTIVE_CONSTRAINTS = {
     ),
     "gamma": (non_negative, "a float >= 0"),
     "dro_groups": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
-    "dro_step": (positive, "a float > 0"),
+    "dro_step": (lambda x: x is None or positive(x), "None or a float > 0"),
+    "guide_folds": (lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 2,
+                    "an int >= 2"),
+    "curate_weight": (lambda x: non_negative(x) and x <= 1, "a float in [0, 1]"),
 }
+
+
+def dro_step(config, convex: bool) -> float:
+    """group_dro's step size: the config's, else the default of its kind of head."""
+    if config.dro_step is not None:
+        return float(config.dro_step)
+    return DRO_STEP["convex" if convex else "steps"]
 
 
 DEVICES = (

@@ -6,11 +6,14 @@ difference is d_j = w . z_j with z_j = (h(x, y+) - h(x, y-)) / s: the head is lo
 regression on z, label 1, no intercept. With per-pair weights c_j (``reweight``), targets t
 (1 - eps for ``label_smoothing``, else 1) and offsets o_j (minus the margin), the objective is
 
-    L(w) = sum_j c_j [t softplus(-(d_j + o_j)) + (1 - t) softplus(d_j + o_j)] + lambda/2 |w|^2
+    L(w) = sum_j c_j [t softplus(-(d_j + o_j)) + (1 - t) softplus(d_j + o_j)] + lambda/2 w' P w
 
 whose gradient and Hessian are, with p_j = sigmoid(d_j + o_j),
 
-    g(w) = Z' c (p - t) + lambda w          H(w) = Z' diag(c p (1 - p)) Z + lambda I.
+    g(w) = Z' c (p - t) + lambda P w          H(w) = Z' diag(c p (1 - p)) Z + lambda P.
+
+P = diag(penalty) is the identity except for poe's bias-expert coordinates, which carry
+``EXPERT_PENALTY`` (nearly free: see ``rmlens.rewards._head``).
 
 Newton's method solves it (step halving keeps every step a descent step). At the optimum w
 of a run's training pairs, the head with a group G of k pairs removed (sign -1) or added
@@ -40,6 +43,10 @@ MAX_NEWTON = 100
 TOLERANCE = 1e-14  # Newton decrement / 2 below this, per unit of pair weight: converged
 PATH_TOLERANCE = 1e-7  # enough to compare lambdas by their validation loss
 REFINE_SHARE = 0.01  # groups above this share of a run's training pairs take chord steps
+# poe's bias expert: lambda times this on its coordinates, so the expert is nearly free and
+# the penalized main head leaves to it every shortcut the expert can express; not 0, so a
+# shortcut that separates the training pairs still has a finite optimum
+EXPERT_PENALTY = 1e-4
 
 
 @contextmanager
@@ -57,27 +64,33 @@ def one_blas_thread():
 @dataclass
 class LogisticProblem:
     """The pairs of a convex head: features ``z`` (n, d), and per pair the weight ``c``,
-    the offset ``o`` (minus the margin, 0 without one); target ``t`` is shared."""
+    the offset ``o`` (minus the margin, 0 without one); target ``t`` is shared; ``penalty``
+    (d,) scales lambda per coordinate (None: 1 everywhere)."""
 
     z: np.ndarray
     c: np.ndarray
     o: np.ndarray
     t: float = 1.0
+    penalty: np.ndarray | None = None
 
     def take(self, index) -> LogisticProblem:
-        return LogisticProblem(self.z[index], self.c[index], self.o[index], self.t)
+        return LogisticProblem(self.z[index], self.c[index], self.o[index], self.t, self.penalty)
+
+    def ridge(self, lam: float) -> np.ndarray | float:
+        """lambda P: the penalty's diagonal (a scalar when P = I)."""
+        return lam if self.penalty is None else lam * self.penalty
 
     def loss(self, w: np.ndarray, lam: float) -> float:
         e = self.z @ w + self.o
         pair = -(self.t * log_expit(e) + (1 - self.t) * log_expit(-e))
-        return float(self.c @ pair + 0.5 * lam * (w @ w))
+        return float(self.c @ pair + 0.5 * (self.ridge(lam) * w) @ w)
 
     def grad_hess(self, w: np.ndarray, lam: float) -> tuple[np.ndarray, np.ndarray]:
         p = expit(self.z @ w + self.o)
-        g = self.z.T @ (self.c * (p - self.t)) + lam * w
+        g = self.z.T @ (self.c * (p - self.t)) + self.ridge(lam) * w
         root = self.z * np.sqrt(self.c * p * (1 - p))[:, None]
         h = np.dot(root.T, root)  # X'X of one array: np.dot takes BLAS syrk for it
-        h[np.diag_indices_from(h)] += lam
+        h[np.diag_indices_from(h)] += self.ridge(lam)
         return g, h
 
 
@@ -247,7 +260,8 @@ def _chord(problem, train: LogisticProblem, firsts, new_w: np.ndarray, lam: floa
     the gradient of each changed objective (the run's pairs, less the group if removed,
     plus it if added) at its own w_G, times the first step's inverse (Woodbury)."""
     e = train.z @ new_w + train.o[:, None]  # (n_train, b)
-    grad = train.z.T @ (train.c[:, None] * (expit(e) - train.t)) + lam * new_w
+    grad = train.z.T @ (train.c[:, None] * (expit(e) - train.t))
+    grad += np.reshape(train.ridge(lam), (-1, 1)) * new_w
     for j, (group, _) in enumerate(firsts):
         g = problem.take(group.rows)
         own = g.z.T @ (g.c * (expit(g.z @ new_w[:, j] + g.o) - g.t))

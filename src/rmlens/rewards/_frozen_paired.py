@@ -31,9 +31,10 @@ def head_influence(rm, f, margin, codes, train_index, val_index):
 def convex_paired(rm, f, margin, bias, codes, train_index, val_index, check_exact, seed):
     """p and p_cf of every usable pair (``rmlens.rewards._convex.counterfactuals``), and
     the exactness check against ``check_exact`` refits (None without)."""
-    problem = rm.pair_problem(f.chosen, f.rejected, margin, bias)
+    inside, outside = inside_outside(len(f.chosen), f.kept, train_index, val_index)
+    problem = rm.pair_problem(f.chosen, f.rejected, margin, bias,
+                              pair_weights(rm, len(inside), train_index))  # fmt: skip
     keep = f.chosen.shape[1]  # poe: the bias expert's coordinates train, never score
-    inside, outside = inside_outside(len(problem.z), f.kept, train_index, val_index)
     p = np.full(len(inside), np.nan)
     kept = np.asarray(f.kept, dtype=bool)  # validation pairs too (their quality is shown)
     p[kept] = expit(problem.z[kept, :keep] @ rm.w_[:keep])
@@ -44,6 +45,19 @@ def convex_paired(rm, f, margin, bias, codes, train_index, val_index, check_exac
             problem, rm, codes, inside, outside, p, p_cf, check_exact, seed, keep
         )
     return p, p_cf, exactness
+
+
+def pair_weights(rm, n: int, train_index) -> np.ndarray | None:
+    """Loss weights c of every pair for the counterfactuals: the training pairs' own
+    (``group_dro``'s n q_g / n_g, the audit-guided weights), 1 elsewhere (a pair added with
+    its group counts as much as the training pairs' mean weight); None where the objective
+    sets them itself (``reweight``) or has none."""
+    own = getattr(rm, "weight_", None)
+    if own is None or rm.objective_.name == "reweight":
+        return None
+    c = np.ones(n)
+    c[np.asarray(train_index, dtype=int)] = own
+    return c
 
 
 def _check_groups(problem, rm, codes, inside, outside, p, p_cf, n, seed, keep) -> dict:

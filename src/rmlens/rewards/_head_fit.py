@@ -10,9 +10,23 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
+from scipy.special import log_expit
 
 from rmlens._errors import InputError
-from rmlens.rewards._convex import PATH_TOLERANCE, fit_logistic, one_blas_thread
+from rmlens.rewards._config import WEIGHTED_OBJECTIVES, dro_step
+from rmlens.rewards._convex import (
+    PATH_TOLERANCE,
+    TOLERANCE,
+    LogisticProblem,
+    fit_logistic,
+    one_blas_thread,
+)
+from rmlens.rewards._guided import (
+    complementary_weights,
+    curate_weights,
+    low_margin_weights,
+    nested_audit,
+)
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
 from rmlens.rewards.losses import Objective, PairExtras, centering_loss, reweight_raw
@@ -21,6 +35,7 @@ if TYPE_CHECKING:
     from rmlens.rewards.frozen import HeadConfig
 
 PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops
+DRO_ROUNDS = 20  # logistic head, group_dro: exponentiated-gradient rounds per lambda
 
 
 def fit_head(
@@ -58,6 +73,10 @@ groups=None,
     try:
         with torch.random.fork_rng(), one_blas_thread():
             torch.manual_seed(cfg.seed)
+            weights, guide = None, None
+            if cfg.objective in WEIGHTED_OBJECTIVES and cfg.objective != "reweight":
+                weights, guide = _guide(cfg, xc, xr, margin, extras, val)
+            _start(rm, xc, xr, extras, weights, guide)
             head = _solve(rm, xc, xr, extras, val) if cfg.convex else _train(
                 rm, xc, xr, extras, val
             )
@@ -66,6 +85,7 @@ groups=None,
     rm.head_ = head.eval()
     kept = rm.history_[rm.best_step_ - 1] if cfg.convex else rm.history_[-1]
     kept.update(reward_stats(rm.score_features(xc), rm.score_features(xr)))
+    rm.activity_ = objective_activity(rm.objective_, cfg, extras)
     return rm
 
 
@@ -99,22 +119,57 @@ def _validate(head: RewardHead, objective: Objective, xc, xr, extras) -> dict[st
     }
 
 
-def _start(rm: HeadRM, xc, xr, extras: PairExtras) -> tuple[RewardHead, Objective]:
-    """A head standardized on the training features, and the objective of its pairs."""
+def _start(rm: HeadRM, xc, xr, extras: PairExtras, weights=None, guide=None) -> None:
+    """A head standardized on the training features (``rm.head_``), and the objective of
+    its pairs (``rm.objective_``)."""
     cfg = rm.config
     head = RewardHead(xc.shape[1], cfg)
     both = torch.cat([xc, xr])
     head.mean.copy_(both.mean(0))
     head.scale.copy_(_scale(both))
+    rm.head_ = head
     rm.objective_ = Objective(
-        cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma, dro_step=cfg.dro_step,
-        train=extras, seed=cfg.seed,
+        cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma,
+        dro_step=dro_step(cfg, cfg.convex), train=extras, seed=cfg.seed, weights=weights,
+        guide=guide,
     )  # fmt: skip
-    return head, rm.objective_
+
+
+def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple[np.ndarray, dict]:
+    """The training pairs' loss weights of ``low_margin``, ``complementary`` and ``curate``
+    (``rmlens.rewards._guided``), and how they were made.
+
+    A Bradley-Terry logistic head on the training pairs (lambda chosen from ``l2_grid`` by
+    the validation pairs, as the run's own head) gives the model margin where the data has
+    none, and the lambda of the nested audit.
+    """
+    from rmlens.rewards.frozen import HeadConfig
+
+    grid = cfg.l2_grid if cfg.convex else HeadConfig.__dataclass_fields__["l2_grid"].default
+    bt = HeadRM(HeadConfig(head="logistic", use_margin=cfg.use_margin, l2_grid=grid))
+    plain = PairExtras(extras.margin)
+    _start(bt, xc, xr, plain)
+    _solve(bt, xc, xr, plain, None if val is None else (*val[:2], PairExtras(val[2].margin)))
+    raw = None if margin is None else np.asarray(margin, dtype=float)
+    from_data = raw is not None and bool(np.isfinite(raw).all())
+    if not from_data:
+        raw = bt.score_features(xc) - bt.score_features(xr)
+    guide = {"margin_from": "data" if from_data else "model", "l2": float(bt.l2_)}
+    if cfg.objective == "low_margin":
+        return low_margin_weights(raw), guide
+    codes = extras.group.numpy()
+    tm, tg = nested_audit(bt._problem(xc, xr, plain), bt.l2_, codes, cfg.guide_folds, cfg.seed)
+    guide.update(folds=int(min(cfg.guide_folds, len(np.unique(codes)))),
+                 tm_mean=float(tm.mean()), tg_mean=float(tg.mean()),
+                 cm_mean=float((tm - tg).mean()), n_not_learned=int((tm < 0.5).sum()))  # fmt: skip
+    if cfg.objective == "complementary":
+        return complementary_weights(tm, tg, raw, cfg.gamma), guide
+    return curate_weights(tm, cfg.curate_weight), guide
+
 
 def _train(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
     cfg = rm.config
-    head, objective = _start(rm, xc, xr, extras)
+    head, objective = rm.head_, rm.objective_
     weight = None
     if objective.weights_ is not None:
         weight = torch.as_tensor(objective.weights_, dtype=torch.float32)
@@ -165,16 +220,18 @@ def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
     warm-started at the last, until the validation loss has risen ``PATH_PATIENCE``
     times in a row; the lambda with the lowest validation loss is kept."""
     cfg = rm.config
-    head, objective = _start(rm, xc, xr, extras)
+    head, objective = rm.head_, rm.objective_
     rm.scale_ = head.scale.double().numpy()
     if objective.name == "reweight":  # weights_ = raw / mean(raw) over the training pairs
         d_bias = objective.d_bias_numpy(extras.dphi.numpy())
         rm.reweight_norm_ = float(np.mean(reweight_raw(d_bias, cfg.gamma)))
-    problem = rm._problem(xc, xr, extras)
+    problem = rm._problem(xc, xr, extras, objective.weights_)
+    fit = _dro_fit(objective, extras.group.numpy()) if objective.name == "group_dro" else None
     grid = sorted(cfg.l2_grid, reverse=True) if val is not None else [max(cfg.l2_grid)]
     rm.history_, w, best, rising = [], None, None, 0
     for lam in grid:
-        w = fit_logistic(problem, lam, w0=w, tol=PATH_TOLERANCE)
+        w = fit(problem, lam, w, PATH_TOLERANCE) if fit else fit_logistic(
+            problem, lam, w0=w, tol=PATH_TOLERANCE)  # fmt: skip
         record = {"l2": lam, "loss": problem.loss(w, lam) / len(problem.z)}
         rm.history_.append(record)
         if val is None:
@@ -183,19 +240,54 @@ def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
         objective.eval()
         record.update(_validate(head, objective, *val))
         if best is None or record["val_loss"] < best[0]:
-            best, rising = (record["val_loss"], lam, w), 0
+            best, rising = (record["val_loss"], lam, w, problem.c.copy()), 0
         else:
             rising += 1
             if rising == PATH_PATIENCE:
                 break  # the validation loss rose twice in a row: smaller lambdas fit more
     if best is None:
-        best = (None, grid[0], w)
-    _, rm.l2_, w = best
-    rm.w_ = fit_logistic(problem, rm.l2_, w0=w)  # the kept lambda, solved to the end
+        best = (None, grid[0], w, problem.c.copy())
+    _, rm.l2_, w, problem.c = best
+    rm.w_ = fit(problem, rm.l2_, w, TOLERANCE) if fit else fit_logistic(
+        problem, rm.l2_, w0=w)  # the kept lambda, solved to the end  # fmt: skip
+    rm.weight_ = problem.c  # the training pairs' loss weights c (their counterfactuals')
     _set_weights(rm, head, rm.w_)
     rm.n_epochs_ = rm.best_epoch_ = None
     rm.best_step_ = [h["l2"] for h in rm.history_].index(rm.l2_) + 1
     return head
+
+def _dro_fit(objective: Objective, codes: np.ndarray):
+    """group_dro on the convex head: a fit(problem, lam, w0, tol) that alternates
+    ``DRO_ROUNDS`` exponentiated-gradient steps on the group weights (Sagawa et al. 2020,
+    Algorithm 1, with whole solves for its SGD steps),
+
+        q_g <- q_g exp(step L_g(w)) / sum_h q_h exp(step L_h(w)),
+
+    with w(q) = argmin_w sum_g q_g (n / n_g) sum_{j in g} loss_j(w) + lambda/2 |w|^2 solved
+    to its optimum (pair weights c_j = n q_g / n_g, mean 1 at uniform q), and ends with w
+    solved under the last q. q starts where the last lambda left it (``objective.q``).
+    """
+    counts = np.bincount(codes, minlength=len(objective.q)).astype(float)
+    step = objective.dro_step
+
+    def fit(problem: LogisticProblem, lam: float, w0, tol: float) -> np.ndarray:
+        q = objective.q.double().numpy()
+        w = w0
+        for _ in range(DRO_ROUNDS + 1):
+            problem.c = len(codes) * q[codes] / counts[codes]
+            w = fit_logistic(problem, lam, w0=w, tol=tol)
+            if _ == DRO_ROUNDS:
+                break
+            e = problem.z @ w + problem.o
+            loss = -(problem.t * log_expit(e) + (1 - problem.t) * log_expit(-e))
+            group_loss = np.bincount(codes, weights=loss, minlength=len(q)) / np.maximum(counts, 1)
+            q = q * np.exp(step * group_loss)
+            q = q / q.sum()
+        objective.q.copy_(torch.as_tensor(q, dtype=objective.q.dtype))
+        return w
+
+    return fit
+
 
 def _set_weights(rm: HeadRM, head: RewardHead, w: np.ndarray) -> None:
     """w on the standardized features (first d), and the poe bias expert's (the rest)."""
@@ -207,9 +299,50 @@ def _set_weights(rm: HeadRM, head: RewardHead, w: np.ndarray) -> None:
             rm.objective_.bias.weight.copy_(torch.as_tensor(w[d:], dtype=torch.float32)[None])
 
 
-def describe_objective(objective, bias) -> dict:
-    """A run's record of its objective; bias weights are named after the bias columns."""
+INACTIVE_EXPERT = 0.1  # poe: RMS log-odds of the bias expert below this: it took nothing
+INACTIVE_SPREAD = 0.05  # weighted objectives: weights' coefficient of variation below this
+INACTIVE_DRO = 1.05  # group_dro: largest q below this times uniform: q never moved
+
+
+def objective_activity(objective: Objective, cfg, extras: PairExtras) -> dict:
+    """Whether the objective's mechanism acted on the run's training pairs (``active``),
+    and in words why not (``why``): the thresholds are ``INACTIVE_*``."""
+    name, why = objective.name, None
+    if name == "label_smoothing" and cfg.smoothing == 0:
+        why = "`smoothing` is 0: plain Bradley-Terry"
+    elif name == "poe":
+        with torch.no_grad():
+            e = objective.bias(extras.dphi / objective.scale).squeeze(-1)
+        rms = float(e.pow(2).mean().sqrt()) if len(e) else 0.0
+        if rms < INACTIVE_EXPERT:
+            why = (f"the bias expert stayed near 0 (RMS log-odds {rms:.3f} over the training "
+                   "pairs): the main RM was left the shortcuts")  # fmt: skip
+    elif name == "group_dro":
+        q = objective.q.double().numpy()
+        if len(q) < 2 or q.max() * len(q) < INACTIVE_DRO:
+            why = (f"the group weights stayed uniform (largest {q.max():.3f} against "
+                   f"{1 / len(q):.3f}, {len(q)} groups)")  # fmt: skip
+    elif name == "curate":
+        dropped = int((objective.weights_ < 1).sum())
+        if cfg.curate_weight == 1 or not dropped:
+            why = ("no training pair was down-weighted (none was not learned: in-run TM < 0.5)"
+                   if cfg.curate_weight < 1 else "`curate_weight` is 1")  # fmt: skip
+    elif objective.weights_ is not None:
+        w = objective.weights_
+        cv = float(w.std() / w.mean()) if len(w) and w.mean() > 0 else 0.0
+        if cv < INACTIVE_SPREAD:
+            why = f"the loss weights are nearly uniform (coefficient of variation {cv:.3f})"
+    return {"active": why is None, "why": why}
+
+
+def describe_objective(objective, bias, activity: dict | None = None) -> dict:
+    """A run's record of its objective; bias weights are named after the bias columns;
+    ``objective_active`` and ``objective_inactive_why`` from :func:`objective_activity`."""
     out = objective.describe()
+    if activity is not None:
+        out["objective_active"] = activity["active"]
+        if activity["why"]:
+            out["objective_inactive_why"] = activity["why"]
     names = list(bias.columns) if hasattr(bias, "columns") else None  # a DataFrame
     if "bias_weights" in out and names:
         out["bias_weights"] = dict(zip(names, out["bias_weights"], strict=True))

@@ -15,6 +15,7 @@ import torch
 
 from rmlens.progress import progress_bar
 from rmlens.rewards._checkpoint import restore, save
+from rmlens.rewards._config import dro_step
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._packing import Example, collate, length_batches
 from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
@@ -221,7 +222,7 @@ def train_loop(
         if config.objective != "bt":
             objective = Objective(
                 config.objective, smoothing=config.smoothing, gamma=config.gamma,
-                dro_step=config.dro_step, train=extras, seed=config.seed,
+                dro_step=dro_step(config, convex=False), train=extras, seed=config.seed,
             ).to(rt.device)  # fmt: skip
         evals = (eval_examples, eval_extras)
         return _train(net, train, config, rt, evals, objective, extras, checkpoint_dir,

@@ -15,7 +15,7 @@ import numpy as np
 from rmlens._base import Params
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._params import Config
-from rmlens.rewards._config import BIAS_OBJECTIVES
+from rmlens.rewards._config import BIAS_OBJECTIVES, GUIDED_OBJECTIVES
 
 
 @dataclass
@@ -156,7 +156,10 @@ class Trainer(Params):
 
 def objective_inputs(config, pairs, bias) -> tuple[np.ndarray | None, ...]:
     """The bias feature differences (n_pairs, k) and group labels (n_pairs,) that the
-    objective of ``config`` (a ``HeadConfig`` or ``TrainConfig``) reads, else None."""
+    objective of ``config`` (a ``HeadConfig`` or ``TrainConfig``) reads, else None:
+    ``group_dro``'s column ``dro_groups`` (default ``user_id``), and for the nested audit of
+    ``complementary`` and ``curate`` the same column, else (no ``dro_groups`` set and no
+    complete ``user_id``) the prompt, as an audit groups such data."""
     dphi = groups = None
     if config.objective in BIAS_OBJECTIVES:
         if bias is None:
@@ -170,7 +173,13 @@ def objective_inputs(config, pairs, bias) -> tuple[np.ndarray | None, ...]:
                 f"`bias`: expected ({len(pairs)}, k) values, one row per pair; got "
                 f"shape {dphi.shape}"
             )
-    if config.objective == "group_dro":
+    if config.objective in GUIDED_OBJECTIVES:
+        column = config.dro_groups or "user_id"
+        if column in pairs and pairs[column].notna().all():
+            return dphi, pairs[column].astype(str).to_numpy()
+        if config.dro_groups is None:  # no users: one group per prompt, as the audit's
+            return dphi, pairs["prompt"].map(str).to_numpy()
+    if config.objective in ("group_dro", *GUIDED_OBJECTIVES):
         column = config.dro_groups or "user_id"
         if column not in pairs:
             raise InputError(
@@ -202,3 +211,22 @@ def warn_dropped(n: int) -> None:
             f"{n} pairs dropped: chosen and rejected identical after truncation",
             RmlensWarning, stacklevel=3,
         )  # fmt: skip
+
+
+def inactive_message(objective: str, activities: list[dict]) -> str | None:
+    """One line saying in how many runs the objective's mechanism stayed inactive, and why
+    (the first run's reason), or None when it acted in every run."""
+    idle = [a for a in activities if not a.get("active", True)]
+    if not idle:
+        return None
+    where = "" if len(activities) == 1 else f" in {len(idle)} of {len(activities)} runs"
+    return (f"objective {objective}: its mechanism stayed inactive{where}: {idle[0]['why']}; "
+            "these RMs are Bradley-Terry RMs in effect")  # fmt: skip
+
+
+def warn_inactive(objective: str, activities: list[dict]) -> None:
+    """Warn when an objective did nothing (DESIGN.md 2: a run whose mechanism stayed
+    inactive says so)."""
+    message = inactive_message(objective, activities)
+    if message:
+        warnings.warn(message, RmlensWarning, stacklevel=3)

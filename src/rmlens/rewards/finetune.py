@@ -30,7 +30,12 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.rewards._config import MODEL_HELP, OBJECTIVE_CONSTRAINTS, objective_field
+from rmlens.rewards._config import (
+    MODEL_HELP,
+    OBJECTIVE_CONSTRAINTS,
+    WEIGHTED_OBJECTIVES,
+    objective_field,
+)
 from rmlens.rewards._finetune_runs import PerRun
 from rmlens.rewards._trainer import (
     Trainer,
@@ -97,7 +102,9 @@ class TrainConfig(Config):
     bias_features: tuple[str, ...] = objective_field("bias_features")
     gamma: float = objective_field("gamma")
     dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float = objective_field("dro_step")
+    dro_step: float | None = objective_field("dro_step")
+    guide_folds: int = objective_field("guide_folds")
+    curate_weight: float = objective_field("curate_weight")
     epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
     batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
@@ -180,6 +187,13 @@ class TrainConfig(Config):
     }
 
     def _check_more(self) -> None:
+        if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight":
+            raise ParamError(
+                "objective", type(self).__name__,
+                "bt, label_smoothing, poe, reweight or group_dro when fine-tuning (the loss "
+                f"weights of {self.objective} come from frozen features: train a frozen head "
+                "with `rmlens memorize` or `rmlens mitigate`)", self.objective,
+            )  # fmt: skip
         if self.loss == "plackett-luce" and self.objective != "bt":
             raise ParamError(
                 "objective", type(self).__name__, "bt with loss='plackett-luce'", self.objective

@@ -36,6 +36,7 @@ from rmlens.rewards._trainer import (
     group_codes,
     objective_inputs,
     warn_dropped,
+    warn_inactive,
 )
 
 if TYPE_CHECKING:
@@ -90,7 +91,9 @@ class HeadConfig(Config):
     bias_features: tuple[str, ...] = objective_field("bias_features")
     gamma: float = objective_field("gamma")
     dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float = objective_field("dro_step")
+    dro_step: float | None = objective_field("dro_step")
+    guide_folds: int = objective_field("guide_folds")
+    curate_weight: float = objective_field("curate_weight")
     l2_grid: tuple[float, ...] = field(
         default=L2_GRID,
         metadata={
@@ -133,13 +136,6 @@ class HeadConfig(Config):
     def _check_more(self) -> None:
         if not self.convex:
             return
-        if self.objective == "group_dro":
-            raise ParamError(
-                "objective", "HeadConfig",
-                "bt, label_smoothing, poe or reweight with head='logistic' (group_dro's "
-                "group weights move with gradient steps; use head='linear' or 'mlp')",
-                self.objective,
-            )  # fmt: skip
         for name in STEP_FIELDS:
             value, default = getattr(self, name), HeadConfig.__dataclass_fields__[name].default
             if value != default:
@@ -268,6 +264,7 @@ class FrozenHeadTrainer(Trainer):
             bias=pick(self.bias_), groups=pick(self.groups_),
         )  # fmt: skip
         self.rm_ = ExplicitHeadRM(self.backbone_, self.head_, cache_dir=self.cache_dir)
+        warn_inactive(self.config.objective, [self.head_.activity_])
         return self
 
     def _eval_features(self, eval_data: pd.DataFrame, quiet: bool) -> tuple:
@@ -425,7 +422,7 @@ class FrozenHeadTrainer(Trainer):
                 stats = reward_stats(r_c[index], r_r[index])
                 metrics.update({f"{split}_{k}": v for k, v in stats.items()})
         metrics.update(training_record(rm))
-        metrics.update(describe_objective(rm.objective_, self.bias))
+        metrics.update(describe_objective(rm.objective_, self.bias, rm.activity_))
         p = p_cf = None
         if self.groups_codes_ is not None and self.counterfactuals == "last-layer":
             p, p_cf, lambdas = head_influence(

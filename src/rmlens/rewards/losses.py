@@ -15,6 +15,10 @@ computes them), or the pair's group (``group_dro``).
 - ``poe``: BT(d + w . dphi), w trained jointly; only d is the RM afterwards.
 - ``reweight``: (1 - sigmoid(d_bias))^gamma BT(d), d_bias from a bias-only model.
 - ``group_dro``: sum_g q_g BT_g(d), q moved toward the worst group.
+
+Objectives guided by the audit (``rmlens.rewards._guided``) are per-pair weights c_i of
+BT(d_i), computed before training: ``low_margin`` (the no-audit baseline), ``complementary``
+and ``curate``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rmlens.rewards._config import BIAS_OBJECTIVES
+from rmlens.rewards._config import BIAS_OBJECTIVES, WEIGHTED_OBJECTIVES
 from rmlens.rewards._config import OBJECTIVE_NAMES as OBJECTIVES
 
 
@@ -198,6 +202,11 @@ class Objective(nn.Module):
         The training pairs' margin, dphi and group (``poe``, ``reweight``, ``group_dro``).
     seed : int
         Seed of the bias-only model (``reweight``).
+    weights : ndarray of shape (n_train,), optional
+        ``low_margin``, ``complementary``, ``curate``: the training pairs' loss weights
+        (``rmlens.rewards._guided``), computed before training.
+    guide : dict, optional
+        How those weights were made (nested audit, margin source), for :meth:`describe`.
 
     Attributes
     ----------
@@ -205,7 +214,8 @@ class Objective(nn.Module):
         ``poe``: w of the bias expert on dphi / scale (starts at the bias-only model's
         weights, trained with the RM, then dropped).
     weights_ : ndarray or None
-        ``reweight``: the per-pair weights of the training pairs (mean 1).
+        ``reweight`` and the audit-guided objectives: the per-pair weights of the training
+        pairs.
     bias_coef_ : ndarray or None
         ``poe`` and ``reweight``: w of the bias-only model on dphi / scale, fitted on the
         training pairs alone.
@@ -222,6 +232,8 @@ class Objective(nn.Module):
         dro_step: float = 0.01,
         train: PairExtras | None = None,
         seed: int = 0,
+        weights: np.ndarray | None = None,
+        guide: dict | None = None,
     ):
         super().__init__()
         if name not in OBJECTIVES:
@@ -229,6 +241,11 @@ class Objective(nn.Module):
         self.name, self.smoothing, self.gamma, self.dro_step = name, smoothing, gamma, dro_step
         train = train or PairExtras()
         self.bias, self.weights_, self.bias_coef_ = None, None, None
+        self.guide_ = guide or {}
+        if name in WEIGHTED_OBJECTIVES and name != "reweight":
+            if weights is None:
+                raise ValueError(f"objective {name!r} needs the training pairs' `weights`")
+            self.weights_ = np.asarray(weights, dtype=float)
         if name in BIAS_OBJECTIVES:
             if train.dphi is None:
                 raise ValueError(f"objective {name!r} needs bias features (dphi) of its pairs")
@@ -296,16 +313,18 @@ class Objective(nn.Module):
         extras : PairExtras
             The batch's margins, bias features and groups.
         weight : torch.Tensor of shape (n,), optional
-            The ``reweight`` weights of the batch's pairs.
+            The loss weights of the batch's pairs (``reweight`` and the audit-guided
+            objectives).
 
         Returns
         -------
         torch.Tensor
-            The scalar loss: the weighted mean for ``reweight``, the q-weighted group losses
-            for ``group_dro`` (whose q it updates in training mode), else the mean.
+            The scalar loss: the weighted mean for the weighted objectives, the q-weighted
+            group losses for ``group_dro`` (whose q it updates in training mode), else the
+            mean.
         """
         loss = self.per_pair(d, extras)
-        if self.name == "reweight":
+        if self.name in WEIGHTED_OBJECTIVES:
             return (weight * loss).mean()
         if self.name == "group_dro":
             group_loss, present = self._group_losses(loss, extras.group)
@@ -358,18 +377,25 @@ class Objective(nn.Module):
         Returns
         -------
         dict
-            ``objective`` and, where they apply, ``bias_weights``, ``weight_min``,
-            ``weight_max`` and ``dro_q_max``.
+            ``objective`` and, where they apply, ``bias_weights``, the loss weights'
+            summary (``weight_min``, ``weight_median``, ``weight_max``, ``weight_cv``,
+            ``n_zero_weight``, ...), ``dro_q`` and ``dro_q_max``, and ``guide`` (how the
+            audit-guided weights were made).
         """
+        from rmlens.rewards._guided import weight_summary
+
         out: dict = {"objective": self.name}
         if self.bias is not None:
             out["bias_weights"] = (self.bias.weight.detach()[0] / self.scale).cpu().tolist()
         elif self.bias_coef_ is not None:
             out["bias_weights"] = (self.bias_coef_ / self.scale.cpu().numpy()).tolist()
-            out["weight_min"] = float(self.weights_.min())
-            out["weight_max"] = float(self.weights_.max())
+        if self.weights_ is not None:
+            out.update(weight_summary(self.weights_))
         if self.name == "group_dro":
+            out["dro_q"] = self.q.cpu().tolist()
             out["dro_q_max"] = float(self.q.max())
+        if self.guide_:
+            out["guide"] = dict(self.guide_)
         return out
 
 

@@ -410,3 +410,54 @@ def test_train_rm_with_a_bias_objective_and_its_refusals(tiny_causal_dir, tmp_pa
     assert main([*args, "--out", str(tmp_path / "dro"), "--objective", "group_dro",
                  "--dro-groups", "nope"]) == 2  # fmt: skip
     assert "--dro-groups" in capsys.readouterr().err
+
+
+def test_finetuned_runs_train_with_the_audit_guided_weights(tiny_causal_dir):
+    """Each run's weights come from a frozen paired audit of its own training pairs on the
+    base model's features, recorded in the run's metrics."""
+    for name in ("low_margin", "complementary", "curate"):
+        trainer = make_trainer(config(tiny_causal_dir, objective=name, epochs=1))
+        trainer.prepare(PAIRS)
+        result = trainer.fit_score(np.arange(8), seed=0, val_index=np.arange(8, 12))
+        assert np.isfinite(result.r_chosen).all(), name
+        metrics = result.metrics
+        assert metrics["objective"] == name
+        assert metrics["guide"]["margin_from"] == "data"  # PAIRS has a margin column
+        assert "objective_active" in metrics and "weight_cv" in metrics
+        if name != "low_margin":
+            assert metrics["guide"]["folds"] == 4  # 4 users among the training pairs
+
+
+def test_train_records_the_loss_weights_beside_the_rm(tiny_causal_dir, tmp_path):
+    from rmlens.backbones import featurize
+    from rmlens.rewards._guided import margin_quantile
+    from rmlens.rewards._head_fit import loss_weights
+    from rmlens.rewards._nets import load_base
+
+    cfg = config(tiny_causal_dir, objective="low_margin", eval_fraction=0.25, epochs=1)
+    train(PAIRS, cfg, out=tmp_path / "lm", quiet=True)
+    table = pd.read_parquet(tmp_path / "lm" / "loss_weights.parquet")
+    record = json.loads((tmp_path / "lm" / "loss_weights.json").read_text())
+    assert len(table) == 9 and record["objective"] == "low_margin"
+    margin = PAIRS.set_index("id").margin[table.id].to_numpy()
+    # by hand: w = (2 - q) / mean(2 - q), q the margins' rank quantiles among the 9 pairs
+    raw = 2 - margin_quantile(margin)
+    np.testing.assert_allclose(table.weight, raw / raw.mean())
+    assert record["weight_max"] == pytest.approx(table.weight.max())
+    # the same weights as loss_weights on the base model's frozen features
+    f = featurize(load_base(cfg), PAIRS.set_index("id").loc[table.id].reset_index(),
+                  cache_dir=False, quiet=True)  # fmt: skip
+    weights, _, _ = loss_weights(cfg, f.chosen, f.rejected, margin)
+    np.testing.assert_allclose(table.weight, weights)
+    assert load_rm_folder_ok(tmp_path / "lm")
+
+
+def load_rm_folder_ok(folder) -> bool:
+    from rmlens.rewards import load_rm
+
+    return np.isfinite(load_rm(folder).score_pairs(PAIRS)[0]).all()
+
+
+def test_implicit_rms_refuse_the_guided_objectives():
+    with pytest.raises(ValueError, match="for an implicit RM"):
+        TrainConfig(rm="implicit", objective="curate").check()

@@ -5,7 +5,6 @@ import json
 import warnings
 
 import numpy as np
-import pytest
 from scipy.special import expit
 
 from rmlens._errors import RmlensWarning
@@ -183,8 +182,7 @@ def test_fit_warns_when_the_mechanism_stayed_inactive(tiny_encoder_dir, tmp_path
     assert any("mechanism stayed inactive" in m for m in messages), messages
 
 
-def test_fine_tuning_refuses_frozen_only_objectives():
+def test_explicit_fine_tuning_accepts_the_guided_objectives():
     from rmlens.rewards.finetune import TrainConfig
 
-    with pytest.raises(ValueError, match="come from frozen features"):
-        TrainConfig(objective="complementary").check()
+    assert TrainConfig(objective="complementary").check().objective == "complementary"

@@ -32,7 +32,7 @@ from rmlens.rewards.losses import BIAS_OBJECTIVES
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
     """The objectives this data and mode support, and a note for each one left out:
     ``group_dro`` needs its group column (``dro_groups``, default ``user_id``); the weighted
-    objectives ``low_margin``, ``complementary`` and ``curate`` train frozen heads."""
+    objectives ``low_margin``, ``complementary`` and ``curate`` train explicit RMs."""
     trainer = config.head if config.mode == "frozen" else config.train
     kept, notes = [], []
     for name in dict.fromkeys(objectives):
@@ -40,9 +40,11 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
             raise InputError(f"`objectives`: unknown objective {name!r}; one of "
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
-        if name in GUIDED_OBJECTIVES + ("low_margin",) and config.mode == "finetune":
-            notes.append(f"{name} left out: its loss weights are computed on frozen features "
-                         "(`mode` frozen)")  # fmt: skip
+        if name in (*GUIDED_OBJECTIVES, "low_margin") and config.mode == "finetune" and (
+            config.train.rm == "implicit"
+        ):
+            notes.append(f"{name} left out: its loss weights come from an explicit head on "
+                         "frozen features, and `rm` is implicit")  # fmt: skip
             continue
         if name == "group_dro" and column not in pairs:
             notes.append(f"group_dro left out: no group column '{column}' (`dro_groups`)")

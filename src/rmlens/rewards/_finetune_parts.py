@@ -126,6 +126,42 @@ def extras_at(objective: str, dphi, groups, index: np.ndarray) -> PairExtras | N
     )  # fmt: skip
 
 
+def guide_features(trainer, pairs: pd.DataFrame):
+    """Frozen features of the base model for the audit-guided loss weights, or None when
+    the objective has none. Call at the base weights (before training, or after
+    ``_reset``); no embedding cache, so adapted weights can never be cached as the base's."""
+    from rmlens.backbones import featurize
+    from rmlens.rewards._config import WEIGHTED_OBJECTIVES
+
+    cfg = trainer.config_
+    if cfg.objective not in WEIGHTED_OBJECTIVES or cfg.objective == "reweight":
+        return None
+    return featurize(trainer.base_, pairs, cache_dir=False, batch_size=cfg.batch_size,
+                     quiet=True)  # fmt: skip
+
+
+def guided_weights(cfg, features, margin, groups, train_index, eval_index) -> tuple:
+    """``rmlens.rewards._head_fit.loss_weights`` of the pairs at ``train_index``, the pairs
+    at ``eval_index`` choosing the nested audit's lambda: (weights, guide, per_pair)."""
+    from rmlens.rewards._head_fit import loss_weights
+
+    f, train, val = features, np.asarray(train_index, int), np.asarray(eval_index, int)
+    pick = lambda a, i: None if a is None else a[i]  # noqa: E731
+    validation = (f.chosen[val], f.rejected[val], pick(margin, val)) if len(val) else None
+    return loss_weights(cfg, f.chosen[train], f.rejected[train], pick(margin, train),
+                        pick(groups, train), validation=validation)  # fmt: skip
+
+
+def guide_record(cfg, weights, guide) -> dict:
+    """A run's record of its loss weights: their summary, how they were made, and whether
+    the mechanism acted (``objective_active``)."""
+    from rmlens.rewards._head_fit import describe_objective, objective_activity
+    from rmlens.rewards.losses import Objective
+
+    objective = Objective(cfg.objective, weights=weights, guide=guide)
+    return describe_objective(objective, None, objective_activity(objective, cfg, None))
+
+
 def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:
     """Checkpoints' key: the settings, the base model and the data (``data_sha1``).
 

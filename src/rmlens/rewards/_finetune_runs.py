@@ -44,7 +44,11 @@ class PerRun:
         """
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
+        from rmlens.rewards._finetune_parts import guide_features
+
         self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
+        self.guide_features_ = guide_features(self, pairs)  # before any run: the base weights
+        self.pair_margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
         self.groups_codes_ = None
         if groups is not None:
@@ -62,12 +66,18 @@ class PerRun:
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
         from rmlens.rewards import _loop
+        from rmlens.rewards._finetune_parts import guide_record, guided_weights
         from rmlens.rewards._nets import load_trainable, trainable_state
 
         grid = cfg.lr_grid or (cfg.lr,)
         train = [self.examples_[i] for i in train_index]
         evals = [self.examples_[i] for i in eval_index] or None
         extras = {"extras": self._extras(train_index), "eval_extras": self._extras(eval_index)}
+        if getattr(self, "guide_features_", None) is not None:
+            weights, guide, _ = guided_weights(cfg, self.guide_features_, self.pair_margin_,
+                                               self.groups_, train_index, eval_index)  # fmt: skip
+            extras.update(weights=weights, guide=guide)
+            self.run_record_ = guide_record(cfg, weights, guide)
         if len(grid) > 1 and not evals:
             raise InputError("`lr_grid` needs validation pairs: set `patience` > 0 (an "
                              "audit carves validation groups) or `eval_fraction` > 0")  # fmt: skip
@@ -108,6 +118,7 @@ class PerRun:
             eval_index = eval_index[self.kept_[eval_index]]
         else:
             fit_index, eval_index = self._split_eval(fit_index, seed)
+        self.run_record_ = {}
         history = self._train_best_lr(fit_index, eval_index, cfg, seed)
         paired = None
         if getattr(self, "groups_codes_", None) is not None:
@@ -124,6 +135,7 @@ class PerRun:
         metrics["loss"] = history[-1]["train_loss"] if history else float("nan")
         metrics["lr"] = history[-1].get("lr_chosen", cfg.lr) if history else cfg.lr
         metrics["epochs_trained"] = len(history)
+        metrics.update(self.run_record_)
         if paired is None:
             return RunScores(r_c, r_r, metrics, self._make_rm())
         p, p_cf, lambdas = paired

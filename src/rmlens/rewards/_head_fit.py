@@ -25,6 +25,7 @@ from rmlens.rewards._guided import (
     complementary_weights,
     curate_weights,
     low_margin_weights,
+    margin_quantile,
     nested_audit,
 )
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
@@ -75,7 +76,7 @@ groups=None,
             torch.manual_seed(cfg.seed)
             weights, guide = None, None
             if cfg.objective in WEIGHTED_OBJECTIVES and cfg.objective != "reweight":
-                weights, guide = _guide(cfg, xc, xr, margin, extras, val)
+                weights, guide, _ = _guide(cfg, xc, xr, margin, extras, val)
             _start(rm, xc, xr, extras, weights, guide)
             head = _solve(rm, xc, xr, extras, val) if cfg.convex else _train(
                 rm, xc, xr, extras, val
@@ -135,9 +136,35 @@ def _start(rm: HeadRM, xc, xr, extras: PairExtras, weights=None, guide=None) -> 
     )  # fmt: skip
 
 
-def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple[np.ndarray, dict]:
+def loss_weights(config, x_chosen, x_rejected, margin=None, groups=None, *,
+                 validation=None) -> tuple[np.ndarray, dict, dict]:  # fmt: skip
+    """The loss weights of ``low_margin``, ``complementary`` or ``curate`` for pairs with
+    frozen features (n, d): what a fine-tuned RM of that objective trains with.
+
+    ``config``: a ``HeadConfig`` or ``TrainConfig`` (its objective's fields are read);
+    ``groups`` (n,): the nested audit's groups; ``validation``: ``(x_chosen, x_rejected[,
+    margin])`` of pairs never trained on, which choose the nested audit's lambda. Returns
+    the weights (n,), how they were made (JSON-ready) and the per-pair ``tm``, ``tg`` and
+    ``q`` (margin quantile) behind them (``tm``, ``tg`` NaN for ``low_margin``).
+    """
+    from rmlens.rewards.frozen import HeadConfig
+
+    fields = ("objective", "use_margin", "gamma", "guide_folds", "curate_weight", "seed")
+    cfg = HeadConfig(head="logistic", **{k: getattr(config, k) for k in fields}).check()
+    xc, xr = _features(x_chosen, x_rejected, "x")
+    extras = pair_extras(margin, None, groups, cfg, "pairs")
+    val = None
+    if validation is not None and len(validation[0]):
+        vc, vr = _features(validation[0], validation[1], "validation")
+        more = validation[2] if len(validation) > 2 else None
+        val = (vc, vr, pair_extras(more, None, None, cfg, "validation", need_groups=False))
+    with one_blas_thread():
+        return _guide(cfg, xc, xr, margin, extras, val)
+
+
+def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple:
     """The training pairs' loss weights of ``low_margin``, ``complementary`` and ``curate``
-    (``rmlens.rewards._guided``), and how they were made.
+    (``rmlens.rewards._guided``), how they were made, and the per-pair figures behind them.
 
     A Bradley-Terry logistic head on the training pairs (lambda chosen from ``l2_grid`` by
     the validation pairs, as the run's own head) gives the model margin where the data has
@@ -155,16 +182,19 @@ def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple[np
     if not from_data:
         raw = bt.score_features(xc) - bt.score_features(xr)
     guide = {"margin_from": "data" if from_data else "model", "l2": float(bt.l2_)}
+    per_pair = {"q": margin_quantile(raw), "tm": np.full(len(raw), np.nan),
+                "tg": np.full(len(raw), np.nan)}  # fmt: skip
     if cfg.objective == "low_margin":
-        return low_margin_weights(raw), guide
+        return low_margin_weights(raw), guide, per_pair
     codes = extras.group.numpy()
     tm, tg = nested_audit(bt._problem(xc, xr, plain), bt.l2_, codes, cfg.guide_folds, cfg.seed)
+    per_pair.update(tm=tm, tg=tg)
     guide.update(folds=int(min(cfg.guide_folds, len(np.unique(codes)))),
                  tm_mean=float(tm.mean()), tg_mean=float(tg.mean()),
                  cm_mean=float((tm - tg).mean()), n_not_learned=int((tm < 0.5).sum()))  # fmt: skip
     if cfg.objective == "complementary":
-        return complementary_weights(tm, tg, raw, cfg.gamma), guide
-    return curate_weights(tm, cfg.curate_weight), guide
+        return complementary_weights(tm, tg, raw, cfg.gamma), guide, per_pair
+    return curate_weights(tm, cfg.curate_weight), guide, per_pair
 
 
 def _train(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:

@@ -197,11 +197,15 @@ def train_loop(
     checkpoint_dir=None,
     fingerprint: str = "",
     quiet: bool = False,
+    weights: np.ndarray | None = None,
+    guide: dict | None = None,
 ) -> list[dict]:
     """Train ``net`` (its ``rewards(batch)`` gives (B, K)) on ``train``; return the history.
 
     ``extras`` and ``eval_extras``: the bias features and groups of the training and
-    evaluation examples, in their order, for objectives other than ``bt``.
+    evaluation examples, in their order, for objectives other than ``bt``; ``weights``: the
+    training examples' loss weights of the audit-guided objectives (``guide``: how they
+    were made).
 
     One entry per epoch: ``epoch``, ``step``, ``lr``, ``train_*`` and, with evaluation
     examples, ``eval_*`` metrics (``loss``, ``accuracy``, ``margin``, ``reward_mean/min/max``).
@@ -223,6 +227,7 @@ def train_loop(
             objective = Objective(
                 config.objective, smoothing=config.smoothing, gamma=config.gamma,
                 dro_step=dro_step(config, convex=False), train=extras, seed=config.seed,
+                weights=weights, guide=guide,
             ).to(rt.device)  # fmt: skip
         evals = (eval_examples, eval_extras)
         return _train(net, train, config, rt, evals, objective, extras, checkpoint_dir,

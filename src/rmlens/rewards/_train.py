@@ -3,6 +3,7 @@
 DIR/train.json          resolved TrainConfig, version, data fingerprint, pair counts
 DIR/rm_config.json      written last: the folder is a finished RM (``load_rm(DIR)``)
 DIR/history.json        metrics per epoch (one list per member for an ensemble)
+DIR/loss_weights.*      low_margin, complementary, curate: the training pairs' loss weights
 DIR/checkpoints/        while training; removed once the RM is saved
 """
 
@@ -16,7 +17,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._base import needed_out, resolve_config
-from rmlens._io import write_json
+from rmlens._io import write_atomic, write_json
 from rmlens.data._fingerprint import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
@@ -101,6 +102,8 @@ def train(
         trainer.fit(data, eval_data=eval_data, checkpoint_dir=folder / "checkpoints", quiet=quiet)
         histories.append(trainer.history_)
         write_json(trainer.history_, folder / "history.json")
+        if getattr(trainer, "loss_weights_", None) is not None:
+            save_loss_weights(trainer.loss_weights_, folder)
         trainer.rm_.save(folder)
         shutil.rmtree(folder / "checkpoints", ignore_errors=True)
         members.append(folder)
@@ -116,3 +119,11 @@ def train(
         out / "rm_config.json",
     )
     return load_rm(out, device=config.device)
+
+
+def save_loss_weights(table: pd.DataFrame, folder: Path) -> None:
+    """The audit-guided loss weights an RM trained with, beside it: ``loss_weights.parquet``
+    (``id, weight, tm, tg, q`` per training pair) and ``loss_weights.json`` (their summary,
+    how they were made, whether the mechanism acted)."""
+    write_atomic(folder / "loss_weights.parquet", lambda tmp: table.to_parquet(tmp, index=False))
+    write_json(table.attrs, folder / "loss_weights.json")

@@ -41,6 +41,7 @@ from rmlens.rewards._trainer import (
     Trainer,
     objective_inputs,
     warn_dropped,
+    warn_inactive,
 )
 
 if TYPE_CHECKING:
@@ -187,12 +188,14 @@ class TrainConfig(Config):
     }
 
     def _check_more(self) -> None:
-        if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight":
+        if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight" and (
+            self.rm != "explicit"
+        ):
             raise ParamError(
                 "objective", type(self).__name__,
-                "bt, label_smoothing, poe, reweight or group_dro when fine-tuning (the loss "
-                f"weights of {self.objective} come from frozen features: train a frozen head "
-                "with `rmlens memorize` or `rmlens mitigate`)", self.objective,
+                f"bt, label_smoothing, poe, reweight or group_dro for an implicit RM (the loss "
+                f"weights of {self.objective} come from an explicit head on the backbone's "
+                "frozen features)", self.objective,
             )  # fmt: skip
         if self.loss == "plackett-luce" and self.objective != "bt":
             raise ParamError(
@@ -316,6 +319,8 @@ class _TunedTrainer(PerRun, Trainer):
             raise InputError("no usable training pairs (all identical after truncation)")
         self.bias_, self.groups_ = objective_inputs(cfg, data, self.bias)
         train_index, eval_index = self._split_eval(np.flatnonzero(kept), cfg.seed)
+        self._reset(cfg.seed)  # the base weights: what the guided weights' features read
+        self.loss_weights_ = self._loss_weights(data, train_index, eval_index)
         train = [examples[i] for i in train_index]
         evals, eval_extras = [examples[i] for i in eval_index] or None, self._extras(eval_index)
         if eval_data is not None:
@@ -326,16 +331,44 @@ class _TunedTrainer(PerRun, Trainer):
                 )
             ev, ev_kept = self._examples(eval_data)
             evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
-        self._reset(cfg.seed)
         self._prepare_refs(train + (evals or []))
+        weights, guide = (None, None)
+        if self.loss_weights_ is not None:
+            weights = self.loss_weights_.weight.to_numpy()
+            guide = self.loss_weights_.attrs.get("guide")
         self.history_ = train_loop(
             self.net_, train, cfg, self.runtime_, eval_examples=evals,
             extras=self._extras(train_index), eval_extras=eval_extras,
             checkpoint_dir=checkpoint_dir, quiet=quiet,
             fingerprint=checkpoint_key(cfg, self.base_.identity, data, eval_data),
+            weights=weights, guide=guide,
         )  # fmt: skip
         self.rm_ = self._make_rm()
         return self
+
+    def _loss_weights(self, data: pd.DataFrame, train_index, eval_index):
+        """The audit-guided objectives' loss weights of the training pairs, from a frozen
+        paired audit of them on the base model's features (``eval_index`` chooses its
+        lambda): a table ``id, weight, tm, tg, q`` whose ``attrs`` say how they were made
+        (with ``objective_active``, and ``objective_inactive_why`` when they did nothing);
+        None for the other objectives."""
+        import pandas as pd
+
+        from rmlens.rewards._finetune_parts import guide_features, guide_record, guided_weights
+
+        features = guide_features(self, data)
+        if features is None:
+            return None
+        margin = data["margin"].to_numpy(float) if "margin" in data else None
+        weights, guide, per_pair = guided_weights(self.config_, features, margin, self.groups_,
+                                                  train_index, eval_index)  # fmt: skip
+        table = pd.DataFrame({"id": data.id.to_numpy()[train_index], "weight": weights,
+                              **per_pair})  # fmt: skip
+        table.attrs.update(guide_record(self.config_, weights, guide))
+        warn_inactive(self.config_.objective, [{
+            "active": table.attrs["objective_active"],
+            "why": table.attrs.get("objective_inactive_why")}])  # fmt: skip
+        return table
 
     def _make_rm(self) -> TunedRM:
         from rmlens.rewards._nets import trainable_state

@@ -245,7 +245,7 @@ class Objective(nn.Module):
         if name in WEIGHTED_OBJECTIVES and name != "reweight":
             if weights is None:
                 raise ValueError(f"objective {name!r} needs the training pairs' `weights`")
-            self.weights_ = np.asarray(weights, dtype=float)
+            self.weights_ = np.array(weights, dtype=float)
         if name in BIAS_OBJECTIVES:
             if train.dphi is None:
                 raise ValueError(f"objective {name!r} needs bias features (dphi) of its pairs")

@@ -1,6 +1,7 @@
 """rmlens compare: figures on hand-built audit directories (values worked out by hand), the
 agreement beside its ceiling, the length-calibration reference, the page's safety, the
-command line end to end on two tiny real audits, and bad input (exit 2)."""
+command line end to end on two tiny real audits, bad input (exit 2), and the console tables
+of many audits at 80 and 120 columns."""
 
 from __future__ import annotations
 
@@ -357,3 +358,85 @@ def test_the_page_opens_with_the_answer_and_folds_flagged_figures_into_one_table
     boxes = page.count('class="warning"')
     assert boxes == len(result.warnings) - len(result.flags) >= 1  # the fingerprint warning
     assert "held-out accuracy 0.500 is within" not in page  # folded, not repeated as a box
+
+
+MITIGATE = ["bt", "bt + length calibration", "label_smoothing", "poe", "reweight", "group_dro",
+            "low_margin", "complementary", "curate"]  # fmt: skip
+PROBES = ["compliance", "markdown", "pad_filler", "pad_repeat", "politeness", "refusal",
+          "signature_gpt", "signature_synth"]  # fmt: skip
+
+
+def many_audits(labels):
+    """A Comparison shaped like `rmlens mitigate`'s: every metric and probe per audit, signed
+    differences, figures without an interval, missing ones, a few-pairs slice, flags."""
+    from rmlens.comparison import _metrics as M
+    from rmlens.comparison._compare import Comparison
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for label in labels:
+        for metric in [*M.METRICS, *(M.PROBE_PREFIX + p for p in PROBES)]:
+            if label.endswith("calibration") and metric.startswith(("probe_", "shap_")):
+                continue
+            if label == "bt" and metric == "heldout_accuracy_vs_baseline":
+                continue
+            signed = metric in M.DIFFERENCES
+            value = rng.uniform(-0.2, 0.2) if signed else rng.uniform(0.3, 0.8)
+            bare = metric in ("cm_margin_spearman", "shap_shortcut_share_tg")
+            few = metric == "slice_chosen_refusal" and label == "poe"
+            rows.append({"audit": label, "family": M.family(metric), "metric": metric,
+                         "value": value, "lo": np.nan if bare else value - 0.03,
+                         "hi": np.nan if bare else value + 0.031, "n": 12 if few else 500,
+                         "detail": "", "near_chance": M.near_chance(metric, value),
+                         "few_pairs": few})  # fmt: skip
+    return Comparison(figures=pd.DataFrame(rows), agreement=pd.DataFrame(),
+                      audits=[{"label": a} for a in labels])  # fmt: skip
+
+
+def shown(result, audit: str, metric: str) -> str:
+    from rmlens.comparison._metrics import DIFFERENCES, figure_text
+
+    r = figure(result, metric, audit)
+    text = figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs, metric in DIFFERENCES)
+    return text + " !" if r.near_chance else text
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_many_audits_print_one_row_each_and_no_figure_wraps(width, tmp_path, monkeypatch,
+                                                             capsys):  # fmt: skip
+    """Nine audits do not fit as columns: one row per audit, a table per family of metrics
+    (split to fit), every figure and audit label whole on its line, nothing cut off."""
+    import re
+
+    from rmlens.cli.compare import print_comparison
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    result = many_audits(MITIGATE)
+    print_comparison(result, tmp_path)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= width and "\u2026" not in out  # no ellipsis
+    assert "! near or below chance" in out and "(n 12)" in out
+    assert any(f.near_chance for f in result.figures.itertuples())
+    for label in MITIGATE:  # its row: the label whole, then its held-out accuracy
+        held = re.escape(shown(result, label, "heldout_accuracy"))
+        row = re.compile(rf"^│ {re.escape(label)} +│ {held} +│")
+        assert sum(bool(row.match(line)) for line in lines) == 1, label
+    for r in result.figures.itertuples():
+        assert any(shown(result, r.audit, r.metric) in line for line in lines), r
+    for title in ("Held-out accuracy", "Counter-bias slices", "Shortcut-probe flip rates"):
+        assert title in out
+
+
+def test_few_audits_keep_one_column_each(tmp_path, monkeypatch, capsys):
+    from rmlens.cli.compare import print_comparison
+
+    monkeypatch.setenv("COLUMNS", "80")
+    result = many_audits(["bt", "poe"])
+    print_comparison(result, tmp_path)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 80
+    assert any(line.startswith("┃ metric ") and "┃ bt " in line and "┃ poe " in line
+               for line in lines)  # fmt: skip
+    for r in result.figures.itertuples():
+        assert any(shown(result, r.audit, r.metric) in line for line in lines), r

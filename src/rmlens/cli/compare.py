@@ -13,19 +13,99 @@ from rmlens.comparison._config import CompareConfig
 COMPARE = sections(CompareConfig)
 
 
-def _cell(row, warn: bool) -> str:
-    from rich.markup import escape
+_PAD = 3  # a table column's padding (one space each side) and its right border
+_METRIC_MIN = 20  # the metric column of the side-by-side table wraps its words down to this
 
+
+def _cells(result) -> dict[tuple[str, str], tuple[str, bool]]:
+    """``(audit, metric) -> (value [lo, hi], flagged)``: each figure as the tables show it."""
     from rmlens.comparison._metrics import DIFFERENCES, figure_text
 
-    text = escape(figure_text(row.value, row.lo, row.hi, row.n, row.few_pairs,
-                              row.metric in DIFFERENCES))  # fmt: skip
-    return f"[bold red]{text} ![/]" if warn else text
+    return {(r.audit, r.metric): (figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs,
+                                              r.metric in DIFFERENCES), bool(r.near_chance))
+            for r in result.figures.itertuples()}  # fmt: skip
+
+
+def _cell(cell: tuple[str, bool] | None) -> str:
+    """A figure's markup: red with a ``!`` when flagged, an en dash when missing."""
+    from rich.markup import escape
+
+    if cell is None:
+        return "\u2013"
+    text, warn = cell
+    return f"[bold red]{escape(text)} ![/]" if warn else escape(text)
+
+
+def _width(cell: tuple[str, bool] | None) -> int:
+    return 1 if cell is None else len(cell[0]) + 2 * cell[1]  # " !" after a flagged one
+
+
+def _word(text: str) -> int:
+    """The longest word of a header, the narrowest it wraps to."""
+    return max(map(len, text.split()), default=1)
+
+
+def _side_by_side(console, labels, metrics, cells, caption: str) -> None:
+    """One row per metric, one column per audit, sections by family (few audits)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rmlens.comparison import _metrics as M
+
+    table = Table(title=escape(caption))
+    table.add_column("metric")
+    for label in labels:
+        width = max([_word(label)] + [_width(cells.get((label, m))) for m in metrics])
+        table.add_column(escape(label), width=width)  # fixed: only the metric column wraps
+    family = None
+    for metric in metrics:
+        if M.family(metric) != family:
+            family = M.family(metric)
+            table.add_section()
+        table.add_row(escape(M.label(metric)), *[_cell(cells.get((a, metric))) for a in labels])
+    console.print(table)
+
+
+def _by_family(console, labels, metrics, cells, caption: str) -> None:
+    """One row per audit, one column per metric: a table per family of metrics, split into
+    as many tables as it takes for each figure to fit on one line (many audits)."""
+    from itertools import groupby
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rmlens.comparison import _metrics as M
+
+    head, key = caption.split(": ", 1)
+    console.print(f"{head}: one row per audit, a table per family of figures\n{key}",
+                  markup=False)  # fmt: skip
+    audit_w = min(max(map(len, labels)), max(12, console.width // 3))
+    room = console.width - 1 - (audit_w + _PAD)
+    for family, members in groupby(metrics, M.family):
+        chunks: list[list[tuple[str, int]]] = [[]]
+        for metric in members:
+            w = max([_word(M.label(metric))] + [_width(cells.get((a, metric))) for a in labels])
+            if chunks[-1] and sum(c + _PAD for _, c in chunks[-1]) + w + _PAD > room:
+                chunks.append([])
+            chunks[-1].append((metric, w))
+        for i, chunk in enumerate(chunks, 1):
+            part = f" ({i} of {len(chunks)})" if len(chunks) > 1 else ""
+            table = Table(title=escape(M.FAMILIES.get(family, family) + part))
+            table.add_column("audit", width=audit_w, overflow="fold")
+            for metric, w in chunk:
+                table.add_column(escape(M.label(metric)), width=w)
+            for label in labels:
+                table.add_row(escape(label), *[_cell(cells.get((label, m))) for m, _ in chunk])
+            console.print(table)
 
 
 def print_comparison(result, out: Path) -> None:
-    """The figures (one row per metric, one column per audit), the agreement beside its
-    ceiling, the notes and where the files are."""
+    """The figures, the agreement beside its ceiling, the notes and where the files are.
+
+    The figures are one row per metric and one column per audit when the audits fit the
+    console side by side; otherwise one row per audit and one column per metric, in a table
+    per family of metrics (split further to fit), so no figure wraps.
+    """
     from rich.markup import escape
     from rich.table import Table
 
@@ -34,28 +114,15 @@ def print_comparison(result, out: Path) -> None:
 
     console = Console()
     labels = [a["label"] for a in result.audits]
-    figures = result.figures
-    table = Table(title=escape(f"{len(result.audits)} audits side by side: value [bootstrap "
-                               "interval over runs]; ! near or below chance"))  # fmt: skip
-    table.add_column("metric")
-    for label in labels:
-        table.add_column(escape(label), overflow="fold")
-    metrics = sorted(figures.metric.unique(), key=lambda m: (M.order(m), m))
-    family = None
-    for metric in metrics:
-        if M.family(metric) != family:
-            family = M.family(metric)
-            table.add_section()
-        rows = figures[figures.metric == metric].set_index("audit")
-        cells = []
-        for label in labels:
-            if label not in rows.index:
-                cells.append("–")
-                continue
-            row = rows.loc[label]
-            cells.append(_cell(row, bool(row.near_chance)))
-        table.add_row(escape(M.label(metric)), *cells)
-    console.print(table)
+    metrics = sorted(result.figures.metric.unique(), key=lambda m: (M.order(m), m))
+    cells = _cells(result)
+    caption = (f"{len(result.audits)} audits side by side: value [bootstrap interval over "
+               "runs]; ! near or below chance")  # fmt: skip
+    columns = [max([_word(a)] + [_width(cells.get((a, m))) for m in metrics]) for a in labels]
+    if 1 + _METRIC_MIN + _PAD + sum(w + _PAD for w in columns) <= console.width:
+        _side_by_side(console, labels, metrics, cells, caption)
+    else:
+        _by_family(console, labels, metrics, cells, caption)
     agreement = result.agreement
     if len(agreement):
         agree = Table(title="Agreement between audits: Spearman over common pairs; ceiling = "

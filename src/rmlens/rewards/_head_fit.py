@@ -16,7 +16,6 @@ from rmlens._errors import InputError
 from rmlens.rewards._config import WEIGHTED_OBJECTIVES, dro_step
 from rmlens.rewards._convex import (
     PATH_TOLERANCE,
-    TOLERANCE,
     LogisticProblem,
     fit_logistic,
     one_blas_thread,
@@ -270,21 +269,27 @@ def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
         objective.eval()
         record.update(_validate(head, objective, *val))
         if best is None or record["val_loss"] < best[0]:
-            best, rising = (record["val_loss"], lam, w, problem.c.copy()), 0
+            best, rising = (record["val_loss"], lam, w, problem.c.copy(), _q(objective)), 0
         else:
             rising += 1
             if rising == PATH_PATIENCE:
                 break  # the validation loss rose twice in a row: smaller lambdas fit more
     if best is None:
-        best = (None, grid[0], w, problem.c.copy())
-    _, rm.l2_, w, problem.c = best
-    rm.w_ = fit(problem, rm.l2_, w, TOLERANCE) if fit else fit_logistic(
-        problem, rm.l2_, w0=w)  # the kept lambda, solved to the end  # fmt: skip
+        best = (None, grid[0], w, problem.c.copy(), _q(objective))
+    _, rm.l2_, w, problem.c, q = best
+    if q is not None:  # group_dro: the group weights of the kept lambda
+        objective.q.copy_(q)
+    rm.w_ = fit_logistic(problem, rm.l2_, w0=w)  # the kept lambda and weights, to the end
     rm.weight_ = problem.c  # the training pairs' loss weights c (their counterfactuals')
     _set_weights(rm, head, rm.w_)
     rm.n_epochs_ = rm.best_epoch_ = None
     rm.best_step_ = [h["l2"] for h in rm.history_].index(rm.l2_) + 1
     return head
+
+
+def _q(objective: Objective) -> torch.Tensor | None:
+    return objective.q.clone() if objective.name == "group_dro" else None
+
 
 def _dro_fit(objective: Objective, codes: np.ndarray):
     """group_dro on the convex head: a fit(problem, lam, w0, tol) that alternates
@@ -295,7 +300,8 @@ def _dro_fit(objective: Objective, codes: np.ndarray):
 
     with w(q) = argmin_w sum_g q_g (n / n_g) sum_{j in g} loss_j(w) + lambda/2 |w|^2 solved
     to its optimum (pair weights c_j = n q_g / n_g, mean 1 at uniform q), and ends with w
-    solved under the last q. q starts where the last lambda left it (``objective.q``).
+    solved under the last q (``problem.c``). q starts where the last lambda left it
+    (``objective.q``).
     """
     counts = np.bincount(codes, minlength=len(objective.q)).astype(float)
     step = objective.dro_step
@@ -303,10 +309,10 @@ def _dro_fit(objective: Objective, codes: np.ndarray):
     def fit(problem: LogisticProblem, lam: float, w0, tol: float) -> np.ndarray:
         q = objective.q.double().numpy()
         w = w0
-        for _ in range(DRO_ROUNDS + 1):
+        for round_ in range(DRO_ROUNDS + 1):
             problem.c = len(codes) * q[codes] / counts[codes]
             w = fit_logistic(problem, lam, w0=w, tol=tol)
-            if _ == DRO_ROUNDS:
+            if round_ == DRO_ROUNDS:
                 break
             e = problem.z @ w + problem.o
             loss = -(problem.t * log_expit(e) + (1 - problem.t) * log_expit(-e))

@@ -175,19 +175,16 @@ def audit_set(name: str, pairs: pd.DataFrame, out: Path, args, pools=None) -> No
     import rmlens
 
     start = time.perf_counter()
-    first = next(iter(pools.values())) if pools else None
-    rmlens.mitigate(pairs, out=out, runs=args.runs, candidates=first, quiet=True)
+    rmlens.mitigate(pairs, out=out, runs=args.runs, quiet=True)
+    kept = json.loads((out / "mitigate.json").read_text())["objectives"]
     paths = {}
     for pool, path in (pools or {}).items():
         target = out / f"bon-{pool}"
-        rmlens.overoptimize([out / o for o in json.loads(
-            (out / "mitigate.json").read_text())["objectives"]], path, out=target,
-            labels=tuple(json.loads((out / "mitigate.json").read_text())["objectives"]),
-            quiet=True)  # fmt: skip
+        rmlens.overoptimize([out / o for o in kept], path, out=target, labels=tuple(kept),
+                            quiet=True)  # fmt: skip
         paths[pool] = target / "overoptimization.json"
     elapsed = time.perf_counter() - start
-    times = training_cost(pairs, json.loads((out / "mitigate.json").read_text())["objectives"],
-                          args.repeats)  # fmt: skip
+    times = training_cost(pairs, kept, args.repeats)
     table, goal = table_of(out, pairs, paths, times)
     print(f"\n## {name}: {len(pairs)} pairs, {args.runs} runs; mitigate (and best-of-n) "
           f"{elapsed:.0f} s; a bt run's head {times['bt']:.2f} s")

@@ -186,3 +186,18 @@ def test_explicit_fine_tuning_accepts_the_guided_objectives():
     from rmlens.rewards.finetune import TrainConfig
 
     assert TrainConfig(objective="complementary").check().objective == "complementary"
+
+
+def test_the_report_says_what_the_objective_did():
+    from rmlens.report._sections._quality import _objective_block
+
+    record = {"objective": "curate", "mean_weight_cv": 0.4253, "mean_weight_min": 0.0,
+              "mean_weight_max": 1.0, "mean_n_zero_weight": 146.6, "guide_tm_mean": 0.674,
+              "guide_tg_mean": 0.6185, "guide_cm_mean": 0.0555, "guide_n_not_learned": 146.6,
+              "guide_margin_from": "data", "runs_inactive": [{"run": 2, "why": "x"}],
+              "n_runs": 5}  # fmt: skip
+    text = _objective_block(record)
+    assert "<code>curate</code>" in text and "146.6 pairs at weight 0" in text
+    assert "in-run TM &lt; 0.5" in text and "the data's margin" in text
+    assert "inactive in 1 of 5 runs" in text
+    assert _objective_block({"objective": "bt", "runs_inactive": [], "n_runs": 5}) == ""

@@ -151,13 +151,13 @@ class HeadRM:
 
     def _problem(self, x_chosen, x_rejected, extras: PairExtras, weight=None) -> LogisticProblem:
         """The convex head's pairs (float64): z = (h+ - h-) / scale with the training pairs'
-        scale, the poe bias features dphi / scale appended (penalized by ``EXPERT_PENALTY``
-        times lambda: an expert as penalized as the main head shares the shortcut with it,
-        since the main head's hundreds of coordinates express it at a lower L2 cost, which
-        left the main head's reward-length correlation 11% below bt's, against 85% below
-        with the expert left free), the reweight weights (the bias-only model's,
-        normalized by the training pairs' mean) or the given ``weight``, the
-        label_smoothing target and the margin offsets."""
+        scale; the poe bias features dphi / scale appended, penalized by ``EXPERT_PENALTY``
+        times lambda (an expert as penalized as the main head shares the shortcut with it,
+        since the main head's hundreds of coordinates express it at a lower L2 cost: the
+        main head's reward-length correlation fell 11% below bt's on synthetic pairs, and
+        78% with the expert left free, ``benchmarks/guided.py``); the reweight weights (the
+        bias-only model's, normalized by the training pairs' mean) or the given ``weight``;
+        the label_smoothing target and the margin offsets."""
         cfg, objective = self.config, self.objective_
         xc, xr = (np.asarray(x, dtype=float) for x in (x_chosen, x_rejected))
         z = (xc - xr) / self.scale_

@@ -55,6 +55,7 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
     if isinstance(quality, dict):
         body += _quality_table(quality)
     body += _estimator_block(summary)
+    body += _objective_block(summary.get("objective"))
     body += _reliability_block(summary.get("reliability"))
     validation = summary.get("validation")
     if isinstance(validation, dict):
@@ -152,6 +153,39 @@ def _estimator_block(summary: dict[str, Any]) -> str:
     if isinstance(damping, dict) and "damping" in damping:
         html += f'<p class="note">{prose(damping_sentence(damping))}.</p>'
     return html
+
+
+def _objective_block(record: Any) -> str:
+    """What the runs' objective did (summary.json ``objective``), for any but plain bt."""
+    if not isinstance(record, dict) or record.get("objective") in (None, "bt"):
+        return ""
+    parts = [f"Training objective: <code>{esc(str(record['objective']))}</code>"]
+    if "mean_weight_cv" in record:
+        parts.append(
+            "its per-pair loss weights, mean over runs: coefficient of variation "
+            f"{esc(fmt(record['mean_weight_cv'], 3))}, from "
+            f"{esc(fmt(record.get('mean_weight_min'), 3))} to "
+            f"{esc(fmt(record.get('mean_weight_max'), 3))}, "
+            f"{esc(fmt(record.get('mean_n_zero_weight'), 1))} pairs at weight 0"
+        )  # fmt: skip
+    if "guide_tm_mean" in record:
+        parts.append(
+            "the nested paired audit inside each run's training groups gave mean in-run TM "
+            f"{esc(fmt(record['guide_tm_mean'], 3))}, TG {esc(fmt(record['guide_tg_mean'], 3))}, "
+            f"CM {esc(fmt(record['guide_cm_mean'], 3))}, and "
+            f"{esc(fmt(record.get('guide_n_not_learned'), 1))} pairs not learned (in-run TM "
+            "&lt; 0.5)"
+        )  # fmt: skip
+    if record.get("guide_margin_from"):
+        source = "the data's margin" if record["guide_margin_from"] == "data" else (
+            "the reward margin of a Bradley-Terry head (the data has none)")  # fmt: skip
+        parts.append(f"margins from {source}")
+    if "mean_dro_q_max" in record:
+        parts.append(f"largest group weight {esc(fmt(record['mean_dro_q_max'], 3))}")
+    idle = record.get("runs_inactive") or []
+    parts.append(f"its mechanism stayed inactive in {len(idle)} of {record.get('n_runs')} runs"
+                 if idle else "its mechanism acted in every run")  # fmt: skip
+    return f'<p class="note">{"; ".join(parts)}.</p>'
 
 
 def _reliability_block(reliability: Any) -> str:

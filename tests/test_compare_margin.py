@@ -186,3 +186,28 @@ def test_compare_json_names_the_baseline(tmp_path):
     record = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert record["details"]["baseline"] == "b"
     assert record["metrics"]["heldout_accuracy_vs_baseline"]["family"] == "accuracy"
+
+
+def test_the_page_answers_which_objective_at_what_cost():
+    audits = [{"label": "bt", "objective": "bt"},
+              {"label": "bt + length calibration", "objective": "bt",
+               "reference": "length calibration"},
+              {"label": "poe", "objective": "poe"}, {"label": "curate", "objective": "curate"}]
+    figures = [_row("bt", "heldout_accuracy", 0.73), _row("poe", "heldout_accuracy", 0.55),
+               _row("curate", "heldout_accuracy", 0.7462),
+               _row("bt + length calibration", "heldout_accuracy", 0.9),  # a reference: no
+               _row("bt", "reward_length_spearman", 0.48, "shortcuts"),
+               _row("poe", "reward_length_spearman", -0.01, "shortcuts"),
+               _row("curate", "reward_length_spearman", 0.66, "shortcuts"),
+               _row("poe", "heldout_accuracy_vs_baseline", -0.18, "accuracy"),
+               _row("curate", "heldout_accuracy_vs_baseline", 0.016, "accuracy")]  # fmt: skip
+    record = {"audits": audits, "figures": figures, "details": {"baseline": "bt"},
+              "metrics": {r["metric"]: {"label": r["metric"]} for r in figures}}  # fmt: skip
+    html = glance_section(record, None).html()
+    answer = html[html.index("Which objective"):html.index("</ul>")]
+    items = answer.split("<li>")[1:]
+    assert items[0].startswith("<b>curate</b> has the highest held-out accuracy: 0.746")
+    assert "against bt's 0.730" in items[0] and "against bt: +0.016" in items[0]
+    assert items[1].startswith("<b>poe</b> has the least length-following rewards")
+    assert "-0.010" in items[1] and "against bt: -0.180" in items[1]
+    assert len(items) == 2  # no low-margin figures, no pool: no more lines

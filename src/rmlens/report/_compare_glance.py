@@ -113,12 +113,67 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
         if any(winners.values()):
             row["slices won"] = f"{sum(label in t for t in winners.values())} of {len(winners)}"
         rows.append(row)
-    body = _glance_note(base, bool(gold), n_max, {m for _, m in columns})
+    body = _answer(by, plain, base, gold, n_max)
+    body += _glance_note(base, bool(gold), n_max, {m for _, m in columns})
     body += table(pd.DataFrame(rows))
     if any(winners.values()):
         won = _won_rows(winners, by, record.get("metrics") or {}, plain, base)
         body += "<h3>Where each slice is won</h3>" + table(pd.DataFrame(won))
     return Section("glance", "At a glance", body)
+
+
+# the headline figures of the answer: (words, metric, the key the best maximizes)
+HEADLINES = (
+    ("the highest held-out accuracy", "heldout_accuracy", float),
+    ("the least length-following rewards (|Spearman(reward, words)| lowest)",
+     "reward_length_spearman", lambda v: -abs(v)),
+    ("the highest accuracy on the weakest preferences", LOW_MARGIN, float),
+    ("the most memory moved to the weakest preferences (CM low − high margin)",
+     "cm_margin_low_minus_high", float),
+)  # fmt: skip
+
+
+def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int) -> str:
+    """Which audit (no reference row) is best on each headline figure, and what it costs in
+    held-out accuracy against the baseline: the page's answer in a few lines."""
+    lines = []
+    candidates = list(HEADLINES)
+    if gold:
+        candidates.append((f"the most gold at best-of-{n_max}", "gold", float))
+    for words, metric, key in candidates:
+        if metric == "gold":
+            values = {a: (gold.get(a, {}).get("runs") or {}).get("gold_at_max_n") for a in plain}
+            values = {a: float(v) for a, v in values.items() if isinstance(v, (int, float))}
+        else:
+            values = {a: _value(by.get((a, metric))) for a in plain}
+            values = {a: v for a, v in values.items() if not math.isnan(v)}
+        if len(values) < 2:
+            continue
+        top = max(round(key(v), 3) for v in values.values())
+        tied = [a for a, v in values.items() if round(key(v), 3) == top]  # as shown: 3 places
+        best = tied[0]
+        shown = (interval_text(gold[best]["runs"], "gold_at_max_n") if metric == "gold"
+                 else figure_cell(by.get((best, metric))))  # fmt: skip
+        who = " and ".join(f"<b>{esc(a)}</b>" for a in tied)
+        text = f"{who} {'has' if len(tied) == 1 else 'tie for'} {esc(words)}: {esc(shown)}"
+        if len(tied) > 1:
+            text += f" ({esc(best)}'s)"
+        if base is not None and base not in tied:
+            if metric == "gold":
+                ref = interval_text(gold.get(base, {}).get("runs"), "gold_at_max_n")
+            else:
+                ref = figure_cell(by.get((base, metric)))
+            text += f" against {esc(base)}'s {esc(ref)}"
+            cost = by.get((best, COST))
+            if cost:
+                text += (f"; {esc(best) + chr(39) + 's' if len(tied) > 1 else 'its'} held-out "
+                         f"accuracy against {esc(base)}: {esc(figure_cell(cost))}")
+        elif base in tied:
+            text += " (no objective beats it)"
+        lines.append(f"<li>{text}</li>")
+    if not lines:
+        return ""
+    return '<p class="note">Which objective, at what cost:</p><ul>' + "".join(lines) + "</ul>"
 
 
 def _won_rows(winners: dict[str, list[str]], by: dict, metrics: dict, plain: list[str],

@@ -11,7 +11,7 @@ import numpy as np
 from rmlens._errors import InputError
 from rmlens.rewards._influence import DAMPING, OBJECTIVES
 from rmlens.rewards._metrics import reward_stats
-from rmlens.rewards._trainer import RunScores, group_codes, objective_inputs
+from rmlens.rewards._trainer import RunScores, dropped_ids, group_codes, objective_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,6 +49,7 @@ class PerRun:
         self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
         self.guide_features_ = guide_features(self, pairs)  # before any run: the base weights
         self.pair_margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        self.ids_ = pairs["id"].astype(str).to_numpy() if "id" in pairs else None
         self._prepare_refs([ex for ex, k in zip(self.examples_, self.kept_) if k])
         self.groups_codes_ = None
         if groups is not None:
@@ -77,7 +78,8 @@ class PerRun:
             weights, guide, _ = guided_weights(cfg, self.guide_features_, self.pair_margin_,
                                                self.groups_, train_index, eval_index)  # fmt: skip
             extras.update(weights=weights, guide=guide)
-            self.run_record_ = guide_record(cfg, weights, guide)
+            self.run_record_ = {**guide_record(cfg, weights, guide),
+                                **dropped_ids(self.ids_, train_index, weights)}
         if len(grid) > 1 and not evals:
             raise InputError("`lr_grid` needs validation pairs: set `patience` > 0 (an "
                              "audit carves validation groups) or `eval_fraction` > 0")  # fmt: skip

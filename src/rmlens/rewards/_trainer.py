@@ -230,3 +230,12 @@ def warn_inactive(objective: str, activities: list[dict]) -> None:
     message = inactive_message(objective, activities)
     if message:
         warnings.warn(message, RmlensWarning, stacklevel=3)
+
+
+def dropped_ids(ids, train_index, weights) -> dict:
+    """``{"dropped_ids": [...]}``: the training pairs an objective gave weight 0 (``curate``
+    drops the pairs not learned even when trained on), for a run's record; {} when none."""
+    if ids is None or weights is None:
+        return {}
+    zero = np.asarray(train_index, dtype=int)[np.asarray(weights) == 0]
+    return {"dropped_ids": [str(i) for i in np.asarray(ids)[zero]]} if len(zero) else {}

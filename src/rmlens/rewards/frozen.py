@@ -33,6 +33,7 @@ from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._trainer import (
     RunScores,
     Trainer,
+    dropped_ids,
     group_codes,
     objective_inputs,
     warn_dropped,
@@ -361,6 +362,7 @@ class FrozenHeadTrainer(Trainer):
             backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet
         )
         self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+        self.ids_ = pairs["id"].astype(str).to_numpy() if "id" in pairs else None
         self.bias_, self.groups_ = objective_inputs(self.config, pairs, self.bias)
         self.identity_ = backbone.identity
         self.groups_codes_ = None
@@ -423,6 +425,7 @@ class FrozenHeadTrainer(Trainer):
                 metrics.update({f"{split}_{k}": v for k, v in stats.items()})
         metrics.update(training_record(rm))
         metrics.update(describe_objective(rm.objective_, self.bias, rm.activity_))
+        metrics.update(dropped_ids(self.ids_, train_index, rm.objective_.weights_))
         p = p_cf = None
         if self.groups_codes_ is not None and self.counterfactuals == "last-layer":
             p, p_cf, lambdas = head_influence(

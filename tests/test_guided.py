@@ -129,7 +129,8 @@ def test_paired_counterfactuals_of_weighted_objectives_match_refits(
         assert summary["objective"]["runs_inactive"] == [], name
         manifest = json.loads((tmp_path / name / "runs" / "000" / "manifest.json").read_text())
         metrics = manifest["metrics"]
-        assert metrics["objective"] == name and "weight_cv" in metrics
+        assert metrics["objective"] == name and metrics["objective_active"]
+        assert ("dro_q" if name == "group_dro" else "weight_cv") in metrics
         if name == "curate":  # what was dropped: the pairs of weight 0, by id
             assert len(metrics["dropped_ids"]) == metrics["n_zero_weight"] > 0
             assert set(metrics["dropped_ids"]) <= set(manifest["train_ids"])

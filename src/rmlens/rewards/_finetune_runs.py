@@ -42,10 +42,10 @@ class PerRun:
         counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
         (no exact refit exists for a fine-tuned RM).
         """
-        self._setup()
-        self.examples_, self.kept_ = self._examples(pairs)
         from rmlens.rewards._finetune_parts import guide_features
 
+        self._setup()
+        self.examples_, self.kept_ = self._examples(pairs)
         self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
         self.guide_features_ = guide_features(self, pairs)  # before any run: the base weights
         self.pair_margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None

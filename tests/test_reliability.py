@@ -349,3 +349,32 @@ def test_a_higher_target_or_cap_continues_the_same_audit(tmp_path):
     audit(pairs, plain, out=out, trainer=trainer, quiet=True)
     assert trainer.calls == high["runs"]  # nothing redone
     assert "target_reliability" not in json.loads((out / "summary.json").read_text())
+
+
+def test_paired_runs_are_split_themselves():
+    """One repeat of a 5-fold plan: brute force has no split (it needs whole repeats), the
+    paired estimator splits the 5 runs (3 against 2) and reports CM's reliability with its
+    spread; a planted per-pair effect seen by every run makes it high."""
+    rng = np.random.default_rng(4)
+    n, runs = 600, 5
+    effect = rng.standard_normal(n)  # each pair's own CM, the same in every run
+    member = (np.arange(n)[:, None] % runs) != np.arange(runs)[None, :]  # 5-fold, one repeat
+    base = 0.5 + 0.05 * rng.standard_normal((n, runs))
+    inside, outside = base + 0.02 * effect[:, None], base
+    p = np.where(member, inside, outside)
+    p_cf = np.where(member, outside, inside)  # the other side of the same run
+    val = np.zeros_like(member)
+    repeat = np.zeros(runs, dtype=int)
+    brute = split_half(p, member, val, repeat, folds=runs)
+    assert np.isnan(brute["cm"]["spearman_brown"]) and brute["split"] == "repeats"
+    paired = split_half(p, member, val, repeat, folds=runs, p_cf=p_cf, n_splits=10)
+    assert paired["split"] == "runs" and paired["n_runs"] == 5 and paired["n_splits"] == 10
+    cm = paired["cm"]
+    assert cm["split_half"] > 0.95 and cm["spearman_brown"] > 0.95  # the planted effect
+    assert np.isfinite(cm["split_half_std"])
+    assert cm["runs_for_0_8"] == 5  # already above 0.8: one whole repeat
+    # noise only: about 0, and Spearman-Brown with halves of 2 and 3 runs uses 5 / 2
+    noise = split_half(base, member, val, repeat, folds=runs, p_cf=base[:, ::-1], n_splits=1)
+    r = noise["cm"]["split_half"]
+    assert abs(r) < 0.15
+    assert noise["cm"]["spearman_brown"] == pytest.approx(spearman_brown(r, 2.5))

@@ -151,8 +151,10 @@ def reliability_table(reliability: dict):
 
     n = reliability.get("n_splits", 0)
     table = Table(
-        title=f"Reliability of the pairs' ranking: {reliability.get('n_runs', 0)} runs in "
-        f"{reliability.get('n_repeats', 0)} whole repeats, mean +- std over {n} splits"
+        title=f"Reliability of the pairs' ranking: {reliability.get('n_runs', 0)} runs "
+        + ("split run by run (paired)" if reliability.get("split") == "runs" else
+           f"in {reliability.get('n_repeats', 0)} whole repeats")
+        + f", mean +- std over {n} splits"
     )
     for col in ("score", "split-half", "Spearman-Brown", "runs for 0.8"):
         table.add_column(col, justify="left" if col == "score" else "right")

@@ -14,6 +14,14 @@ and the prophecy formula inverts it: the run count that would reach a target rel
 
 The alternating split (repeats 0, 2, 4, ... against 1, 3, ...) comes first; further seeded
 random splits of the repeats give the mean and the spread (std) over splits.
+
+With the paired estimator the units split are the runs themselves, not whole repeats: each
+paired run scores every pair on both sides (in and out), so any set of runs estimates TM, TG
+and CM of every pair, and 5 paired runs (one repeat of a 5-fold plan) already give a
+reliability with its spread. Brute force keeps whole repeats: a half of it needs both in-
+and out-runs for every pair, which only complete K-folds guarantee. The halves of an odd
+number of units differ by one; Spearman-Brown's factor is then n / n_half of the smaller
+half, a slight under-correction.
 """
 
 from __future__ import annotations
@@ -70,30 +78,40 @@ def split_half(
     member, val : ndarray of shape (n_pairs, n_runs), bool
         In-training and validation pairs per run (validation pairs count neither in nor out).
     repeat : ndarray of shape (n_runs,), int
-        Each run's repeat of the plan (run // K); only repeats with all ``folds`` runs
-        finished are used.
+        Each run's repeat of the plan (run // K); without ``p_cf`` only repeats with all
+        ``folds`` runs finished are used.
     folds : int
         Runs per repeat (K).
     p_cf : ndarray of shape (n_pairs, n_runs), optional
-        The paired counterfactuals: each half then estimates with the paired estimator.
+        The paired counterfactuals: each half then estimates with the paired estimator, and
+        the runs themselves are split (module docstring).
     n_splits : int, default=20
-        Splits of the repeats into two halves: the alternating one, then seeded random ones.
+        Splits of the units into two halves: the alternating one, then seeded random ones.
 
     Returns
     -------
-    dict with ``n_runs`` (runs of whole repeats used), ``n_repeats``, ``n_splits``, and per
+    dict with ``split`` (``runs`` with ``p_cf``, else ``repeats``), ``n_runs`` (runs used:
+    every finished run when paired, else those of whole repeats), ``n_repeats`` (whole
+    repeats finished), ``n_splits``, and per
     score (``tm``, ``tg``, ``cm``): ``split_half``, ``spearman_brown`` (means over splits),
     their ``_std``, ``alternating`` (the first split's split-half) and ``runs_for_0_8``.
-    With fewer than 2 whole repeats: NaN scores and a ``reason``.
+    With fewer than 2 units (runs when paired, whole repeats otherwise): NaN scores and a
+    ``reason``.
     """
     repeat = np.asarray(repeat)
-    whole = complete_repeats(repeat, folds)
-    out: dict = {"n_runs": int(len(whole) * folds), "n_repeats": int(len(whole))}
+    paired = p_cf is not None
+    unit = np.arange(len(repeat)) if paired else repeat  # paired: every run is a unit
+    whole = unit if paired else complete_repeats(repeat, folds)
+    n_runs = int(len(whole) * (1 if paired else folds))
+    out: dict = {"n_runs": n_runs, "n_repeats": int(len(complete_repeats(repeat, folds))),
+                 "split": "runs" if paired else "repeats"}  # fmt: skip
     keys = ("split_half", "spearman_brown", "split_half_std", "spearman_brown_std", "alternating")
     nan = {**dict.fromkeys(keys, math.nan), "runs_for_0_8": None}
     if len(whole) < 2:
         out["n_splits"] = 0
-        out["reason"] = f"{len(whole)} finished whole repeat(s) of the plan; split-half needs 2"
+        out["reason"] = (f"{len(whole)} finished run(s); split-half needs 2" if paired else
+                         f"{len(whole)} finished whole repeat(s) of the plan; split-half "
+                         "needs 2")  # fmt: skip
         return out | {s: dict(nan) for s in SCORES}
     rng = np.random.default_rng([seed, 7])
     orders = [np.arange(len(whole))] + [rng.permutation(len(whole)) for _ in range(n_splits - 1)]
@@ -101,14 +119,14 @@ def split_half(
     weights = np.zeros((len(repeat), 2 * len(orders)))
     for j, order in enumerate(orders):
         first, second = whole[order[0::2]], whole[order[1::2]]  # alternating: 0,2,4 / 1,3
-        weights[:, 2 * j] = np.isin(repeat, first)
-        weights[:, 2 * j + 1] = np.isin(repeat, second)
+        weights[:, 2 * j] = np.isin(unit, first)
+        weights[:, 2 * j + 1] = np.isin(unit, second)
     tm, tg = side_means(*run_sides(p, member, val, p_cf), weights)  # (n_pairs, 2 * n_splits)
     halves = {"tm": tm, "tg": tg, "cm": tm - tg}  # the estimator's NaN: no in- or out-runs
     out["n_splits"] = len(orders)
     for score, est in halves.items():
         r = np.array([spearman(est[:, 2 * j], est[:, 2 * j + 1]) for j in range(len(orders))])
-        sb = spearman_brown(r, 2.0)  # each half has about half of the runs
+        sb = spearman_brown(r, len(whole) / (len(whole) // 2))  # 2 for even halves
         ok = np.isfinite(r)
         if not ok.any():
             out[score] = dict(nan)
@@ -120,7 +138,7 @@ def split_half(
             "split_half_std": float(r[ok].std(ddof=1)) if ok.sum() > 1 else 0.0,
             "spearman_brown_std": float(sb[ok].std(ddof=1)) if ok.sum() > 1 else 0.0,
             "alternating": float(r[0]),
-            "runs_for_0_8": runs_needed(mean_sb, out["n_runs"], TARGET, folds=folds),
+            "runs_for_0_8": runs_needed(mean_sb, n_runs, TARGET, folds=folds),
         }
     return out
 

@@ -192,8 +192,10 @@ def _reliability_block(reliability: Any) -> str:
     """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table."""
     if not isinstance(reliability, dict):
         return ""
+    units = ("the runs (each paired run scores every pair on both sides)"
+             if reliability.get("split") == "runs" else "the whole repeats of the plan")
     html = (
-        '<p class="note">Reliability of the ranking of pairs: the whole repeats of the plan '
+        f'<p class="note">Reliability of the ranking of pairs: {units} '
         "split into two halves, each score estimated from each half, Spearman correlation "
         "across pairs (mean ± std over splits), Spearman-Brown corrected to the "
         f"{esc(fmt(reliability.get('n_runs')))} runs used; the runs that 0.8 would need "

@@ -57,15 +57,21 @@ def test_cli_on_an_experiment_directory(experiment, capsys):
             "--probes", "pad_filler,refusal", "--calibrate-frac", "0.5", "--by", "user_id",
             "--quiet"]  # fmt: skip
     assert main(argv) == 0
-    assert "RM evaluation: 40 pairs" in capsys.readouterr().out
-    for name in ("metrics.json", "probes.parquet", "scores.parquet", "reliability.png",
-                 "rewards.png", "probes.png"):  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "RM evaluation: 40 pairs, cross-fitted" in printed
+    assert "held-out accuracy (cross-fitted)" in printed and "in-sample accuracy" in printed
+    files = ("metrics.json", "probes.parquet", "scores.parquet", "reliability.png",
+             "rewards.png", "probes.png")  # fmt: skip
+    for name in files:
         assert (out / name).stat().st_size > 0, name
+    assert f"({', '.join(files)}, config.toml)" in " ".join(printed.split())  # every file
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_pairs"] == 40 and 0 <= metrics["ece"] <= 1 and 0 <= metrics["brier"] <= 1
-    assert metrics["ensemble"]["n_members"] == 5
+    assert metrics["cross_fitted"]["runs_per_pair"] == 1.0  # 5 folds: one run held each out
+    assert "ensemble" not in metrics  # member figures would mix in-sample runs
     assert metrics["in_train"]["members_per_pair"] == 4.0
     assert metrics["held_out"]["members_per_pair"] == 1.0
+    assert metrics["accuracy"] == metrics["held_out"]["accuracy"]  # the headline: held out
     assert set(metrics["by"]["user_id"]) == {f"u{i}" for i in range(5)}
     assert metrics["temperature"]["n_fit"] == 20 and "margin_spearman" in metrics
     probes = pd.read_parquet(out / "probes.parquet")
@@ -74,15 +80,17 @@ def test_cli_on_an_experiment_directory(experiment, capsys):
         ("refusal", "chosen"), ("refusal", "rejected"),
     ]  # fmt: skip
     assert (probes.n == 40).all()
-    # the ensemble's reward is the mean of the runs' rewards as the audit scored them
-    runs = [
-        pd.read_parquet(root / "exp" / "runs" / f"{r:03d}" / "scores.parquet") for r in range(5)
-    ]
+    # each pair's reward is that of the run that held it out, as the audit scored it
+    exp = root / "exp" / "runs"
+    runs = [pd.read_parquet(exp / f"{r:03d}" / "scores.parquet") for r in range(5)]
+    trained = [set(json.loads((exp / f"{r:03d}" / "manifest.json").read_text())["train_ids"])
+               for r in range(5)]  # fmt: skip
+    held_by = [next(r for r in range(5) if i not in trained[r]) for i in pairs.id]
+    expected = [runs[r].r_chosen[k] for k, r in enumerate(held_by)]
     scores = pd.read_parquet(out / "scores.parquet")
-    np.testing.assert_allclose(
-        scores.r_chosen, np.mean([r.r_chosen for r in runs], axis=0), rtol=1e-5, atol=1e-6
-    )
-    assert "disagreement" in scores
+    np.testing.assert_allclose(scores.r_chosen, expected, rtol=1e-5, atol=1e-6)
+    d = np.array([runs[r].r_chosen[k] - runs[r].r_rejected[k] for k, r in enumerate(held_by)])
+    assert metrics["accuracy"] == pytest.approx(np.mean((d > 0) + 0.5 * (d == 0)))
 
 
 def test_members_share_one_backbone_and_probes_encode_only_edited_texts(experiment, monkeypatch):
@@ -187,3 +195,22 @@ def test_cli_on_a_sequence_classification_model(experiment, tiny_encoder_dir, tm
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["rm"]["class"] == "SequenceClassifierRM" and metrics["n_pairs"] == 40
     assert pd.read_parquet(out / "probes.parquet").n.tolist() == [40, 40]
+
+
+def test_probes_score_each_pair_with_its_own_members(experiment):
+    """Cross-fitted probes: one-hot member weights give exactly that member's effects."""
+    root, _, pairs = experiment
+    ensemble = load_rm(root / "exp", device="cpu")
+    rc, rr, _ = member_pair_scores(ensemble, pairs)
+    pick = np.arange(len(pairs)) % 5  # pair i scored by member i % 5 alone
+    weights = np.eye(5)[:, pick]
+    thanks = Probe("thanks", "append thanks", lambda t: t + " thanks please")
+    from rmlens.evaluation._probes import probe_effects
+
+    effects = probe_effects(ensemble, pairs, thanks, "chosen", member_weights=weights,
+                            r_chosen=rc[pick, np.arange(40)], r_rejected=rr[pick, np.arange(40)])
+    for m in range(5):
+        rows = pick == m
+        own = probe_effects(ensemble.members[m], pairs[rows].reset_index(drop=True), thanks,
+                            "chosen")
+        np.testing.assert_allclose(effects["shift"].to_numpy()[rows], own["shift"], atol=1e-5)

@@ -75,12 +75,17 @@ def print_table(metrics: dict, out: Path) -> None:
     console = Console()
     posthoc = metrics.get("posthoc_calibration")
     title = f"RM evaluation: {metrics['n_pairs']} pairs"
+    crossed = metrics.get("cross_fitted")
+    if crossed:
+        title += (f", cross-fitted (each scored only by the runs that held it out: "
+                  f"{crossed['runs_per_pair']:.1f} runs per pair)")
     if posthoc:
         title += f", {posthoc['method']}-calibrated (LOWESS frac {posthoc['frac']:g})"
     head = Table(title=title)
     head.add_column("metric")
     head.add_column("value", justify="right")
-    rows = [("accuracy", metrics["accuracy"]), ("ECE", metrics["ece"]),
+    first = "held-out accuracy (cross-fitted)" if crossed else "accuracy"
+    rows = [(first, metrics["accuracy"]), ("ECE", metrics["ece"]),
             ("Brier", metrics["brier"]), ("log-loss", metrics["log_loss"])]  # fmt: skip
     if posthoc:
         rows += [
@@ -94,9 +99,13 @@ def print_table(metrics: dict, out: Path) -> None:
     if "temperature" in metrics:
         t = metrics["temperature"]
         rows += [("temperature", t["temperature"]), ("ECE after T", t["ece_after"])]
-    for split in ("in_train", "held_out"):
-        if split in metrics:
-            rows.append((f"accuracy ({split})", metrics[split]["accuracy"]))
+    if crossed and "in_train" in metrics:
+        rows.append(("in-sample accuracy (runs trained on the pair)",
+                     metrics["in_train"]["accuracy"]))  # fmt: skip
+    elif not crossed:
+        for split in ("in_train", "held_out"):
+            if split in metrics:
+                rows.append((f"accuracy ({split})", metrics[split]["accuracy"]))
     if "ensemble" in metrics:
         e = metrics["ensemble"]
         rows += [
@@ -120,4 +129,8 @@ def print_table(metrics: dict, out: Path) -> None:
         console.print(probes)
     for warning in metrics["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
-    console.print(f"results in {out}/ (metrics.json, probes.parquet, reliability.png)")
+    if crossed and crossed["left_out"]["count"]:
+        console.print(f"note: {crossed['left_out']['count']} pairs left out: no run held them "
+                      "out")  # fmt: skip
+    written = [*metrics.get("files", ["metrics.json"]), "config.toml"]
+    console.print(f"results in {out}/ ({', '.join(written)})")

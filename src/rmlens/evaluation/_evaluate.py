@@ -36,6 +36,25 @@ from rmlens.rewards import EnsembleRM, load_rm
 from rmlens.rewards._ensemble import member_pair_scores
 from rmlens.rewards._metrics import pairwise_accuracy
 
+CROSS_FIT_NOTE = (
+    "cross-fitted: the RM is an audit's runs and the pairs are the audit's own, so each pair "
+    "is scored only by the runs that held it out (neither trained on it nor used it for "
+    "validation), probes included; in_train gives the in-sample figures of the runs that "
+    "trained on each pair, and pairs no run held out are left out"
+)
+
+
+def cross_fit_mask(rm: Any, ids: Sequence[str]) -> np.ndarray | None:
+    """(n_members, n_pairs) bool: the members that held each pair out, when ``rm`` is an
+    ensemble whose members trained on some of these pairs (an audit scoring its own pairs);
+    None otherwise (every member scores every pair)."""
+    if not isinstance(rm, EnsembleRM):
+        return None
+    member = rm.membership(ids)
+    if member is None or not member.any():
+        return None
+    return ~member & ~rm.validation(ids)
+
 
 def _split_metrics(margins: np.ndarray, n_bins: int) -> dict:
     """Accuracy, ECE, Brier of mean margins (n,), NaN entries left out."""
@@ -154,7 +173,9 @@ def evaluate(
         The content of metrics.json: ``n_pairs``, ``accuracy`` (ties 1/2), ``ece``, ``brier``,
         ``log_loss``, ``calibration``, ``reward_distribution``, ``warnings``, optional
         ``by``, ``rewardbench``, ``margin_spearman``, ``temperature``, ``ensemble``,
-        ``in_train``/``held_out``, ``posthoc_calibration`` (method, unit, frac, it,
+        ``in_train``/``held_out``, ``cross_fitted`` (an audit scoring its own pairs: every
+        figure then comes from the runs that held each pair out; ``in_train`` stays beside
+        it as the in-sample figure), ``posthoc_calibration`` (method, unit, frac, it,
         n_responses, corr_before/after: Spearman of reward with length over all responses,
         accuracy_before/after, flipped: share of pairs whose preference the calibration
         turned), and ``probes`` (the rows of probes.parquet).
@@ -191,7 +212,20 @@ def evaluate(
     dropped = pairs.id[~kept].tolist()
     data = pairs[kept].reset_index(drop=True)
     rc, rr = rc[:, kept], rr[:, kept]
-    r_c, r_r = rc.mean(axis=0), rr.mean(axis=0)  # (n_pairs,) ensemble = mean reward
+    in_sample = None
+    held = cross_fit_mask(rm, data.id)  # (n_members, n_pairs): who may score each pair
+    if held is not None:
+        in_sample = membership_metrics(rm, data.id, rc - rr, config.n_bins)
+        seen = held.any(axis=0)
+        unscored = data.id[~seen].tolist()
+        data, rc, rr, held = data[seen].reset_index(drop=True), rc[:, seen], rr[:, seen], \
+            held[:, seen]  # fmt: skip
+        if not len(data):
+            raise InputError("every pair was trained on by every run of the audit: no run "
+                             "held one out, so there is no held-out score to report")
+    weights = None if held is None else held / held.sum(axis=0)  # each pair's scoring runs
+    r_c, r_r = ((rc.mean(axis=0), rr.mean(axis=0)) if weights is None  # ensemble: mean reward
+                else ((weights * rc).sum(axis=0), (weights * rr).sum(axis=0)))  # fmt: skip
     raw, calibrator, posthoc = (r_c, r_r), None, None
     if config.calibrate == "length":
         r_c, r_r, calibrator, lengths, posthoc = _calibrate(r_c, r_r, data, config.lowess_frac)
@@ -210,9 +244,17 @@ def evaluate(
         r_r,
         margin=data["margin"].to_numpy(float) if "margin" in data else None,
         groups={c: data[c] for c in by},
-        member_margins=margins if margins.shape[0] > 1 else None,
+        member_margins=margins if margins.shape[0] > 1 and held is None else None,
         n_bins=config.n_bins,
     )
+    if held is not None:
+        metrics["cross_fitted"] = {
+            "n_pairs": int(len(data)),
+            "runs_per_pair": float(held.sum(axis=0).mean()),
+            "left_out": {"count": len(unscored), "ids": unscored[:100]},
+            "note": CROSS_FIT_NOTE,
+        }
+        metrics.update(in_sample or {})
     if posthoc is not None:
         metrics["posthoc_calibration"] = posthoc
     metrics["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
@@ -227,7 +269,7 @@ def evaluate(
             )
         except ValueError as err:
             raise InputError(f"`calibrate_frac`: {err}") from err
-    if isinstance(rm, EnsembleRM):
+    if isinstance(rm, EnsembleRM) and held is None:
         split = membership_metrics(rm, data.id, margins, config.n_bins)
         if split:
             metrics.update(split)
@@ -241,7 +283,8 @@ def evaluate(
         rows = np.arange(len(data))
     scorer = rm if calibrator is None else LengthCalibratedRM(rm, calibrator)  # probes too
     table = run_probes(
-        scorer, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet
+        scorer, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet,
+        member_weights=None if weights is None else weights[:, rows],
     )
     metrics["probes"] = table.to_dict("records")
     metrics["rm"] = _describe(rm, source)
@@ -252,8 +295,12 @@ def evaluate(
         if calibrator is not None:
             scores["r_chosen_calibrated"], scores["r_rejected_calibrated"] = r_c, r_r
             scores["len_chosen"], scores["len_rejected"] = lengths
-        if margins.shape[0] > 1:
+        if margins.shape[0] > 1 and held is None:  # cross-fitted: no mix of in-sample runs
             scores["disagreement"] = ensemble_disagreement(margins)[1]
+        metrics["files"] = ["metrics.json", "probes.parquet", "scores.parquet",
+                            "reliability.png", "rewards.png"]  # fmt: skip
+        metrics["files"] += ["probes.png"] * bool(len(table))
+        metrics["files"] += ["length.png"] * (calibrator is not None)
         _write(Path(out), metrics, table, scores, r_c, r_r)
         if calibrator is not None:
             plot_length(lengths.ravel(), np.concatenate(raw), np.r_[r_c, r_r], calibrator,

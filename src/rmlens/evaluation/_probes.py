@@ -180,6 +180,22 @@ for _probe in (
     register_probe(_probe)
 
 
+def _scores(rm: Any, prompts, responses, weights=None) -> np.ndarray:
+    """Rewards (n,) of texts: the members' mean, or their ``weights`` (n_members, n) per text;
+    a length-calibrated RM (``rm.calibrator``) subtracts its f(length) from either."""
+    inner = getattr(rm, "rm", rm) if hasattr(rm, "calibrator") else rm
+    if weights is None:
+        if inner is rm:
+            return member_scores(rm, prompts, responses).mean(axis=0)
+        return np.asarray(rm.score(prompts, responses), dtype=float)
+    raw = (weights * member_scores(inner, prompts, responses)).sum(axis=0)
+    if inner is rm:
+        return raw
+    from rmlens.evaluation._posthoc import response_lengths
+
+    return rm.calibrator.transform(raw, response_lengths(responses))
+
+
 def probe_effects(
     rm: Any,
     pairs: pd.DataFrame,
@@ -188,6 +204,7 @@ def probe_effects(
     *,
     r_chosen=None,
     r_rejected=None,
+    member_weights=None,
 ) -> pd.DataFrame:
     """Per-pair effect of one probe applied to one side.
 
@@ -200,6 +217,8 @@ def probe_effects(
     side : {"chosen", "rejected"}
     r_chosen, r_rejected : array of shape (n_pairs,), optional
         The unedited rewards, when already known; scored here otherwise.
+    member_weights : array of shape (n_members, n_pairs), optional
+        Weights of each pair's members (``run_probes``).
 
     Returns
     -------
@@ -218,11 +237,8 @@ def probe_effects(
     rc = np.asarray(r_chosen, dtype=float)[idx]
     rr = np.asarray(r_rejected, dtype=float)[idx]
     prompts = [pairs.prompt.iloc[i] for i in idx]
-    new = (
-        member_scores(rm, prompts, [edited[i] for i in idx]).mean(axis=0)
-        if idx.size
-        else np.zeros(0)
-    )
+    weights = None if member_weights is None else np.asarray(member_weights)[:, idx]
+    new = _scores(rm, prompts, [edited[i] for i in idx], weights) if idx.size else np.zeros(0)
     old = rc if side == "chosen" else rr
     d_before = rc - rr
     d_after = d_before + (new - old) * (1 if side == "chosen" else -1)
@@ -267,6 +283,7 @@ def run_probes(
     r_chosen=None,
     r_rejected=None,
     quiet: bool = True,
+    member_weights=None,
 ) -> pd.DataFrame:
     """Run probes on both sides of ``pairs``: one row per (probe, side).
 
@@ -284,6 +301,10 @@ def run_probes(
         The unedited rewards, when already computed (else scored here).
     quiet : bool, default=True
         No progress bar.
+    member_weights : array of shape (n_members, n_pairs), optional
+        Each pair's weights over an ensemble's members (columns summing to 1): an edited
+        text is scored by its pair's members only (cross-fitting: the runs that held the
+        pair out); default the mean of all members.
 
     Returns
     -------
@@ -310,7 +331,8 @@ def run_probes(
         for probe in chosen:
             for side in sides:
                 effects = probe_effects(
-                    rm, pairs, probe, side, r_chosen=r_chosen, r_rejected=r_rejected
+                    rm, pairs, probe, side, r_chosen=r_chosen, r_rejected=r_rejected,
+                    member_weights=member_weights,
                 )
                 rows.append(summarize_effects(effects, probe.name, side))
                 advance(1)

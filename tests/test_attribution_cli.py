@@ -73,6 +73,14 @@ def test_attribute_writes_tables_and_plots(experiment, capsys):
         assert (experiment / png).read_bytes()[:4] == b"\x89PNG", png
     record = json.loads((experiment / "attribution.json").read_text())
     assert record["attribute"]["folds"] == 3
+    # issue 31: each fit says whether it explains anything, and the tables carry it
+    floor = record["r2_floor"]
+    assert [f["informative"] for f in record["fit"]] == [f["r2"] is not None and f["r2"] >= floor
+                                                          for f in record["fit"]]
+    assert fit.informative.tolist() == [f["informative"] for f in record["fit"]]
+    assert record["warnings"] == out["warnings"]
+    useful = set(zip(fit.target, fit.regressor, fit.informative))
+    assert set(zip(imp.target, imp.regressor, imp.informative)) <= useful
     assert record["skipped"]["mechanism"] == "excluded"
     assert not list(experiment.glob(".*.tmp"))
 

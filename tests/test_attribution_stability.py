@@ -10,6 +10,7 @@ import pytest
 from scipy.special import logit
 
 from rmlens.attribution import AttributeConfig, Attributor, pair_features
+from rmlens.attribution._informative import fit_warnings
 from rmlens.attribution._stability import (
     Halves,
     compare_importance,
@@ -58,13 +59,16 @@ def test_warnings_in_plain_words():
         "top10_overlap_noise": [0.4, 0.4, 0.5, 0.55],
     })
     warnings = stability_warnings(fit)
+    # one rule (issue 31): below 0.5, or under noise + 0.25 * (1 - noise); CM lightgbm's
+    # overlap 0.6 clears 0.4 + 0.15 = 0.55, CM mlp's 0.4 misses 0.5 + 0.125 = 0.625
     assert warnings[0] == (
-        "the CM feature ranking changes between halves of the runs (lightgbm: rank "
-        "correlation 0.30, top-10 overlap 0.6; mlp: rank correlation 0.80, top-10 overlap "
-        "0.4): treat its top features as tentative")
+        "the CM feature ranking is not stable between halves of the runs (lightgbm: rank "
+        "correlation 0.30, needs 0.5; mlp: top-10 overlap 0.40, needs 0.625 (noise 0.50)): "
+        "treat its top features as tentative")
     # TG: 0.6 against 0.55 for noise is 0.11 of the way to 1 (< 0.25)
-    assert warnings[1].startswith("the TG top 10 features agree between halves of the runs "
-                                  "hardly more than those of fits to pure noise do (mlp:")
+    assert warnings[1] == (
+        "the TG feature ranking is not stable between halves of the runs (mlp: top-10 "
+        "overlap 0.60, needs 0.663 (noise 0.55)): treat its top features as tentative")
     assert len(warnings) == 2  # TM: 0.9 against 0.4 is 0.83 of the way
 
 
@@ -112,9 +116,18 @@ def test_pure_noise_target_gives_an_unstable_ranking(stable_and_noise):
     assert cm.top10_overlap <= 0.5 and cm.rank_spearman < tm.rank_spearman
     # what pure noise reaches is the chance level, not 0: trees lean on fine-grained features
     assert 0 < cm.top10_overlap_noise < 1 and cm.rank_spearman_noise > 0.3
-    warnings = stability_warnings(stable_and_noise.fit_)
+    # the stability rule alone (no R^2 to go by) flags the noise target
+    warnings = stability_warnings(stable_and_noise.fit_.drop(columns="r2"))
     assert [w for w in warnings if w.startswith("the CM ")]
     assert all(w.endswith("treat its top features as tentative") for w in warnings)
+    # with its R^2, a fit of pure noise explains nothing: the floor says so first, and its
+    # stability is not judged at all (issue 31)
+    assert not cm.informative and tm.informative
+    assert not [w for w in stability_warnings(stable_and_noise.fit_) if w.startswith("the CM ")]
+    assert fit_warnings(stable_and_noise.fit_) == [
+        f"the CM lightgbm fit explains nothing (held-out R² {cm.r2:.3f} < floor 0.01): its "
+        f"features are not ranked, and the stability of its ranking (rank correlation "
+        f"{cm.rank_spearman:.2f}) means nothing"]
 
 
 def test_stability_off_and_without_halves():
@@ -235,7 +248,8 @@ def test_report_shows_the_stability(stable_and_noise):
     fit = stable_and_noise.fit_
     html = attribution_section(stable_and_noise.importance_, fit).html()
     assert "Stability of the ranking" in html and "top 10, half 1" in html
-    assert "(noise " in html and "treat its top features as tentative" in html
+    assert "(noise " in html and "means nothing: the fit is not informative" in html
+    assert "The CM lightgbm fit explains nothing (held-out R\u00b2 " in html  # pure-noise CM
     assert "stability_note" not in html  # the R\u00b2 table keeps to its own columns
     old = fit.drop(columns=[c for c in fit.columns if "top10" in c or "rank_" in c])
     assert "Stability" not in attribution_section(None, old).html()  # older directories

@@ -21,6 +21,7 @@ from rmlens._errors import InputError
 from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.attribution._attributor import Attributor
 from rmlens.attribution._config import AttributeConfig
+from rmlens.attribution._informative import R2_FLOOR, fit_warnings
 from rmlens.attribution._stability import (
     STABILITY_COLUMNS,
     Halves,
@@ -43,13 +44,15 @@ def attribute(
     Reads ``DIR/memorization.parquet`` (and ``DIR/config.json`` for the audit's model), then
     writes, each atomically: ``attribution.parquet`` (``target, regressor, feature,
     importance, rank``; importance = mean ``|SHAP|``), ``attribution_fit.parquet`` (``target,
-    regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds`` and the stability columns of
-    ``Attributor.fit_``), ``attribution_diff.parquet`` (TM-vs-TG), ``attribution.json``
-    (resolved config, notes, skipped features, the identifier-like columns left out as
-    ``left_out``, ``stability``: the halves and, per target and regressor, rank_spearman,
-    top10_overlap and the two top-10 lists, with plain warnings) and the plots
-    ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
-    ``attribution_diff.png``.
+    regressor, r2, r2_std, informative, n_pairs, n_dropped_nan, n_folds`` and the stability
+    columns of ``Attributor.fit_``), ``attribution_diff.parquet`` (TM-vs-TG),
+    ``attribution.json`` (resolved config, notes, skipped features, the identifier-like
+    columns left out as ``left_out``, ``r2_floor``, ``fit``: per target and regressor the
+    held-out R^2 and ``informative``, ``warnings``: every plain warning (fits that explain
+    nothing, unstable rankings), ``stability``: the halves and, per target and regressor,
+    rank_spearman, top10_overlap and the two top-10 lists, with its own warnings) and the
+    plots ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
+    ``attribution_diff.png`` (each panel titled with its held-out R^2).
 
     With ``config.stability`` (default), TM, TG and CM are also estimated from each half of
     the audit's runs (``run_halves``: alternating whole repeats of the plan) and every
@@ -159,11 +162,13 @@ def _write_plots(attributor: Attributor, cfg: AttributeConfig, out: Path) -> lis
     if cfg.plots and len(attributor.importance_):
         from rmlens.attribution._plots import plot_beeswarm, plot_diff, plot_importance
 
-        plots.append(plot_importance(attributor.importance_, out / "attribution_importance.png"))
+        fit = attributor.fit_
+        plots.append(plot_importance(attributor.importance_, out / "attribution_importance.png",
+                                     fit=fit))
         for reg in cfg.regressors:
             if any(r == reg for _, r in attributor.explanations_):
                 plots.append(plot_beeswarm(attributor.explanations_, reg,
-                                           out / f"attribution_beeswarm_{reg}.png"))
+                                           out / f"attribution_beeswarm_{reg}.png", fit=fit))
         if len(attributor.diff_):
             plots.append(plot_diff(attributor.diff_, out / "attribution_diff.png"))
     return plots
@@ -183,6 +188,9 @@ def _attribution_record(attributor: Attributor, cfg: AttributeConfig, record: di
         "skipped": {**attributor.features_.attrs.get("skipped", {}),
                     **attributor.design_.dropped},
         "notes": attributor.notes_,
+        "r2_floor": R2_FLOOR,
+        "fit": fit_record(attributor.fit_),
+        "warnings": attribution_warnings(attributor.fit_),
         "stability": stability_record(attributor),
         "plots": [p.name for p in plots],
     }
@@ -198,3 +206,19 @@ def stability_record(attributor: Attributor) -> dict:
     halves = attributor.halves_
     return {"halves": halves.to_dict() if halves is not None else None, "by_target": entries,
             "warnings": stability_warnings(fit)}
+
+
+FIT_FIELDS = ["target", "regressor", "r2", "r2_std", "informative", "n_pairs", "n_dropped_nan",
+              "n_folds"]
+
+
+def fit_record(fit: pd.DataFrame) -> list[dict]:
+    """Per target and regressor: held-out R^2 and whether the fit is informative (NaN as
+    null), as in ``attribution.json``'s ``fit`` and ``rmlens attribute --json``."""
+    return jsonable(fit[[c for c in FIT_FIELDS if c in fit.columns]].to_dict("records"))
+
+
+def attribution_warnings(fit: pd.DataFrame) -> list[str]:
+    """Every plain warning on a fit table: first the fits that explain nothing (held-out
+    R^2 below ``R2_FLOOR``), then the unstable rankings among the others."""
+    return fit_warnings(fit) + stability_warnings(fit)

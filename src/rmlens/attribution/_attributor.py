@@ -25,6 +25,7 @@ from rmlens.attribution._fits import (
     subset,
 )
 from rmlens.attribution._identifiers import identifier_columns, metadata_columns
+from rmlens.attribution._informative import informative_column
 from rmlens.attribution._regress import Design, cross_validate, design_matrix, explain
 from rmlens.attribution._stability import STABILITY_COLUMNS, Halves
 
@@ -43,15 +44,18 @@ class Attributor(Params):
     design_ : Design
         The encoded feature matrix both regressors use.
     fit_ : DataFrame
-        ``target, regressor, r2, r2_std, n_pairs, n_dropped_nan, n_folds``: held-out R^2
-        (mean and std over group K-fold folds); then the stability of the ranking between
+        ``target, regressor, r2, r2_std, informative, n_pairs, n_dropped_nan, n_folds``:
+        held-out R^2 (mean and std over group K-fold folds) and whether it reaches
+        ``R2_FLOOR`` (``_informative``: below it the fit explains nothing and its features are
+        not ranked, only listed); then the stability of the ranking between
         the halves of the runs (``_stability``): ``rank_spearman``, ``top10_overlap``,
         ``top10_half1``, ``top10_half2`` (lists of features), the chance level of the two
         figures (``rank_spearman_noise``, ``top10_overlap_noise``: fits to pure noise) and
         ``stability_note`` (what the halves are, or why the figures are NaN).
     importance_ : DataFrame
-        ``target, regressor, feature, importance, rank``: mean ``|SHAP|`` of the model fit on
-        all pairs, rank 1 = most important.
+        ``target, regressor, feature, importance, rank, informative``: mean ``|SHAP|`` of the
+        model fit on all pairs, rank 1 = most important; ``informative`` is the fit's (False:
+        the ranking describes a fit of noise, not shown as a ranking).
     diff_ : DataFrame
         ``regressor, feature, importance_tm, importance_tg, diff`` (TM minus TG), sorted by
         ``diff``, largest first; empty unless both tm and tg are targets.
@@ -230,13 +234,18 @@ class Attributor(Params):
     def _tables(self, fits: list[dict], rows: list[dict], half_rows: list[dict],
                 cfg: AttributeConfig) -> None:
         """``fit_``, ``half_importance_``, ``importance_`` (ranked) and ``diff_``."""
-        self.fit_ = pd.DataFrame(fits, columns=["target", "regressor", "r2", "r2_std", "n_pairs",
-                                                "n_dropped_nan", "n_folds", *STABILITY_COLUMNS])
+        fit = pd.DataFrame(fits, columns=["target", "regressor", "r2", "r2_std", "n_pairs",
+                                          "n_dropped_nan", "n_folds", *STABILITY_COLUMNS])
+        fit.insert(4, "informative", informative_column(fit))
+        self.fit_ = fit
         self.half_importance_ = pd.DataFrame(half_rows, columns=["target", "regressor", "half",
                                                                  "feature", "importance"])
         imp = pd.DataFrame(rows, columns=["target", "regressor", "feature", "importance"])
         imp["rank"] = imp.groupby(["target", "regressor"]).importance.rank(
             ascending=False, method="first").astype(int)
+        useful = {(t, r) for t, r, ok in zip(fit.target, fit.regressor, fit.informative) if ok}
+        imp["informative"] = np.array([(t, r) in useful for t, r in zip(imp.target,
+                                                                         imp.regressor)], bool)
         order = {t: i for i, t in enumerate(cfg.targets)}
         imp = imp.assign(_t=imp.target.map(order))
         self.importance_ = imp.sort_values(["_t", "regressor", "rank"], ignore_index=True).drop(
@@ -292,7 +301,8 @@ class Attributor(Params):
         Returns
         -------
         list of str
-            Feature names, most important first (by ``importance_``'s rank).
+            Feature names, most important first (by ``importance_``'s rank), whatever the
+            fit's held-out R^2: check ``fit_.informative`` before reading them as a ranking.
         """
         imp = self.importance_
         rows = imp[(imp.target == target) & (imp.regressor == regressor)]

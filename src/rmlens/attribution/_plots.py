@@ -1,4 +1,8 @@
-"""Attribution plots as PNG: importance bars, SHAP beeswarms, TM-vs-TG."""
+"""Attribution plots as PNG: importance bars, SHAP beeswarms, TM-vs-TG.
+
+With the fit table, each panel's title gives its held-out R^2 and says when the fit is not
+informative (R^2 below ``R2_FLOOR``); such a panel's bars are grey.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,21 @@ from pathlib import Path
 import pandas as pd
 
 from rmlens._plot import plot_to
+from rmlens.attribution._informative import informative, r2_title
 
 
-def plot_importance(importance: pd.DataFrame, path: str | Path, *, top: int = 15) -> Path:
-    """Mean |SHAP| bars, one panel per (regressor, target), ``top`` features each."""
+def _r2(fit: pd.DataFrame | None) -> dict:
+    """(target, regressor) -> held-out R^2 of the fit table (empty without one)."""
+    if fit is None or "r2" not in fit.columns:
+        return {}
+    return {(str(t), str(r)): float(v) for t, r, v in zip(fit.target, fit.regressor, fit.r2)}
+
+
+def plot_importance(importance: pd.DataFrame, path: str | Path, *, top: int = 15,
+                    fit: pd.DataFrame | None = None) -> Path:
+    """Mean |SHAP| bars, one panel per (regressor, target), ``top`` features each; ``fit``
+    (``Attributor.fit_``) puts the held-out R^2 in the titles."""
+    r2 = _r2(fit)
     regressors = list(dict.fromkeys(importance.regressor))
     targets = list(dict.fromkeys(importance.target))
     size = (4.6 * len(targets), (0.28 * top + 1.2) * len(regressors))
@@ -21,17 +36,22 @@ def plot_importance(importance: pd.DataFrame, path: str | Path, *, top: int = 15
                 ax = axes[i][j]
                 rows = importance[(importance.regressor == reg) & (importance.target == target)]
                 rows = rows.nlargest(top, "importance").iloc[::-1]
-                ax.barh(rows.feature, rows.importance, color="#3b6ea5")
-                ax.set_title(f"{target.upper()} - {reg}")
+                score = r2.get((str(target), str(reg)))
+                useful = score is None or informative(score)
+                ax.barh(rows.feature, rows.importance, color="#3b6ea5" if useful else "#b0b0b0")
+                ax.set_title(r2_title(target, reg, score))
                 ax.set_xlabel("mean |SHAP|")
                 ax.tick_params(axis="y", labelsize=7)
     return Path(path)
 
 
-def plot_beeswarm(explanations: dict, regressor: str, path: str | Path, *, top: int = 15) -> Path:
-    """SHAP beeswarm per target for one regressor (color: feature value, low to high)."""
+def plot_beeswarm(explanations: dict, regressor: str, path: str | Path, *, top: int = 15,
+                  fit: pd.DataFrame | None = None) -> Path:
+    """SHAP beeswarm per target for one regressor (color: feature value, low to high);
+    ``fit`` (``Attributor.fit_``) puts the held-out R^2 in the titles."""
     import shap
 
+    r2 = _r2(fit)
     targets = [t for (t, r) in explanations if r == regressor]
     with plot_to(path, size=(6.0 * len(targets), 0.35 * top + 1.5)) as fig:
         axes = fig.subplots(1, len(targets), squeeze=False)
@@ -39,7 +59,7 @@ def plot_beeswarm(explanations: dict, regressor: str, path: str | Path, *, top: 
             ax = axes[0][j]
             shap.plots.beeswarm(explanations[(target, regressor)], max_display=top, ax=ax,
                                 show=False, plot_size=None, color_bar=j == len(targets) - 1)
-            ax.set_title(f"{target.upper()} - {regressor}")
+            ax.set_title(r2_title(target, regressor, r2.get((str(target), str(regressor)))))
             ax.tick_params(axis="y", labelsize=7)
     return Path(path)
 

@@ -28,8 +28,10 @@ all features is mostly set by this, and by the tail of features that carry no si
 each regressor is also fit to ``NOISE_FITS`` pure-noise targets (standard normal, on all
 pairs, same explained rows), once per regressor, and the mean figures over their pairs are
 reported as ``rank_spearman_noise`` and ``top10_overlap_noise``: the level a ranking of
-noise reaches. A target is warned about when its figures are low (``WARN_BELOW``) or when
-its top-10 overlap is less than ``ABOVE_CHANCE`` of the way from that level to 1.
+noise reaches. One rule judges both figures of every regressor (``stability_warnings``): a
+figure is flagged when it is below ``WARN_BELOW`` or less than ``ABOVE_CHANCE`` of the way
+from its noise level to 1. A fit that explains nothing (held-out R^2 below ``R2_FLOOR``,
+``_informative``) is not judged: the stability of a ranking of noise means nothing.
 
 Each half has about half of the runs, so the full-run ranking is somewhat more stable than
 these figures say (as split-half correlation understates full-length reliability); they
@@ -47,11 +49,12 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
+from rmlens.attribution._informative import informative
 from rmlens.experiment import ExperimentDir
 
 TOP_K = 10  # the top features whose overlap is reported
 WARN_BELOW = 0.5  # rank_spearman or top10_overlap below this: a warning
-ABOVE_CHANCE = 0.25  # top10_overlap less than this of the way from chance to 1: a warning
+ABOVE_CHANCE = 0.25  # either less than this of the way from its noise level to 1: a warning
 NOISE_FITS = 3  # pure-noise targets per regressor for the chance level
 STABILITY_COLUMNS = [  # added to the fit table, in this order
     "rank_spearman", "top10_overlap", "top10_half1", "top10_half2", "rank_spearman_noise",
@@ -185,42 +188,44 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
                   (int(weights[:, 0].sum()), int(weights[:, 1].sum())), same)
 
 
-def _above_chance(observed: float, chance: float) -> float:
-    """How far ``observed`` is from the chance level towards 1 (Cohen's kappa form):
-    (observed - chance) / (1 - chance); NaN when either is."""
-    if not (np.isfinite(observed) and np.isfinite(chance)) or chance >= 1:
-        return float("nan")
-    return (observed - chance) / (1 - chance)
+def stability_bar(noise: float) -> float:
+    """The least value a stability figure needs: ``WARN_BELOW``, or ``ABOVE_CHANCE`` of the
+    way from its noise level to 1, whichever is higher (``WARN_BELOW`` when noise is NaN)."""
+    chance = noise + ABOVE_CHANCE * (1 - noise) if np.isfinite(noise) else -np.inf
+    return max(WARN_BELOW, chance)
 
 
 def stability_warnings(fit: pd.DataFrame) -> list[str]:
     """One plain warning per target whose feature ranking is not stable between the halves.
 
-    ``fit``: the fit table (``target, regressor`` and the stability columns). A regressor
-    is flagged when ``rank_spearman`` or ``top10_overlap`` is below ``WARN_BELOW``, or when
-    ``top10_overlap`` is less than ``ABOVE_CHANCE`` of the way from its chance level
-    (``top10_overlap_noise``) to 1.
+    ``fit``: the fit table (``target, regressor``, the stability columns and ``r2``). The
+    same rule for both figures and every regressor: ``rank_spearman`` against
+    ``rank_spearman_noise``, and ``top10_overlap`` against ``top10_overlap_noise``, are each
+    flagged when
+
+        value < WARN_BELOW  or  value < noise + ABOVE_CHANCE * (1 - noise)
+
+    (below 0.5, or less than a quarter of the way from what fits to pure noise reach to 1).
+    A NaN figure is not flagged. Fits whose held-out ``r2`` is below ``R2_FLOOR`` are left
+    out: their stability means nothing, and ``_informative.fit_warnings`` says so.
     """
     if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
         return []
     warnings = []
     for target in dict.fromkeys(fit.target):
-        changes, chance = [], []
-        for row in fit[fit.target == target].itertuples():
-            rho, overlap = float(row.rank_spearman), float(row.top10_overlap)
-            noise = float(getattr(row, "top10_overlap_noise", np.nan))
-            figures = f"{row.regressor}: rank correlation {rho:.2f}, top-10 overlap {overlap:.1f}"
-            if (np.isfinite(rho) and rho < WARN_BELOW) or (np.isfinite(overlap)
-                                                          and overlap < WARN_BELOW):
-                changes.append(figures)
-            elif _above_chance(overlap, noise) < ABOVE_CHANCE:
-                chance.append(f"{figures} vs {noise:.2f} for noise")
-        name = str(target).upper()
-        if changes:
-            warnings.append(f"the {name} feature ranking changes between halves of the runs "
-                            f"({'; '.join(changes)}): treat its top features as tentative")
-        if chance:
-            warnings.append(f"the {name} top 10 features agree between halves of the runs "
-                            "hardly more than those of fits to pure noise do "
-                            f"({'; '.join(chance)}): treat its top features as tentative")
+        flagged = []
+        for _, row in fit[fit.target == target].iterrows():
+            if not informative(row.get("r2", 1.0)):
+                continue
+            for key, label in (("rank_spearman", "rank correlation"),
+                               ("top10_overlap", "top-10 overlap")):
+                value, noise = float(row[key]), float(row.get(f"{key}_noise", np.nan))
+                if value < stability_bar(noise):  # False for NaN
+                    against = f" (noise {noise:.2f})" if np.isfinite(noise) else ""
+                    flagged.append(f"{row['regressor']}: {label} {value:.2f}, needs "
+                                   f"{stability_bar(noise):.3g}{against}")
+        if flagged:
+            warnings.append(f"the {str(target).upper()} feature ranking is not stable between "
+                            f"halves of the runs ({'; '.join(flagged)}): treat its top "
+                            "features as tentative")
     return warnings

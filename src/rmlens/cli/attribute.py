@@ -37,33 +37,44 @@ def _print_features(as_json: bool) -> None:
 
 def _stable(row) -> str:
     """The console's stability cell: rank correlation and top-10 overlap between the halves,
-    the level of fits to pure noise in brackets."""
+    the level of fits to pure noise in brackets (a fit that explains nothing: why not)."""
     import math
+
+    from rmlens.attribution._informative import MEANINGLESS, informative
 
     if not math.isfinite(row.rank_spearman) and not math.isfinite(row.top10_overlap):
         return "–"
+    if not informative(row.r2):
+        return MEANINGLESS
     return (f"ρ {row.rank_spearman:.2f} ({row.rank_spearman_noise:.2f}), "
             f"top-10 {row.top10_overlap:.1f} ({row.top10_overlap_noise:.2f})")
 
 
+def _top(imp, fit) -> dict:
+    """``"target/regressor"`` -> its ``TOP`` features and importances; empty for a fit
+    that explains nothing (held-out R^2 below the floor): its features are not ranked."""
+    return {
+        f"{t}/{r}": imp[(imp.target == t) & (imp.regressor == r)].nsmallest(TOP, "rank")
+        [["feature", "importance"]].to_dict(orient="records") if ok else []
+        for t, r, ok in fit[["target", "regressor", "informative"]].itertuples(index=False)
+    }
+
+
 def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
-    from rmlens.attribution._attribute import stability_record
+    from rmlens.attribution._attribute import attribution_warnings, fit_record, stability_record
+    from rmlens.attribution._informative import R2_FLOOR, not_informative
 
     fit = attributor.fit_
-    imp = attributor.importance_
-    top = {
-        f"{t}/{r}": imp[(imp.target == t) & (imp.regressor == r)].nsmallest(TOP, "rank")
-        [["feature", "importance"]].to_dict(orient="records")
-        for t, r in fit[["target", "regressor"]].itertuples(index=False)
-    }
+    top = _top(attributor.importance_, fit)
     stability = stability_record(attributor)
-    for warning in stability["warnings"]:  # stderr, as every warning (JSON or not)
+    warnings = attribution_warnings(fit)
+    for warning in warnings:  # stderr, as every warning (JSON or not)
         print(f"warning: {warning}", file=sys.stderr)
     if as_json:
-        r2 = ["target", "regressor", "r2", "r2_std", "n_pairs", "n_dropped_nan", "n_folds"]
-        typer.echo(json.dumps({"fit": fit[r2].to_dict(orient="records"), "top": top,
-                               "stability": stability, "left_out": attributor.left_out_,
-                               "notes": attributor.notes_}, indent=2, default=float))
+        typer.echo(json.dumps({"fit": fit_record(fit), "r2_floor": R2_FLOOR, "top": top,
+                               "warnings": warnings, "stability": stability,
+                               "left_out": attributor.left_out_, "notes": attributor.notes_},
+                              indent=2, default=float))
         return
     from rich.table import Table
 
@@ -77,6 +88,8 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
     for row in fit.itertuples():
         feats = ", ".join(f"{d['feature']} ({d['importance']:.3g})"
                           for d in top[f"{row.target}/{row.regressor}"])
+        if not row.informative:
+            feats = not_informative(row.r2)
         table.add_row(row.target.upper(), row.regressor, f"{row.r2:.3f} ± {row.r2_std:.3f}", feats,
                       _stable(row))
     console = Console()
@@ -85,19 +98,31 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
     console.print("stability: ρ, the Spearman correlation of the features' importances fit to "
                   "the two halves of the runs; top-10, the share of their top 10 both hold; in "
                   "brackets, the same for fits to pure noise; " + "; ".join(notes))
-    if stability["warnings"]:
-        console.print(f"{len(stability['warnings'])} stability warning(s) on stderr and in "
-                      "attribution.json")
-    diff = attributor.diff_
-    if len(diff):
-        lead = diff[diff.regressor == diff.regressor.iloc[0]].head(TOP)
-        console.print("used for memorization more than generalization (TM - TG importance, "
-                      f"{lead.regressor.iloc[0]}): "
-                      + ", ".join(f"{f} ({d:+.3g})" for f, d in zip(lead.feature, lead["diff"])))
+    if warnings:
+        console.print(f"{len(warnings)} warning(s) on stderr and in attribution.json")
+    _print_diff(console, attributor.diff_, fit)
     for note in attributor.notes_:
         console.print(f"note: {note}")
     console.print(f"results in {out_dir}/ (attribution.parquet, attribution_fit.parquet, "
                   "attribution_diff.parquet, attribution_*.png)")
+
+
+def _print_diff(console, diff, fit) -> None:
+    """The TM - TG importance line, for the first regressor whose TM and TG fits are both
+    informative (else why there is none)."""
+    if not len(diff):
+        return
+    ok = fit[fit.informative]
+    useful = set(ok.regressor[ok.target == "tm"]) & set(ok.regressor[ok.target == "tg"])
+    regs = [r for r in dict.fromkeys(diff.regressor) if r in useful]
+    if not regs:
+        console.print("used for memorization more than generalization (TM - TG importance): "
+                      "not informative (no regressor's TM and TG fits both reach the R^2 floor)")
+        return
+    lead = diff[diff.regressor == regs[0]].head(TOP)
+    console.print("used for memorization more than generalization (TM - TG importance, "
+                  f"{regs[0]}): "
+                  + ", ".join(f"{f} ({d:+.3g})" for f, d in zip(lead.feature, lead["diff"])))
 
 
 ATTRIBUTE = sections(AttributeConfig)

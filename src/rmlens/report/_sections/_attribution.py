@@ -7,36 +7,66 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._html import figure_div, fmt, num_list, plotly_text, prose, table, warning_box
+from .._html import esc, figure_div, fmt, num_list, plotly_text, prose, table, warning_box
 from ._base import Section, bar_layout
 
+_TOP = 5  # top features listed per fit
 _TARGET_ORDER = {"tm": 0, "tg": 1, "cm": 2}
 _TARGET_COLORS = {"tm": "#3b6fb6", "tg": "#2e9e5b", "cm": "#c8433a"}
 
 
 def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> Section | None:
-    """Feature importance bars per regressor and target, with held-out R^2."""
+    """Feature importance bars per regressor and target, with held-out R^2; a fit whose
+    held-out R^2 is below the floor (``R2_FLOOR``) is warned about and not ranked."""
     if imp is None and fit is None:
         return None
+    from rmlens.attribution._informative import R2_FLOOR, fit_warnings, informative
+
     body = (
         '<p class="note">Which pair features explain TM, TG and CM. A feature much more '
         "important for TM than for TG is one the reward models use to memorize rather than "
-        "to generalize.</p>"
+        "to generalize. A fit whose held-out R\u00b2 is below "
+        f"{R2_FLOOR:g} explains nothing: its features are not ranked.</p>"
     )
     figures: list[dict[str, Any]] = []
+    r2: dict[tuple[str, str], Any] = {}
+    if fit is not None and {"target", "regressor", "r2"} <= set(fit.columns):
+        r2 = {(str(t), str(g)): v for t, g, v in zip(fit.target, fit.regressor, fit.r2)}
     if fit is not None:
-        shown = [c for c in fit.columns if c not in _STABILITY_COLUMNS]
-        body += "<h3>Held-out R\u00b2</h3>" + table(fit[shown])
+        for warning in fit_warnings(fit):
+            body += warning_box(warning[0].upper() + warning[1:] + ".")
+        body += "<h3>Held-out R\u00b2</h3>" + table(_fit_table(fit, imp))
         body += _stability_block(fit)
     if imp is not None:
-        r2 = {}
-        if fit is not None and {"target", "regressor", "r2"} <= set(fit.columns):
-            r2 = {(str(t), str(g)): v for t, g, v in zip(fit.target, fit.regressor, fit.r2)}
-        for k, (regressor, part) in enumerate(imp.groupby("regressor", sort=True)):
+        useless = {key for key, v in r2.items() if not informative(v)}
+        keys = zip(imp.target.astype(str), imp.regressor.astype(str))
+        shown = imp[[key not in useless for key in keys]]
+        for k, (regressor, part) in enumerate(shown.groupby("regressor", sort=True)):
             div, height, figure = _importance_figure(k, regressor, part, r2)
             body += figure_div(div, height)
             figures.append({"id": div, "figure": figure})
+        if useless:
+            listed = ", ".join(f"{t.upper()} - {g}" for t, g in sorted(useless))
+            body += f'<p class="note">Not shown, not informative: {esc(listed)}.</p>'
     return Section("attribution", "Attribution", body, figures)
+
+
+def _fit_table(fit: pd.DataFrame, imp: pd.DataFrame | None) -> pd.DataFrame:
+    """The fit table without the stability columns, ``informative`` (from ``r2``) after
+    ``r2_std`` and the top features, or why a fit's features are not ranked."""
+    from rmlens.attribution._informative import informative_column, not_informative
+
+    out = fit[[c for c in fit.columns if c not in (*_STABILITY_COLUMNS, "informative")]].copy()
+    ok = informative_column(fit)
+    out.insert(min(4, len(out.columns)), "informative", ok)
+    if imp is not None and "r2" in fit.columns:
+        top = []
+        for (_, row), useful in zip(fit.iterrows(), ok):
+            rows = imp[(imp.target == row["target"]) & (imp.regressor == row["regressor"])]
+            ranked = rows.nlargest(_TOP, "importance").feature.astype(str)
+            top.append(", ".join(ranked) if useful else not_informative(row["r2"]))
+        out[f"top {_TOP} features"] = top
+    return out
 
 
 def _importance_figure(
@@ -98,21 +128,25 @@ def _stability_block(fit: pd.DataFrame) -> str:
     columns of attribution_fit.parquet), with the plain warnings."""
     if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
         return ""
-    from rmlens.attribution._stability import stability_warnings
+    from rmlens.attribution._informative import MEANINGLESS, informative_column
+    from rmlens.attribution._stability import ABOVE_CHANCE, WARN_BELOW, stability_warnings
+
+    useful = dict(zip(fit.index, informative_column(fit)))
 
     def listed(value: Any) -> str:
         return ", ".join(map(str, value)) if isinstance(value, (list, tuple, np.ndarray)) else ""
 
     def versus(row: Any, key: str, digits: int) -> str:
         noise = row.get(f"{key}_noise", np.nan)
-        return f"{fmt(row[key], digits)} (noise {fmt(noise, 2)})"
+        text = f"{fmt(row[key], digits)} (noise {fmt(noise, 2)})"
+        return text if useful[row.name] else f"{text}: {MEANINGLESS}"
 
     rows = [
         {
             "target": str(row["target"]).upper(),
             "regressor": row["regressor"],
             "rank Spearman": versus(row, "rank_spearman", 2),
-            "top-10 overlap": versus(row, "top10_overlap", 1),
+            "top-10 overlap": versus(row, "top10_overlap", 2),
             "top 10, half 1": listed(row.get("top10_half1")),
             "top 10, half 2": listed(row.get("top10_half2")),
         }
@@ -125,12 +159,14 @@ def _stability_block(fit: pd.DataFrame) -> str:
         "half's targets, and the two rankings of the features by mean |SHAP| compared: "
         "Spearman across all features and the share of the top 10 both halves hold. In "
         "brackets, the same figures for fits to pure noise: a ranking no better than those "
-        "is set by the features' resolution, not by the target.</p>"
+        "is set by the features' resolution, not by the target. The stability of a fit that "
+        "explains nothing (held-out R\u00b2 below the floor) means nothing.</p>"
     )
     if pd.to_numeric(fit.rank_spearman, errors="coerce").notna().any():
         html += table(
             pd.DataFrame(rows),
-            caption="below 0.5, or near the noise level: treat the top features as tentative",
+            caption=f"a figure below {WARN_BELOW:g}, or less than {ABOVE_CHANCE:g} of the way "
+            "from its noise level to 1, is flagged: treat the top features as tentative",
         )
     for warning in stability_warnings(fit):
         html += warning_box(warning[0].upper() + warning[1:] + ".")

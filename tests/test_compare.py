@@ -332,7 +332,8 @@ def test_figure_text_marks_few_pairs():
     from rmlens.comparison._metrics import figure_text
 
     assert figure_text(0.5, 0.25, 0.75, 40) == "0.500 [0.250, 0.750]"
-    assert figure_text(0.0, 0.0, 0.0, 1, few=True) == "0.000 [0.000, 0.000] (n 1)"
+    # a single pair's accuracy: its n, never a bare 0.000 [0.000, 0.000]
+    assert figure_text(0.0, 0.0, 0.0, 1, few=True) == "0.000 (n 1)"
     assert figure_text(float("nan")) == figure_text(None) == "\u2013"
     assert figure_text(0.3, None, float("nan")) == "0.300"
 

@@ -154,7 +154,7 @@ def test_a_slice_is_won_by_the_best_of_all_rows_shown():
                _row("bt + length calibration", "slice_low_margin", 0.52, "margin"),
                _row("poe", "slice_low_margin", 0.58, "margin"),
                *(_row(a["label"], "slice_quality", 0.9) for a in audits),  # all tie
-               *(_row(a["label"], "slice_chosen_refusal", v, few_pairs=True)  # too few pairs
+               *(_row(a["label"], "slice_chosen_refusal", v, few_pairs=True, n=1)  # too few
                  for a, v in zip(audits, (0.1, 0.2, 0.3)))]  # fmt: skip
     metrics = {r["metric"]: {"label": r["metric"]} for r in figures}
     oo = {"ns": [1, 4, 16], "summary": [
@@ -176,7 +176,9 @@ def test_a_slice_is_won_by_the_best_of_all_rows_shown():
     assert "<td>poe: 0.700 [0.600, 0.800]</td>" in lines[0]  # the best audit itself
     assert lines[1].startswith("<td>slice_low_margin</td><td>poe</td>")
     assert lines[2].startswith("<td>slice_quality</td><td>all rows tie</td>")
-    assert "slice_chosen_refusal" not in won  # judged on too few pairs: not judged
+    assert lines[3].startswith('<td>slice_chosen_refusal</td><td class="few" title="only 1 '
+                               'pair (fewer than 20, min_group_pairs)')  # too few: not judged
+    assert "not judged (n 1)</td>" in lines[3]
 
 
 def test_compare_json_names_the_baseline(tmp_path):

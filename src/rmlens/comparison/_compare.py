@@ -52,8 +52,9 @@ class Comparison:
         and metric (``compare.parquet``); ``lo``/``hi`` the percentile bootstrap interval
         over runs (NaN where the figure is no mean over runs: correlations across pairs,
         SHAP shares), ``n`` the pairs behind the figure, ``detail`` what it is in words,
-        ``near_chance`` an accuracy within 0.05 of chance or below (slices only from
-        ``min_group_pairs`` pairs on), ``few_pairs`` a slice of fewer pairs than that.
+        ``near_chance`` an accuracy within 0.05 of chance or below (only from
+        ``min_group_pairs`` pairs on), ``few_pairs`` a figure of held-out accuracy, a slice
+        or memorization by margin on fewer pairs than that (shown with its n, no interval).
     agreement : DataFrame
         ``audit_a, audit_b, score, spearman, n, reliability_a, reliability_b, ceiling,
         above_ceiling``: per pair of audits and score (tm, tg, cm), over the common pairs
@@ -271,7 +272,8 @@ def _figure_table(figures: list[dict], config: CompareConfig) -> pd.DataFrame:
     """The figures as ``compare.parquet``'s table, with ``near_chance`` and ``few_pairs``."""
     table = pd.DataFrame(figures, columns=COLUMNS[:-2])
     table["n"] = table["n"].astype(int)
-    few = table.metric.str.startswith("slice_") & (table.n < config.min_group_pairs)
+    few = pd.Series([M.few_pairs(m, n, config.min_group_pairs)
+                     for m, n in zip(table.metric, table.n)], index=table.index, dtype=bool)
     table["near_chance"] = [M.near_chance(m, v) for m, v in zip(table.metric, table.value)]
     table["near_chance"] &= ~few
     table["few_pairs"] = few

@@ -25,7 +25,8 @@ class CompareConfig(Config):
         accuracy (default: each audit's own grouping, the ``group`` column).
     min_group_pairs : int, default=20
         A group counts for the worst-group accuracy when it holds at least this many
-        held-out pairs.
+        held-out pairs; a slice or margin figure on fewer pairs is shown greyed, without
+        interval, and never judged.
     n_boot : int, default=1000
         Bootstrap resamples of the runs (0: no intervals).
     level : float, default=0.95
@@ -59,7 +60,8 @@ class CompareConfig(Config):
     )  # fmt: skip
     min_group_pairs: int = field(
         default=20,
-        metadata={"help": "Held-out pairs a group needs to count for the worst-group accuracy."},
+        metadata={"help": "Held-out pairs a group needs to count for the worst-group accuracy, "
+                  "and a slice or margin figure needs to be judged (fewer: greyed)."},
     )
     n_boot: int = field(
         default=1000, metadata={"help": "Bootstrap resamples of the runs (0: no intervals)."}

@@ -47,6 +47,12 @@ ACCURACY_METRICS = ("heldout_accuracy", "worst_group_accuracy", "slice_chosen_sh
                     "slice_quality_chosen_shorter", "slice_low_margin")  # fmt: skip
 BASELINE = "bt"  # the objective the others' cost in held-out accuracy is measured from
 DIFFERENCES = ("heldout_accuracy_vs_baseline", "cm_margin_low_minus_high")  # shown signed
+# figures that rest on `n` pairs: under `min_group_pairs` of them a figure is "few" (greyed,
+# shown with its n and no interval, never flagged nor judged a winner)
+COUNTED_FAMILIES = ("accuracy", "slices", "margin")
+# |Spearman(CM, margin)| under this (or under 2 / sqrt(n - 1), twice a correlation's noise
+# over n pairs) is no clear direction of memorization by margin
+NO_DIRECTION = 0.1
 
 
 def family(metric: str) -> str:
@@ -67,18 +73,60 @@ def order(metric: str) -> int:
     return names.index(metric) if metric in names else len(names)
 
 
+def _finite(x) -> bool:
+    try:
+        return x is not None and not isinstance(x, bool) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
 def figure_text(value, lo=None, hi=None, n=None, few: bool = False, signed: bool = False) -> str:
     """A figure as shown in tables: ``value [lo, hi]`` (3 decimals, with a sign when
-    ``signed``: a difference), ``(n N)`` after it when few pairs stand behind it, an en dash
-    when it is missing."""
-    finite = lambda x: x is not None and math.isfinite(float(x))  # noqa: E731
-    if not finite(value):
+    ``signed``: a difference), an en dash when it is missing. A figure on few pairs
+    (``few``) is ``value (n N)``: no interval, which over a pair or two says nothing (a
+    single pair's accuracy draws as 0.000 [0.000, 0.000])."""
+    if not _finite(value):
         return "\u2013"
     form = "+.3f" if signed else ".3f"
     text = f"{float(value):{form}}"
-    if finite(lo) and finite(hi):
+    if few and n is not None:
+        return f"{text} (n {int(n)})"
+    if _finite(lo) and _finite(hi):
         text += f" [{float(lo):{form}}, {float(hi):{form}}]"
-    return text + (f" (n {int(n)})" if few and n is not None else "")
+    return text
+
+
+def few_pairs(metric: str, n, min_pairs: int) -> bool:
+    """A figure of a counted family (``COUNTED_FAMILIES``) on fewer than ``min_pairs``
+    pairs."""
+    counted = METRICS.get(metric, ("",))[0] in COUNTED_FAMILIES  # probes, SHAP: not counted
+    return counted and _finite(n) and n < min_pairs
+
+
+def direction_floor(n=None) -> float:
+    """The |Spearman(CM, margin)| a direction needs over ``n`` pairs: ``NO_DIRECTION`` or
+    2 / sqrt(n - 1), whichever is larger (``NO_DIRECTION`` when n is unknown)."""
+    if not _finite(n):
+        return NO_DIRECTION
+    return max(NO_DIRECTION, 2 / math.sqrt(n - 1)) if n > 1 else math.inf
+
+
+def cm_margin_direction(spearman, n=None, low_minus_high_lo=None,
+                        low_minus_high_hi=None) -> str:  # fmt: skip
+    """Which way CM goes with margin: ``"rises"``, ``"falls"`` or ``"unclear"``.
+
+    Unclear when |Spearman(CM, margin)| is under ``NO_DIRECTION`` or under 2 / sqrt(n - 1)
+    (twice the noise level of a correlation over n pairs), or when the interval of CM's
+    low-minus-high-margin tercile difference lies wholly on the side the correlation
+    denies (CM falling with margin means low minus high > 0).
+    """
+    if not _finite(spearman) or abs(spearman) < direction_floor(n):
+        return "unclear"
+    way = "falls" if spearman < 0 else "rises"
+    lo, hi = low_minus_high_lo, low_minus_high_hi
+    if _finite(lo) and _finite(hi) and ((way == "falls" and hi < 0) or (way == "rises" and lo > 0)):
+        return "unclear"
+    return way
 
 
 def near_chance(metric: str, value: float) -> bool:

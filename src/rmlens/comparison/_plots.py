@@ -41,6 +41,10 @@ def plot_family(figures: pd.DataFrame, family: str, audits: list[str], path: Pat
             y = np.arange(len(audits))[::-1]
             for k, row in enumerate(part.itertuples()):
                 color = colors[audits[k]]
+                if bool(getattr(row, "few_pairs", False)):  # too few pairs: a grey ring
+                    if np.isfinite(row.value):
+                        ax.plot(row.value, y[k], "o", mfc="none", mec="#9aa1ad", ms=6)
+                    continue
                 if np.isfinite(row.lo) and np.isfinite(row.hi):
                     ax.plot([row.lo, row.hi], [y[k], y[k]], color=color, lw=2)
                 if np.isfinite(row.value):
@@ -59,6 +63,8 @@ def plot_family(figures: pd.DataFrame, family: str, audits: list[str], path: Pat
             shown = ", ".join(f"{M.label(m)} (n {int(figures[figures.metric == m].n.max())})"
                               for m in left_out)  # fmt: skip
             title += f"\nnot drawn, too few pairs: {shown}"
+        if "few_pairs" in rows and rows.few_pairs.any():
+            title += "\ngrey rings: too few pairs (no interval)"
         fig.suptitle(title, fontsize=10)
     return path
 

@@ -18,12 +18,19 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._errors import InputError
 from rmlens._io import write_text
+from rmlens.comparison._metrics import NO_DIRECTION, cm_margin_direction, direction_floor
 
 from ._assets import CSP, CSS
 from ._compare_glance import (
-    figure_cell,
+    FEW_CSS,
+    Cell,
+    cells_table,
+    few_title,
+    figure_td,
     flags_section,
     glance_section,
+    marked,
+    min_pairs,
     overoptimization_section,
 )
 from ._html import esc, fmt, key_value_table, table, warning_box
@@ -41,9 +48,10 @@ FAMILY_NOTES = {
     "margin": "Held-out accuracy on the lowest tercile of the preference margin (the "
     "weakest preferences), mean CM = TM - TG per tercile and the low tercile's minus the "
     "high one's (interval from the same draws), the Spearman correlation of CM with margin, "
-    "and TG on the weakest preferences. Memorizing the high-margin pairs (as the paper "
-    "finds) shows as CM rising with margin; memory moved to the hard pairs as low minus "
-    "high above 0.",
+    "and TG on the weakest preferences. CM rising with margin (Spearman above 0, low minus "
+    "high below 0) means the strongest preferences are memorized most; CM falling with "
+    "margin (Spearman below 0, low minus high above 0) means the weakest are. Which way "
+    "each row goes is stated below, beside the paper's finding.",
     "shortcuts": "Spearman of reward with response length in words over held-out responses "
     "(per run, mean over runs), and the share of SHAP importance that shortcut features "
     "(lengths, compliance, refusal, model identity) take in regressions of TG and CM.",
@@ -115,27 +123,102 @@ def _image(name: str, images: dict[str, str], caption: str = "") -> str:
 
 
 def _family_section(fam: str, title: str, rows: list[dict], labels: list[str],
-                    metrics: dict, images: dict[str, str], level: Any) -> Section:  # fmt: skip
+                    metrics: dict, images: dict[str, str], level: Any,
+                    least: int) -> Section:  # fmt: skip
     names = list(dict.fromkeys(r["metric"] for r in rows))
     wide = []
     for name in names:
-        cells = {r["audit"]: figure_cell(r) for r in rows if r["metric"] == name}
+        cells = {r["audit"]: figure_td(r, least) for r in rows if r["metric"] == name}
         wide.append({"metric": (metrics.get(name) or {}).get("label", name),
                      **{label: cells.get(label, "\u2013") for label in labels}})  # fmt: skip
     share = f"{float(level):.0%} " if isinstance(level, (int, float)) else ""
     body = (f'<p class="note">{esc(FAMILY_NOTES.get(fam, ""))} Values with their '
             f"{esc(share)}bootstrap interval over runs where the figure is a mean over runs; "
-            "\u26a0: an accuracy near or below chance.</p>")  # fmt: skip
-    body += table(pd.DataFrame(wide, columns=["metric", *labels]))
-    details = pd.DataFrame(
-        [{"audit": r["audit"], "metric": (metrics.get(r["metric"]) or {}).get("label",
-          r["metric"]), "pairs": r.get("n"), "detail": r.get("detail") or ""} for r in rows]
-    )  # fmt: skip
-    body += f"<details><summary>What each figure rests on</summary>{table(details)}</details>"
+            "\u26a0: an accuracy near or below chance.")  # fmt: skip
+    if any(r.get("few_pairs") for r in rows):
+        body += (f" Greyed: a figure on fewer than {least} pairs (min_group_pairs), shown as "
+                 "its value and n without an interval, neither flagged nor judged.")
+    body += "</p>"
+    if fam == "margin":
+        body += margin_direction(_by_row(rows), labels)
+    body += cells_table(wide)
+    details = [{"audit": r["audit"], "metric": (metrics.get(r["metric"]) or {}).get("label",
+                r["metric"]), "pairs": Cell(fmt(r.get("n")), few_title(r.get("n"), least)
+                                            if r.get("few_pairs") else ""),
+                "detail": r.get("detail") or ""} for r in rows]  # fmt: skip
+    body += ("<details><summary>What each figure rests on</summary>"
+             f"{cells_table(details)}</details>")  # fmt: skip
     extra = _image("compare_cm_by_margin.png", images, "mean CM by margin tercile") if (
         fam == "margin") else ""  # fmt: skip
     body += f'<div class="images">{_image(f"compare_{fam}.png", images)}{extra}</div>'
     return Section(f"family-{fam}", title, body)
+
+
+def _by_row(rows: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(r["audit"], r["metric"]): r for r in rows}
+
+
+PAPER = "the paper's finding that high-margin pairs are memorized most"
+
+
+def _span(values: list[float], form: str = ".3f") -> str:
+    """``-0.150`` or ``-0.150 to -0.124``: one value, or the range of several."""
+    lo, hi = min(values), max(values)
+    return f"{lo:{form}}" if f"{lo:{form}}" == f"{hi:{form}}" else f"{lo:{form}} to {hi:{form}}"
+
+
+def margin_direction(by: dict, labels: list[str]) -> str:
+    """Which way CM goes with margin in each row, beside the paper's finding, from
+    Spearman(CM, margin) and CM's low- minus high-margin tercile difference
+    (``cm_margin_direction``): rows that go the same way share a sentence."""
+    groups: dict[str, list[tuple[str, dict, dict]]] = {}
+    for label in labels:
+        s, d = by.get((label, "cm_margin_spearman")), by.get((label, "cm_margin_low_minus_high"))
+        if not s or not isinstance(s.get("value"), (int, float)):
+            continue
+        d = d or {}
+        way = "few" if s.get("few_pairs") else cm_margin_direction(
+            s["value"], s.get("n"), d.get("lo"), d.get("hi"))  # fmt: skip
+        if way == "unclear" and abs(s["value"]) >= direction_floor(s.get("n")):
+            way = "disagree"  # a clear correlation that the terciles contradict
+        groups.setdefault(way, []).append((label, s, d))
+    total = sum(map(len, groups.values()))
+    if not total:
+        return ""
+    lines = []
+    for way in ("falls", "rises", "unclear", "disagree", "few"):
+        rows = groups.get(way) or []
+        if not rows:
+            continue
+        where = ("here" if len(rows) == total == 1 else "in every row here" if len(rows) == total
+                 else "in " + ", ".join(label for label, _, _ in rows))  # fmt: skip
+        rho = _span([s["value"] for _, s, _ in rows])
+        diffs = [d["value"] for _, _, d in rows if isinstance(d.get("value"), (int, float))]
+        shown = f"Spearman {rho}" + (f"; CM low \u2212 high margin {_span(diffs, '+.3f')}"
+                                     if diffs else "")  # fmt: skip
+        if way == "falls":
+            text = (f"CM <b>falls</b> with margin {esc(where)} ({esc(shown)}): the opposite "
+                    f"of {esc(PAPER)}; here the weakest preferences are.")
+        elif way == "rises":
+            text = (f"CM <b>rises</b> with margin {esc(where)} ({esc(shown)}), as the paper "
+                    "finds: high-margin pairs are memorized most.")
+        elif way == "unclear":
+            floor = max(direction_floor(s.get("n")) for _, s, _ in rows)
+            text = (f"<b>No clear direction</b> of CM with margin {esc(where)} ({esc(shown)}; "
+                    f"|Spearman| under {floor:.2f}): neither confirms nor contradicts "
+                    f"{esc(PAPER)} (CM rising with margin).")
+        elif way == "disagree":
+            text = (f"<b>No clear direction</b> of CM with margin {esc(where)}: the Spearman "
+                    "correlation and CM's low \u2212 high margin difference point opposite "
+                    f"ways ({esc(shown)}).")
+        else:
+            text = (f"Too few pairs to tell which way CM goes with margin {esc(where)} "
+                    f"({esc(shown)}).")
+        lines.append(f"<li>{text}</li>")
+    return (f'<p class="note">Which way CM goes with margin (a direction needs |Spearman(CM, '
+            f"margin)| of at least {NO_DIRECTION:g}, or 2/\u221a(n\u22121) over n pairs, "
+            "and CM's low \u2212 high margin interval not wholly on the other side of 0):</p>"
+            f"<ul>{''.join(lines)}</ul>")  # fmt: skip
 
 
 def _agreement_section(rows: list[dict], images: dict[str, str]) -> Section | None:
@@ -196,8 +279,9 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str],
 
     audits = record.get("audits") or []
     labels = [str(a.get("label")) for a in audits]
-    figures = record.get("figures") or []
+    figures = marked(record)
     metrics = record.get("metrics") or {}
+    least = min_pairs(record)
     sections = [s for s in (glance_section(record, oo), flags_section(record)) if s]
     flags = set(record.get("flags") or [])
     if "flags" not in record:  # a compare.json of rmlens 0.1 before flags had their own key
@@ -216,7 +300,8 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str],
         rows = [r for r in figures if r.get("family") == fam]
         if rows:
             level = (record.get("config") or {}).get("level")
-            sections.append(_family_section(fam, title, rows, labels, metrics, images, level))
+            sections.append(_family_section(fam, title, rows, labels, metrics, images, level,
+                                            least))  # fmt: skip
     if oo is not None:
         sections.append(overoptimization_section(oo, lambda n, c: _image(n, images, c)))
     for extra in (_agreement_section(record.get("agreement") or [], images),
@@ -234,7 +319,7 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str],
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>rmlens comparison: {esc(title)}</title><style>{CSS}</style></head><body>"
+        f"<title>rmlens comparison: {esc(title)}</title><style>{CSS}{FEW_CSS}</style></head><body>"
         f'<header><h1>rmlens comparison</h1><div class="sub">{esc(title)} \u00b7 '
         f"{len(audits)} rows \u00b7 rmlens {esc(__version__)}</div><nav>{nav}</nav></header>"
         f"<main>{''.join(s.html() for s in sections)}</main>"

@@ -5,16 +5,20 @@ figures as one table, and the best-of-n section (``overoptimization.json`` besid
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from rmlens.comparison._metrics import DIFFERENCES, figure_text
+from rmlens.comparison._config import CompareConfig
+from rmlens.comparison._metrics import DIFFERENCES, few_pairs, figure_text
 
-from ._html import esc, interval_text, table
+from ._html import esc, fmt, interval_text, table
 from ._sections import Section
 
 NO_VALUE = "\u2013"
+# a figure on too few pairs: greyed in every table, its n in its tooltip
+FEW_CSS = "td.few { color: #9aa1ad; background: #f3f4f6; font-style: italic; }"
 COST = "heldout_accuracy_vs_baseline"
 LOW_MARGIN = "slice_low_margin"
 # the opening table's figures, in order: (header, metric); "{base}" names the baseline
@@ -36,6 +40,61 @@ def _value(row: dict | None) -> float:
 
 def _by(figures: list[dict]) -> dict[tuple[str, str], dict]:
     return {(r["audit"], r["metric"]): r for r in figures}
+
+
+def min_pairs(record: dict[str, Any]) -> int:
+    """The pairs a figure needs to be judged: the comparison's ``min_group_pairs``."""
+    least = (record.get("config") or {}).get("min_group_pairs")
+    return int(least) if isinstance(least, (int, float)) else CompareConfig().min_group_pairs
+
+
+def marked(record: dict[str, Any]) -> list[dict]:
+    """``compare.json``'s figures, each with ``few_pairs`` true where it rests on fewer pairs
+    than ``min_pairs`` (also in a record written before every counted figure had the flag)."""
+    least = min_pairs(record)
+    return [{**r, "few_pairs": bool(r.get("few_pairs"))
+             or few_pairs(str(r.get("metric")), r.get("n"), least)}
+            for r in record.get("figures") or []]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell's text; ``few``: the tooltip of a figure on too few pairs (greyed)."""
+
+    text: str
+    few: str = ""
+
+
+def few_title(n: Any, least: int) -> str:
+    """Why a figure is greyed: ``only 1 pair (fewer than 20, min_group_pairs): not judged``."""
+    count = int(n) if isinstance(n, (int, float)) and math.isfinite(n) else 0
+    return (f"only {count} pair{'' if count == 1 else 's'} (fewer than {least}, "
+            "min_group_pairs): not judged, no interval")
+
+
+def figure_td(row: dict | None, least: int) -> Cell:
+    """A figure as a table cell, greyed with its n when it rests on too few pairs."""
+    few = bool(row and row.get("few_pairs"))
+    return Cell(figure_cell(row), few_title(row.get("n"), least) if few else "")
+
+
+def cells_table(rows: list[dict]) -> str:
+    """An escaped HTML table of ``rows`` (columns: their keys in order) like ``_html.table``,
+    in which a :class:`Cell` with ``few`` is greyed (class ``few``) and titled."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+    body = []
+    for row in rows:
+        cells = []
+        for value in (row.get(c, NO_VALUE) for c in columns):
+            if isinstance(value, Cell) and value.few:
+                cells.append(f'<td class="few" title="{esc(value.few)}">{esc(value.text)}</td>')
+            else:
+                cells.append(f"<td>{esc(value.text if isinstance(value, Cell) else fmt(value))}"
+                             "</td>")  # fmt: skip
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return (f'<div class="table-wrap"><table class=""><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table></div>")
 
 
 def _gold(oo: dict | None) -> dict[str, dict]:
@@ -64,16 +123,22 @@ def _top(by: dict, metric: str, labels: list[str]) -> list[str]:
     return [a for a, v in values.items() if v == best]
 
 
+def _contested(figures: list[dict]) -> dict[str, bool]:
+    """The figures a row can win (the counter-bias slices and the low-margin accuracy), each
+    with whether some row has it on too few pairs (``few_pairs``: then it is not judged)."""
+    out: dict[str, bool] = {}
+    for r in figures:
+        if r.get("family") == "slices" or r["metric"] == LOW_MARGIN:
+            out[r["metric"]] = out.get(r["metric"], False) or bool(r.get("few_pairs"))
+    return out
+
+
 def _winners(figures: list[dict], by: dict, labels: list[str]) -> dict[str, list[str]]:
-    """Per contested figure (the counter-bias slices and the low-margin accuracy), the rows
-    with its highest value among all rows shown, reference rows included; empty when every
-    row with a value ties (no one wins). A figure that some row has on too few pairs is not
-    judged."""
-    contested = dict.fromkeys(r["metric"] for r in figures
-                              if r.get("family") == "slices" or r["metric"] == LOW_MARGIN)
-    few = {r["metric"] for r in figures if r.get("few_pairs")}
+    """Per contested figure (``_contested``), the rows with its highest value among all rows
+    shown, reference rows included; empty when every row with a value ties (no one wins).
+    A figure that some row has on too few pairs is not judged (left out)."""
     out = {}
-    for metric in (m for m in contested if m not in few):
+    for metric in (m for m, few in _contested(figures).items() if not few):
         valued = [a for a in labels if not math.isnan(_value(by.get((a, metric))))]
         top = _top(by, metric, valued)
         if top:
@@ -89,10 +154,11 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
     A column whose figure no row has (data without a ``margin`` column: the low-margin ones)
     is left out."""
     audits = record.get("audits") or []
-    figures = record.get("figures") or []
+    figures = marked(record)
     if not audits:
         return None
     by = _by(figures)
+    least = min_pairs(record)
     base = (record.get("details") or {}).get("baseline")
     labels = [str(a["label"]) for a in audits]
     plain = [str(a["label"]) for a in audits if not a.get("reference")]
@@ -103,7 +169,7 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
     n_max = max((oo or {}).get("ns") or [0])
     rows = []
     for label in labels:
-        row = {"audit": label, **{h: figure_cell(by.get((label, m))) for h, m in columns}}
+        row = {"audit": label, **{h: figure_td(by.get((label, m)), least) for h, m in columns}}
         if gold:
             g = gold.get(label, {})
             row[f"gold at best-of-{n_max}"] = interval_text(g.get("runs"), "gold_at_max_n")
@@ -114,11 +180,14 @@ def glance_section(record: dict[str, Any], oo: dict | None) -> Section | None:
             row["slices won"] = f"{sum(label in t for t in winners.values())} of {len(winners)}"
         rows.append(row)
     body = _answer(by, plain, base, gold, n_max)
-    body += _glance_note(base, bool(gold), n_max, {m for _, m in columns})
-    body += table(pd.DataFrame(rows))
-    if any(winners.values()):
+    few = least if any(r["few_pairs"] for r in figures) else None
+    body += _glance_note(base, bool(gold), n_max, {m for _, m in columns}, few)
+    body += cells_table(rows)
+    unjudged = [m for m, few in _contested(figures).items() if few]
+    if any(winners.values()) or unjudged:
         won = _won_rows(winners, by, record.get("metrics") or {}, plain, base)
-        body += "<h3>Where each slice is won</h3>" + table(pd.DataFrame(won))
+        won += _unjudged_rows(unjudged, by, labels, record.get("metrics") or {}, least)
+        body += "<h3>Where each slice is won</h3>" + cells_table(won)
     return Section("glance", "At a glance", body)
 
 
@@ -144,8 +213,9 @@ def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int
         if metric == "gold":
             values = {a: (gold.get(a, {}).get("runs") or {}).get("gold_at_max_n") for a in plain}
             values = {a: float(v) for a, v in values.items() if isinstance(v, (int, float))}
-        else:
-            values = {a: _value(by.get((a, metric))) for a in plain}
+        else:  # a figure on too few pairs is no answer
+            values = {a: _value(by.get((a, metric))) for a in plain
+                      if not (by.get((a, metric)) or {}).get("few_pairs")}  # fmt: skip
             values = {a: v for a, v in values.items() if not math.isnan(v)}
         if len(values) < 2:
             continue
@@ -197,8 +267,23 @@ def _won_rows(winners: dict[str, list[str]], by: dict, metrics: dict, plain: lis
     return rows
 
 
-def _glance_note(base: str | None, gold: bool, n_max: int, shown: set[str]) -> str:
-    """What the opening table's columns mean (those shown)."""
+def _unjudged_rows(unjudged: list[str], by: dict, labels: list[str], metrics: dict,
+                   least: int) -> list[dict]:  # fmt: skip
+    """One greyed row per contested figure that some row has on too few pairs: not judged
+    (its n: the fewest pairs any row has it on)."""
+    rows = []
+    for metric in unjudged:
+        n = int(min((by[(a, metric)].get("n") or 0 for a in labels if (a, metric) in by),
+                    default=0))  # fmt: skip
+        rows.append({"figure": (metrics.get(metric) or {}).get("label", metric),
+                     "best": Cell(f"not judged (n {n})", few_title(n, least))})
+    return rows
+
+
+def _glance_note(base: str | None, gold: bool, n_max: int, shown: set[str],
+                 few: int | None) -> str:  # fmt: skip
+    """What the opening table's columns mean (those shown); ``few``: the pairs a figure needs,
+    where some figure has fewer (greyed)."""
     text = "Accuracies are held-out (mean over runs, with the bootstrap interval over runs)"
     if COST in shown:
         text += (f"; \u201cvs {base}\u201d is the held-out accuracy gained or lost against "
@@ -212,6 +297,10 @@ def _glance_note(base: str | None, gold: bool, n_max: int, shown: set[str]) -> s
     text += (". A slice (pairs where a shortcut points the wrong way, and the low-margin "
              "tercile) is won by the highest held-out accuracy of all the rows shown, "
              "reference rows included; tied rows are all named.")
+    if few is not None:
+        text += (f" Greyed: a figure on fewer than {few} pairs (min_group_pairs), shown as its "
+                 "value and n without an interval and never flagged; a slice that any row has "
+                 "on so few pairs is not judged.")
     if gold:
         text += (f" Gold at best-of-{n_max}: the true quality of the answer the audit's RMs "
                  "pick among that many candidates (single runs, mean; its ensembles: the "
@@ -231,7 +320,7 @@ def figure_cell(row: dict | None) -> str:
 
 def flags_section(record: dict[str, Any]) -> Section | None:
     """The figures flagged near or below chance, as one table: audits by figure."""
-    figures = record.get("figures") or []
+    figures = marked(record)
     flagged = [r for r in figures if r.get("near_chance")]  # accuracies, whatever the family
     if not flagged:
         return None
@@ -239,13 +328,14 @@ def flags_section(record: dict[str, Any]) -> Section | None:
     names = list(dict.fromkeys(r["metric"] for r in flagged))
     labels = [str(a["label"]) for a in record.get("audits") or []]
     by = _by(figures)
+    least = min_pairs(record)
     rows = [{"audit": label, **{(metrics.get(m) or {}).get("label", m):
-             figure_cell(by.get((label, m))) for m in names}} for label in labels]  # fmt: skip
+             figure_td(by.get((label, m)), least) for m in names}} for label in labels]  # fmt: skip
     body = (f'<p class="note">{len(flagged)} figures of {len(labels)} audits are near or below '
             "chance (\u26a0: within 0.05 of 0.5, or below): on those pairs the RMs follow the "
             "shortcut rather than the better response. Every audit's value is shown, so a "
             "flag reads against the others.</p>")  # fmt: skip
-    return Section("flags", "Flagged figures", body + table(pd.DataFrame(rows)))
+    return Section("flags", "Flagged figures", body + cells_table(rows))
 
 
 def overoptimization_section(oo: dict, image) -> Section:

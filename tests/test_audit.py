@@ -213,16 +213,18 @@ def test_cli_memorize_end_to_end(tiny_encoder_dir, tmp_path, monkeypatch, capsys
 
 def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path, monkeypatch,
                                                      capsys):
-    """Two pairs, one with chosen == rejected: runs that would train on nothing are refused in
-    one line saying what is left and what the plan needs (not a ZeroDivisionError)."""
+    """Two pairs, one with chosen == rejected after truncation: runs that would train on
+    nothing are refused in one line saying what is left and what the plan needs (not a
+    ZeroDivisionError). (A pair whose texts are the same before truncation is left out at
+    load time, with its own warning: tests/test_bad_input.py.)"""
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = tmp_path / "two.jsonl"
     data.write_text(
         '{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
-        '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n'
-    )
+        '{"prompt": "yo", "chosen": "good cat", "rejected": "good dog"}\n'
+    )  # at 4 tokens, [CLS] prompt [SEP] and 1 response token: "good" == "good"
     args = ["memorize", "--data", data, "--out", tmp_path / "o", "--model", tiny_encoder_dir,
-            "--quiet", "--no-report"]  # fmt: skip
+            "--max-length", "4", "--quiet", "--no-report"]  # fmt: skip
     code = main([str(a) for a in args])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
@@ -240,10 +242,10 @@ def test_a_refused_plan_writes_nothing_and_the_same_out_takes_other_data(
     data, out = tmp_path / "pairs.jsonl", tmp_path / "o"
     data.write_text(
         '{"prompt": "how", "chosen": "this is how we do it", "rejected": "what are you"}\n'
-        '{"prompt": "yo", "chosen": "same", "rejected": "same"}\n'
-    )
+        '{"prompt": "yo", "chosen": "good cat", "rejected": "good dog"}\n'
+    )  # the second pair's responses are the same after truncation to 4 tokens
     args = ["memorize", "--data", data, "--out", out, "--model", tiny_encoder_dir, "--runs",
-            "2", "--quiet", "--no-report"]  # fmt: skip
+            "2", "--max-length", "4", "--quiet", "--no-report"]  # fmt: skip
     assert main([str(a) for a in args]) == 2
     assert "would train on none" in capsys.readouterr().err
     assert list(out.iterdir()) == []

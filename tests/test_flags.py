@@ -34,7 +34,7 @@ CONFIG = {"--config"}
 COMMANDS = {
     "memorize": (
         [(AuditConfig, ())],
-        {"--data", "--out", "--map", "--attribute", "--no-attribute", "--report",
+        {"--data", "--out", "--map", "--sep", "--attribute", "--no-attribute", "--report",
          "--no-report", "--quiet"},
     ),
     "demo": (
@@ -45,28 +45,29 @@ COMMANDS = {
         [(AuditConfig, MitigateConfig._owned["audit"]), (MitigateConfig, ()),
          (CompareConfig, MitigateConfig._owned["compare"]),
          (OveroptimizeConfig, MitigateConfig._owned["overoptimize"])],
-        {"--data", "--out", "--map", "--quiet", "--candidates"},
+        {"--data", "--out", "--map", "--sep", "--quiet", "--candidates"},
     ),
     "attribute": ([(AttributeConfig, ())], {"--list-features", "--json", "--quiet"}),
     "compare": ([(CompareConfig, ())], {"--out", "--json", "--quiet"}),
     "overoptimize": ([(OveroptimizeConfig, ())], {"--candidates", "--out", "--json", "--quiet"}),
     "data candidates": (
         [(CandidatesConfig, ())],
-        {"--out", "--from", "--gold-rm", "--holdout", "--pairs-out", "--map", "--quiet"},
+        {"--out", "--from", "--gold-rm", "--holdout", "--pairs-out", "--map", "--sep", "--quiet"},
     ),
     "report": ([(ReportConfig, ())], {"--quiet"}),
     # --prompts names a file of prompts, which become the `prompts` field
     "sweep": ([(SweepConfig, ("prompts",))], {"--out", "--prompts", "--json", "--quiet"}),
     "evaluate": (
-        [(EvaluateConfig, ())], {"--rm", "--data", "--out", "--map", "--json", "--quiet"}
+        [(EvaluateConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json", "--quiet"}
     ),
     "train": (
-        [(TrainConfig, ())], {"--data", "--out", "--eval-data", "--map", "--quiet", "--json"}
+        [(TrainConfig, ())],
+        {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json"},
     ),
-    "score": ([(ScoreConfig, ())], {"--rm", "--data", "--out", "--map", "--json"}),
+    "score": ([(ScoreConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json"}),
     "generalize": (
         [(GeneralizeConfig, ())],
-        {"--data", "--out", "--shift-data", "--map", "--quiet", "--json"},
+        {"--data", "--out", "--shift-data", "--map", "--sep", "--quiet", "--json"},
     ),
     "data synth": ([(SynthConfig, ())], {"--out", "--quiet"}),
     "data convert": (

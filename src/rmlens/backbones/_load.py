@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,10 +12,16 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
-from rmlens._errors import InputError
-from rmlens.backbones._presets import resolve_model, unloadable
+from rmlens._errors import InputError, RmlensWarning
+from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
+# where a config states how many positions the model has, first found wins
+_POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_length", "n_ctx")
+# models whose position ids start after the padding index (RoBERTa's 514 positions hold 512)
+_OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
+                     "longformer", "ibert", "mpnet")  # fmt: skip
+_NO_LIMIT = 1 << 30  # a tokenizer without a stated limit says ~1e30
 
 
 @dataclass
@@ -31,7 +38,8 @@ class Backbone:
         Encoders are mean-pooled; causal LMs use the last real token.
     pooling : {"mean", "last"}
     max_length : int
-        Maximum tokens per (prompt, response) sequence.
+        Maximum tokens per (prompt, response) sequence; one above the model's limit
+        (:func:`model_limit`) is lowered to it, with a warning.
     """
 
     name: str
@@ -41,6 +49,13 @@ class Backbone:
     kind: str
     pooling: str
     max_length: int
+
+    def __post_init__(self) -> None:
+        limit = model_limit(getattr(self.model, "config", None))
+        if limit is not None and self.max_length > limit:
+            message = f"`max_length` {self.max_length} is above the model's limit {limit}"
+            warnings.warn(f"{message}: using {limit}", RmlensWarning, stacklevel=3)
+            self.max_length = limit
 
     @property
     def hidden_size(self) -> int:
@@ -62,6 +77,24 @@ def model_identity(source: str, config: dict) -> str:
     else:
         digest.update(source.encode())
     return digest.hexdigest()[:16]
+
+
+def model_limit(config) -> int | None:
+    """How many tokens the model takes in one sequence, from its config's position count
+    (``max_position_embeddings``, ``n_positions``, ...; less RoBERTa-style models' padding
+    offset); None when the config states none (relative positions, as in T5)."""
+    if config is None:
+        return None
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for name in _POSITION_FIELDS:
+        value = getattr(text, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            break
+    else:
+        return None
+    if getattr(text, "model_type", None) in _OFFSET_POSITIONS:
+        value -= (getattr(text, "pad_token_id", None) or 1) + 1
+    return value if value > 1 else None
 
 
 def is_causal(config) -> bool:
@@ -90,7 +123,9 @@ def load_backbone(
     dtype : torch.dtype, optional
         Defaults to float32.
     max_length : int, optional
-        Defaults to the preset's, else the tokenizer's limit capped at 512.
+        Defaults to the preset's, else the tokenizer's limit capped at 512, and never above
+        the model's (:func:`model_limit`); a larger value given is lowered to the model's
+        limit, with a warning.
     trust_remote_code : bool, default=False
         Only for models you trust; never on by default.
 
@@ -106,18 +141,22 @@ def load_backbone(
     source, preset = resolve_model(model)
     hf_logging.disable_progress_bar()
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        net = AutoModel.from_pretrained(
-            source, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code
-        )
+        with quiet_hub():
+            config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+            net = AutoModel.from_pretrained(
+                source, dtype=dtype or torch.float32, trust_remote_code=trust_remote_code
+            )
     except (OSError, ValueError) as err:  # ValueError: a folder whose config names no model
         raise InputError(unloadable(model, source, err)) from err
     causal = preset.kind == "causal" if preset else is_causal(config)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    limit = max_length or (preset.max_length if preset else min(tokenizer.model_max_length, 512))
-    tokenizer.model_max_length = 1 << 30  # we truncate ourselves (prompt from the left)
+    if max_length is None:
+        stated = min(tokenizer.model_max_length, _NO_LIMIT)
+        max_length = min(preset.max_length if preset else min(stated, 512),
+                         model_limit(net.config) or _NO_LIMIT)  # fmt: skip
+    tokenizer.model_max_length = _NO_LIMIT  # we truncate ourselves (prompt from the left)
     net.eval().to(device)
     return Backbone(
         name=model,
@@ -126,5 +165,5 @@ def load_backbone(
         model=net,
         kind="causal" if causal else "encoder",
         pooling="last" if causal else "mean",
-        max_length=int(limit),
+        max_length=int(max_length),
     )

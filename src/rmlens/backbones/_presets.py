@@ -3,9 +3,18 @@
 from __future__ import annotations
 
 import importlib
+import logging
+import os
 import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from rmlens._errors import InputError
 
@@ -72,6 +81,8 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
                 f"`model` '{model}': not a preset ({', '.join(PRESETS)}) and no such local "
                 f"file or folder ({path.absolute()})"
             )
+        if not path.exists():
+            check_hub_id(model)
         return model, None
     try:
         path = _minilm_dir() if preset.name == "minilm" else _smollm2_dir()
@@ -103,3 +114,103 @@ def unloadable(
     )
     expected = expected or f"a preset ({', '.join(PRESETS)})"
     return f"`{param}` '{model}': not {expected} nor a local path; as a hub id it {why}"
+
+
+# Fail fast on a hub id that cannot be fetched: without this, an unreachable hub costs ~30 s of
+# the hub client's retries (and a warning line per retry) before the same error.
+HUB_TIMEOUT_S = 2.0
+_HUB_LOGGERS = ("huggingface_hub.utils._http", "huggingface_hub.file_download")
+_REACHED: dict[tuple[str, int], tuple[float, bool]] = {}  # (host, port) -> (when, reached)
+
+
+def check_hub_id(
+    model: str, *, param: str = "model", expected: str = "", timeout: float = HUB_TIMEOUT_S
+) -> None:
+    """Raise InputError now, before any hub call, when ``model`` can only be a hub id and the hub
+    cannot be asked: it is not in the local Hugging Face cache, and ``HF_HUB_OFFLINE`` is set
+    or the hub (or the HTTPS proxy) takes no TCP connection within ``timeout`` seconds.
+
+    ``param`` and ``expected`` word the message as in :func:`unloadable`.
+    """
+    why = hub_unreachable(timeout)
+    if why is None or _in_hub_cache(model):
+        return
+    expected = expected or f"a preset ({', '.join(PRESETS)})"
+    raise InputError(
+        f"`{param}` '{model}': not {expected} nor a local path; as a hub id it could not be "
+        f"reached ({why}, and not in the local cache)"
+    )
+
+
+def hub_unreachable(timeout: float = HUB_TIMEOUT_S) -> str | None:
+    """Why the Hugging Face hub cannot be asked now, or None when it can.
+
+    ``"offline"`` when ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set; else one TCP
+    connection to the endpoint (``HF_ENDPOINT``, default huggingface.co:443), or to the
+    HTTPS proxy when one is set, tried for at most ``timeout`` seconds (the answer is kept
+    for a minute).
+    """
+    from huggingface_hub import constants
+
+    flags = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    if constants.HF_HUB_OFFLINE or any(
+        os.environ.get(f, "").upper() in constants.ENV_VARS_TRUE_VALUES for f in flags
+    ):
+        return "offline"
+    url = urlsplit(os.environ.get("HF_ENDPOINT") or constants.ENDPOINT)
+    host = url.hostname or "huggingface.co"
+    port = url.port or (80 if url.scheme == "http" else 443)
+    proxy = getproxies().get(url.scheme or "https")
+    if proxy and not proxy_bypass(host):
+        proxied = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        if proxied.hostname:
+            host, port = proxied.hostname, proxied.port or 8080
+    if not _connects(host, port, timeout):
+        return f"no connection to {host}:{port} within {timeout:g} s"
+    return None
+
+
+def _connects(host: str, port: int, timeout: float) -> bool:
+    """Whether a TCP connection to ``host:port`` opens within ``timeout`` seconds, name lookup
+    included (a thread, since the lookup itself has no timeout)."""
+    known = _REACHED.get((host, port))
+    if known is not None and time.monotonic() - known[0] < 60:
+        return known[1]
+    result: list[bool] = []
+
+    def attempt() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=attempt, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    reached = bool(result and result[0])
+    _REACHED[(host, port)] = (time.monotonic(), reached)
+    return reached
+
+
+def _in_hub_cache(model: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an id the cache cannot hold is not in it
+        return False
+
+
+@contextmanager
+def quiet_hub() -> Iterator[None]:
+    """Silence the hub client's per-retry warnings while loading: rmlens words the failure."""
+    loggers = [logging.getLogger(name) for name in _HUB_LOGGERS]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)

@@ -1,4 +1,5 @@
-"""Shared pieces of the command line: help texts, the column map, loading the pairs."""
+"""Shared pieces of the command line: help texts, the column map, the CSV separator, loading
+the pairs."""
 
 from __future__ import annotations
 
@@ -25,9 +26,18 @@ def map_option() -> Any:
     )
 
 
-def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False):
+SEP_HELP = (
+    "Separator of a CSV data file: one character such as ';', '|' or '\\t' (tab). Default: "
+    "read from the file's header."
+)
+def sep_option() -> Any:
+    return typer.Option(None, "--sep", metavar="CHAR", help=SEP_HELP)
+
+
+def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False,
+               sep: str | None = None):  # fmt: skip
     from rmlens.data import load_pairs, load_rankings
     from rmlens.data._schema import parse_column_map
 
     mapping = parse_column_map(column_map or [])
-    return (load_rankings if rankings else load_pairs)(path, column_map=mapping)
+    return (load_rankings if rankings else load_pairs)(path, column_map=mapping, sep=sep)

@@ -11,7 +11,7 @@ import typer
 
 from rmlens._errors import InputError
 from rmlens.cli import convert
-from rmlens.cli._common import DATA_HELP, map_option
+from rmlens.cli._common import DATA_HELP, SEP_HELP, map_option, sep_option
 from rmlens.cli._options import (
     config_beside,
     config_parameters,
@@ -71,18 +71,55 @@ def _render(result: dict[str, Any]) -> None:
         f"{s['duplicates']['ids']} ids, {s['duplicates']['pairs']} repeated pairs, "
         f"{s['identical_responses']} chosen == rejected, {s['empty_responses']} empty responses",
     )
+    across = s.get("across_groups")
+    if across:
+        table.add_row(f"across groups ({escape(across['group_by'])}, {across['groups']})",
+                      _across(across))  # fmt: skip
     if s["mechanisms"]:
         table.add_row("mechanisms", ", ".join(f"{k} {v}" for k, v in s["mechanisms"].items()))
     console.print(table)
-    problems = result["problems"]
-    if not problems:
+    _verdict(console, result["problems"], result.get("warnings") or [], across)
+
+
+def _across(across: dict[str, Any]) -> str:
+    """The cross-group counts in one cell: texts, pairs, conflicts."""
+    texts = across["texts"]
+    return (
+        f"{texts['unique']} unique of {texts['responses']} responses (with their prompt), "
+        f"{texts['in_several_groups']} under several groups; "
+        f"{across['pairs_repeated_across_groups']} pairs repeated across groups; "
+        f"{across['conflicting_pairs']} judged the other way elsewhere "
+        f"({across['conflicts_across_groups']} across groups)"
+    )
+
+
+def _verdict(console, problems: list[str], warnings: list[dict], across: dict | None) -> None:
+    """The rows that could not be read, then what the readable pairs hold; "no problems
+    found" only when both lists are empty."""
+    from rich.markup import escape
+
+    if problems:
+        n = len(problems)
+        console.print(f"[bold red]{n} problem{'s' if n > 1 else ''} (rows not read):[/]")
+        for message in problems[:MAX_SHOWN]:
+            console.print(f"  {escape(message)}", highlight=False, soft_wrap=True)
+        if n > MAX_SHOWN:
+            console.print(f"  ... and {n - MAX_SHOWN} more (all of them with --json)")
+    if warnings:
+        n = len(warnings)
+        console.print(f"[bold yellow]{n} warning{'s' if n > 1 else ''} about the pairs read:[/]")
+        for warning in warnings:
+            console.print(f"  {escape(warning['message'])}", highlight=False, soft_wrap=True)
+    shared = (across or {}).get("pairs_sharing_text_across_groups", 0)
+    if shared:
+        console.print(
+            f"note: {shared} pairs share a response (same prompt) with a pair of another "
+            f"group ('{escape(across['group_by'])}'): an audit's RMs may have seen it under "
+            "another group's pair, which raises TG",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+    if not problems and not warnings:
         console.print("no problems found")
-        return
-    console.print(f"[bold red]{len(problems)} problem{'s' if len(problems) > 1 else ''}:[/]")
-    for message in problems[:MAX_SHOWN]:
-        console.print(f"  {escape(message)}", highlight=False, soft_wrap=True)
-    if len(problems) > MAX_SHOWN:
-        console.print(f"  ... and {len(problems) - MAX_SHOWN} more (all of them with --json)")
 
 
 SYNTH = sections(SynthConfig)
@@ -137,6 +174,7 @@ def candidates(
         help="With --from: where to write the gold-labelled pairs the proxies train on.",
     ),  # fmt: skip
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No status line."),
     **options,
 ) -> None:
@@ -173,16 +211,16 @@ def candidates(
         raise InputError("--from needs --gold-rm: the RM whose reward is the gold")
     if holdout <= 0:
         raise InputError("--holdout must be above 0 (the share of prompts in the pool)")
-    _real_pool(source, gold_rm, holdout, pairs_out, out, n, config.seed, column_map, quiet)
+    _real_pool(source, gold_rm, holdout, pairs_out, out, n, config.seed, column_map, sep, quiet)
 
 
-def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, quiet) -> None:
+def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, sep, quiet) -> None:
     from rmlens.cli._common import load_table
     from rmlens.data import save_pairs
     from rmlens.data._candidates import candidates_from_pairs
     from rmlens.rewards import load_rm
 
-    pairs = load_table(source, column_map)
+    pairs = load_table(source, column_map, sep=sep)
     rm = load_rm(gold_rm)
     pool, gold_pairs = candidates_from_pairs(pairs, rm.score, n_responses=n, holdout=holdout,
                                              seed=seed)  # fmt: skip
@@ -225,15 +263,36 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Print JSON instead of a table.")
         ] = False,
+        group_by: Annotated[
+            str | None,
+            typer.Option(
+                "--group-by",
+                help="The column an audit would group by, for the counts across groups "
+                "(default user_id when every pair has one, else the prompt).",
+            ),
+        ] = None,
+        sep: Annotated[
+            str | None, typer.Option("--sep", metavar="CHAR", help=SEP_HELP)
+        ] = None,
         strict: Annotated[
-            bool, typer.Option("--strict", help="Exit with code 2 when any problem is found.")
+            bool,
+            typer.Option(
+                "--strict",
+                help="Exit with code 2 when any row cannot be read (warnings about the pairs "
+                "read, such as repeated pairs, do not count).",
+            ),
         ] = False,
     ) -> None:
-        """Summarize a preference file and list every problem in it (file, line or row, field)."""
+        """Summarize a preference file and list every problem in it (file, line or row, field),
+        then what the readable pairs hold that an audit should know: empty or identical
+        responses, repeated pairs, pairs repeated or judged the other way across groups."""
         from rmlens.data import inspect_pairs
         from rmlens.data._schema import parse_column_map
 
-        result = inspect_pairs(file, column_map=parse_column_map(column_map), split=split)
+        result = inspect_pairs(
+            file, column_map=parse_column_map(column_map), split=split, group_by=group_by,
+            sep=sep,
+        )  # fmt: skip
         if as_json:
             typer.echo(json.dumps(result, indent=2, default=str))
         else:

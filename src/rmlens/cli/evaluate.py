@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
 
@@ -21,6 +21,7 @@ def evaluate(
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
@@ -41,7 +42,7 @@ def evaluate(
         resolve_probes(config.probes)
     except ValueError as err:
         raise InputError(f"--probes: {err}") from err
-    pairs = load_table(data, column_map)
+    pairs = load_table(data, column_map, sep=sep)
     metrics = run_evaluation(pairs, config, rm=rm, out=out, quiet=quiet)
     if not quiet:  # the result carries its warnings; the command says them
         from rmlens.progress import stderr

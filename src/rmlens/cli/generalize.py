@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.generalization._config import GeneralizeConfig
 
@@ -23,6 +23,7 @@ def generalize(
         None, "--shift-data", help="Pairs rewritten with the same meaning and other tokens."
     ),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     **options,
@@ -36,8 +37,8 @@ def generalize(
     config = resolve(ctx, GENERALIZE, options)
     if (data is None) == (config.task is None):
         raise InputError("give exactly one of --data FILE and --task persona")
-    pairs = None if data is None else load_table(data, column_map)
-    shifted = None if shift_data is None else load_table(shift_data, column_map)
+    pairs = None if data is None else load_table(data, column_map, sep=sep)
+    shifted = None if shift_data is None else load_table(shift_data, column_map, sep=sep)
     table = run(pairs, config, out=out, shift_pairs=shifted, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:

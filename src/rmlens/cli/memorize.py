@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization._config import AuditConfig
@@ -19,6 +19,7 @@ def memorize(
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Experiment directory (resumed if it exists)."),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     attribute: bool = typer.Option(
         False, "--attribute/--no-attribute", help="Run `rmlens attribute` after the audit."
     ),
@@ -42,7 +43,7 @@ def memorize(
     such as --epochs goes to the mode chosen.
     """
     config = resolve(ctx, AUDIT, options)
-    pairs = load_table(data, column_map)
+    pairs = load_table(data, column_map, sep=sep)
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet)
     save_config(config, out / "config.toml", sections=AUDIT)
 
@@ -133,15 +134,73 @@ def print_summary(out: Path) -> None:
     dropped = summary["dropped_truncation"]["count"]
     if dropped:
         console.print(f"{dropped} pairs dropped: chosen == rejected after truncation")
-    top = Table(title="Most memorized pairs")
-    for col in ("id", "tm", "tg", "cm"):
-        top.add_column(col)
-    for row in summary["most_memorized"][:5]:
-        top.add_row(str(row["id"]), *(f"{row[k]:.3f}" for k in ("tm", "tg", "cm")))
-    console.print(top)
+    print_most_memorized(console, summary)
     files = ["memorization.parquet", "memorization_map.png", "summary.json"]
     files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
     console.print(f"results in {out}/ ({', '.join(files)})")
+
+
+SHOWN = 5  # pairs in the console's most memorized table (summary.json lists more)
+
+
+def print_most_memorized(console, summary: dict) -> None:
+    """The most memorized pairs (category memorized, highest CM first), with whether another
+    group judged them the other way; then the largest CM among the other pairs, labelled as
+    such; then the duplicates and conflicts across groups."""
+    from rmlens.memorization._summary import memorized_note
+
+    rows = summary["most_memorized"][:SHOWN]
+    n_memorized = (summary.get("counts") or {}).get("memorized", len(rows))
+    conflicts = summary.get("memorized_conflicts") or {}
+    show = bool(conflicts.get("conflicts"))  # the conflict column, where the data have any
+    if rows:
+        table = pair_rows_table("Most memorized pairs (category memorized, highest CM first)",
+                                rows, category=False, conflict=show)  # fmt: skip
+        if n_memorized < SHOWN:
+            table.caption = memorized_note(n_memorized)
+        console.print(table)
+    else:
+        console.print(f"Most memorized pairs: {memorized_note(0)}")
+    rest = summary.get("largest_cm_not_memorized") or []
+    if rest:
+        console.print(pair_rows_table("Largest CM among pairs not categorized memorized",
+                                      rest[:3], category=True, conflict=show))  # fmt: skip
+    if show and conflicts["memorized"]:
+        console.print(
+            f"{conflicts['count']} of {conflicts['memorized']} memorized pairs "
+            f"({conflicts['share']:.0%}) were judged the other way by another group (conflict)"
+            + (": memorized because the groups disagree" if conflicts["count"] else ""),
+            markup=False,
+        )
+    dup = summary.get("duplicates") or {}
+    if dup.get("pairs_repeated_across_groups") or dup.get("conflicts_across_groups"):
+        console.print(
+            f"Across groups ({dup['group_by']}): {dup['pairs_repeated_across_groups']} pairs "
+            f"repeated, {dup['conflicts_across_groups']} judged the other way, "
+            f"{dup['texts']['in_several_groups']} of {dup['texts']['unique']} responses under "
+            "several groups",
+            markup=False,
+        )
+
+
+def pair_rows_table(title: str, rows: list[dict], *, category: bool, conflict: bool):
+    """id, TM, TG, CM (and category, conflict) of summary.json pair records."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, min_width=len(title) + 2)  # the title on one line
+    columns = ["id", "TM", "TG", "CM"] + (["category"] if category else [])
+    for col in columns + (["conflict"] if conflict else []):
+        table.add_column(col, justify="right" if col in ("TM", "TG", "CM") else "left",
+                         overflow="fold" if col == "id" else "ellipsis")  # ids kept whole
+    for row in rows:
+        cells = [escape(str(row["id"])), *(f"{row[k]:.3f}" for k in ("tm", "tg", "cm"))]
+        if category:
+            cells.append(str(row.get("category", "")).replace("_", " "))
+        if conflict:
+            cells.append({True: "yes", False: "no"}.get(row.get("conflict"), "-"))
+        table.add_row(*cells)
+    return table
 
 
 def reliability_table(reliability: dict):

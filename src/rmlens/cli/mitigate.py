@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, load_table, map_option
+from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.memorization._config import AuditConfig
@@ -24,6 +24,7 @@ def mitigate(
         ..., "--out", help="Comparison directory: one audit per objective (resumed if it exists)."
     ),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     candidates: Path | None = typer.Option(
         None, "--candidates",
         help="Candidate pool with a gold reward (`rmlens data candidates`): also best-of-n "
@@ -50,7 +51,7 @@ def mitigate(
         seed=config.seed, n_boot=config.n_boot
     )
     oo_config = resolve(ctx, OVEROPTIMIZE, options, table="overoptimize")
-    pairs = load_table(data, column_map)
+    pairs = load_table(data, column_map, sep=sep)
     result = run_mitigate(pairs, config, out=out, objectives=plan.objectives,
                           compare_config=compare_config, candidates=candidates,
                           overoptimize_config=oo_config, quiet=quiet)  # fmt: skip

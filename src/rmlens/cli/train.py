@@ -12,7 +12,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option
+from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import (
     config_beside,
     config_parameters,
@@ -38,6 +38,7 @@ def train(
     out: Path = typer.Option(..., "--out", help="RM folder (an interrupted run resumes)."),
     eval_data: Path = typer.Option(None, "--eval-data", help="Pairs evaluated each epoch."),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the last epoch's metrics as JSON."),
     **options,
@@ -48,8 +49,10 @@ def train(
 
     config = resolve(ctx, TRAIN, options)
     rankings = config.loss == "plackett-luce"
-    pairs = load_table(data, column_map, rankings=rankings)
-    evals = None if eval_data is None else load_table(eval_data, column_map, rankings=rankings)
+    pairs = load_table(data, column_map, rankings=rankings, sep=sep)
+    evals = None if eval_data is None else load_table(
+        eval_data, column_map, rankings=rankings, sep=sep
+    )
     bias = objective_bias(pairs, config)
     run_training(pairs, config, out=out, eval_data=evals, bias=bias, quiet=quiet)
     save_config(config, out / "config.toml")
@@ -71,6 +74,7 @@ def score(
     data: Path = typer.Option(..., "--data", help=DATA_HELP),
     out: Path = typer.Option(..., "--out", help="Output pair table (.parquet, .jsonl, .csv)."),
     column_map: list[str] = map_option(),
+    sep: str | None = sep_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     **options,
 ) -> None:
@@ -82,7 +86,7 @@ def score(
     from rmlens.rewards._metrics import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
-    pairs = load_table(data, column_map)
+    pairs = load_table(data, column_map, sep=sep)
     try:
         model = load_rm(
             rm,

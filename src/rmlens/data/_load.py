@@ -47,7 +47,13 @@ def _labeler(column_map: Mapping[str, str]):
     return label
 
 
-def _read(source: Any, column_map: Mapping[str, str] | None, split: str | None, report) -> Records:
+def _read(
+    source: Any,
+    column_map: Mapping[str, str] | None,
+    split: str | None,
+    report,
+    sep: str | None = None,
+) -> Records:
     column_map = dict(column_map or {})
 
     def raw(names):
@@ -59,6 +65,7 @@ def _read(source: Any, column_map: Mapping[str, str] | None, split: str | None, 
         report=report,
         text_fields=raw((*TEXT_COLUMNS, *LABEL_COLUMNS, "id", "ranking_id", "margin")),
         list_fields=raw(("responses", "ranks", "scores", "models")),
+        sep=sep,
     )
     apply_column_map(records, column_map)
     return records
@@ -71,11 +78,14 @@ def read_pairs(
     split: str | None = None,
     collect: bool = False,
     layout: str | None = None,
+    sep: str | None = None,
 ) -> Loaded:
-    """Read, map and check pairs; strict (raise at the first problem) unless ``collect``."""
+    """Read, map and check pairs; strict (raise at the first problem, leave out pairs whose
+    chosen and rejected are the same text with a warning) unless ``collect`` (keep them,
+    for ``data inspect`` to count)."""
     report = Problems(collect)
     label = _labeler(column_map or {})
-    records = _read(source, column_map, split, report)
+    records = _read(source, column_map, split, report, sep)
     if not records.rows:
         return Loaded(pairs_frame([], []), None, report.items, records.name)
     layout = layout or detect_layout(records)
@@ -112,6 +122,7 @@ def read_pairs(
         margin_given=layout != "rankings" and "margin" in records.fields,
         broken=broken,
         label=label,
+        drop_same_text=not collect,
     )
     return Loaded(table, layout, _by_location(report.items), records.name)
 
@@ -131,6 +142,7 @@ def load_pairs(
     *,
     column_map: Mapping[str, str] | None = None,
     split: str | None = None,
+    sep: str | None = None,
 ) -> pd.DataFrame:
     """Load preference pairs into the canonical pair table (DESIGN.md section 1).
 
@@ -145,6 +157,9 @@ def load_pairs(
         ``{"user_id": "annotator_id"}``.
     split : str, optional
         Split of a ``DatasetDict`` or hub dataset; default ``"train"``.
+    sep : str, optional
+        Separator of a CSV file (one character; ``"\\t"`` or ``"tab"`` for a tab). Default:
+        read from the file's header (``,``, ``;``, tab or ``|``); ``.tsv`` files use tabs.
 
     Returns
     -------
@@ -159,13 +174,19 @@ def load_pairs(
     InputError
         At the first problem, naming the file, line or row, field, expected and found.
 
+    Warns
+    -----
+    RmlensWarning
+        When pairs whose chosen and rejected are the same text (no preference) are left out:
+        one line naming the pair, or counting them with their lines or rows.
+
     Examples
     --------
     >>> pairs = load_pairs([{"prompt": "2+2?", "chosen": "4", "rejected": "5"}])
     >>> pairs.loc[0, "chosen"], len(pairs.loc[0, "id"])
     ('4', 16)
     """
-    return read_pairs(source, column_map=column_map, split=split).table
+    return read_pairs(source, column_map=column_map, split=split, sep=sep).table
 
 
 def load_rankings(
@@ -173,12 +194,13 @@ def load_rankings(
     *,
     column_map: Mapping[str, str] | None = None,
     split: str | None = None,
+    sep: str | None = None,
 ) -> pd.DataFrame:
     """Load rankings whole, for Plackett-Luce.
 
     Parameters
     ----------
-    source, column_map, split
+    source, column_map, split, sep
         As in :func:`load_pairs`; the source must hold ``prompt``, ``responses`` and
         ``ranks`` (1 = best) or ``scores`` (higher = better).
 
@@ -191,7 +213,7 @@ def load_rankings(
     """
     report = Problems(collect=False)
     label = _labeler(column_map or {})
-    records = _read(source, column_map, split, report)
+    records = _read(source, column_map, split, report, sep)
     if detect_layout(records) != "rankings":
         raise InputError(
             f"{records.name}: not a rankings file: expected fields prompt, responses and ranks "
@@ -211,7 +233,9 @@ def load_rankings(
     return pd.DataFrame.from_records(rows, columns=columns)
 
 
-def validate_pairs(frame: pd.DataFrame, *, source: str = "<table>") -> pd.DataFrame:
+def validate_pairs(
+    frame: pd.DataFrame, *, source: str = "<table>", drop_same_text: bool = True
+) -> pd.DataFrame:
     """Check a table that already has the canonical columns; return it normalized.
 
     Parameters
@@ -220,6 +244,9 @@ def validate_pairs(frame: pd.DataFrame, *, source: str = "<table>") -> pd.DataFr
         Needs ``prompt``, ``chosen`` and ``rejected``; ``id`` is derived when absent.
     source : str, default="<table>"
         Name used in error messages (``"<table> row 3: ..."``, rows counted from 1).
+    drop_same_text : bool, default=True
+        Leave out pairs whose chosen and rejected are the same text, with a warning (as
+        :func:`load_pairs`); False keeps them.
 
     Returns
     -------
@@ -246,7 +273,12 @@ def validate_pairs(frame: pd.DataFrame, *, source: str = "<table>") -> pd.DataFr
         wheres.append((records.name, f"row {records.locs[i]}"))
     fields = records.fields
     return finish_pairs(
-        rows, wheres, report, ids_given="id" in fields, margin_given="margin" in fields
+        rows,
+        wheres,
+        report,
+        ids_given="id" in fields,
+        margin_given="margin" in fields,
+        drop_same_text=drop_same_text,
     )
 
 
@@ -255,12 +287,13 @@ def find_problems(
     *,
     column_map: Mapping[str, str] | None = None,
     split: str | None = None,
+    sep: str | None = None,
 ) -> list[str]:
     """All problems of a preference source, one message each, instead of stopping at the first.
 
     Parameters
     ----------
-    source, column_map, split
+    source, column_map, split, sep
         As in :func:`load_pairs`.
 
     Returns
@@ -274,7 +307,8 @@ def find_problems(
     InputError
         When the source cannot be read at all (missing, empty, unknown layout).
     """
-    return read_pairs(source, column_map=column_map, split=split, collect=True).problems
+    return read_pairs(source, column_map=column_map, split=split, collect=True,
+                      sep=sep).problems  # fmt: skip
 
 
 def save_pairs(pairs: pd.DataFrame, path: str | Path) -> Path:

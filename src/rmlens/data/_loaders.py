@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -23,6 +24,7 @@ PARQUET_SUFFIXES = (".parquet", ".pq")
 KNOWN_SUFFIXES = JSONL_SUFFIXES + JSON_SUFFIXES + CSV_SUFFIXES + PARQUET_SUFFIXES
 HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 HF_MARKERS = ("dataset_dict.json", "dataset_info.json", "state.json")
+CSV_SEPARATORS = ",;\t|"  # what a CSV header is sniffed for, the first of equals winning
 
 
 @dataclass
@@ -63,6 +65,7 @@ def read_records(
     report: Report,
     text_fields: Iterable[str] = (),
     list_fields: Iterable[str] = (),
+    sep: str | None = None,
 ) -> Records:
     """Read ``source`` into records.
 
@@ -71,7 +74,8 @@ def read_records(
     DataFrame, a ``datasets.Dataset``/``DatasetDict``, or a list of dicts. Problems with single
     records go to ``report``; a source that cannot be read at all raises InputError.
     ``text_fields`` are read from CSV as strings, an empty cell as "" (ids keep leading
-    zeros, "NA" stays text); ``list_fields`` hold JSON lists inside CSV cells.
+    zeros, "NA" stays text); ``list_fields`` hold JSON lists inside CSV cells. ``sep`` is a
+    CSV file's separator (default: read from its header).
     """
     if isinstance(source, pd.DataFrame):
         rows = [{k: native(v) for k, v in r.items()} for r in source.to_dict("records")]
@@ -95,7 +99,7 @@ def read_records(
     if path.is_dir():
         return _finish(_read_folder(path, name, split))
     if path.exists():
-        return _finish(_read_file(path, name, report, set(text_fields), set(list_fields)))
+        return _finish(_read_file(path, name, report, set(text_fields), set(list_fields), sep))
     if _suffix(path) in KNOWN_SUFFIXES or not HUB_NAME.match(name):
         raise InputError(f"{name}: no such file or folder")
     return _finish(_read_hub(name, split))
@@ -115,7 +119,12 @@ def _suffix(path: Path) -> str:
 
 
 def _read_file(
-    path: Path, name: str, report: Report, text_fields: set[str], list_fields: set[str]
+    path: Path,
+    name: str,
+    report: Report,
+    text_fields: set[str],
+    list_fields: set[str],
+    sep: str | None = None,
 ) -> Records:
     suffix = _suffix(path)
     if suffix in JSONL_SUFFIXES:
@@ -123,7 +132,7 @@ def _read_file(
     elif suffix in JSON_SUFFIXES:
         records = _read_json(path, name, report)
     elif suffix in CSV_SUFFIXES:
-        records = _read_csv(path, name, suffix, text_fields, list_fields)
+        records = _read_csv(path, name, suffix, text_fields, list_fields, sep)
     elif suffix in PARQUET_SUFFIXES:
         records = _read_parquet(path, name)
     else:
@@ -212,9 +221,16 @@ def _read_json(path: Path, name: str, report: Report) -> Records:
 
 
 def _read_csv(
-    path: Path, name: str, suffix: str, text_fields: set[str], list_fields: set[str]
+    path: Path,
+    name: str,
+    suffix: str,
+    text_fields: set[str],
+    list_fields: set[str],
+    sep: str | None = None,
 ) -> Records:
-    sep = "\t" if suffix.startswith(".tsv") else ","
+    given = sep is not None
+    tsv = suffix.startswith(".tsv")
+    sep = check_sep(sep) if given else ("\t" if tsv else _sniff_sep(path) or ",")
     try:
         header = pd.read_csv(path, sep=sep, nrows=0).columns
         dtype = {c: str for c in header if c in text_fields}
@@ -222,7 +238,9 @@ def _read_csv(
         frame = pd.read_csv(path, sep=sep, dtype=dtype, keep_default_na=False, na_values=empty)
     except pd.errors.EmptyDataError:
         raise InputError(f"{name}: empty file, no records found") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, OSError, ValueError) as err:
+    except pd.errors.ParserError as err:
+        raise InputError(_parse_failure(path, name, sep, given or tsv, err)) from None
+    except (UnicodeDecodeError, OSError, ValueError) as err:
         raise InputError(f"{name}: not a readable CSV file ({err})".strip()) from None
     rows = []
     for row in frame.to_dict("records"):
@@ -234,6 +252,52 @@ def _read_csv(
                 row[key] = _parse_cell(value)
         rows.append(row)
     return Records(rows, name, "row")
+
+
+def check_sep(sep: str) -> str:
+    """A CSV separator as typed (``;``, ``\\t`` or ``tab`` for a tab) as one character."""
+    named = {"\\t": "\t", "tab": "\t", "semicolon": ";", "comma": ",", "pipe": "|"}
+    sep = named.get(sep.lower(), sep) if isinstance(sep, str) else sep
+    if not isinstance(sep, str) or len(sep) != 1 or sep in '"\r\n':
+        raise InputError(f"`sep` must be one character, such as ';' or '\\t', got {sep!r}")
+    return sep
+
+
+def _header(path: Path) -> str:
+    """The file's first line (at most 64 KiB), as text; "" when unreadable."""
+    try:
+        with _open_bytes(path, str(path)) as f:
+            return f.readline(1 << 16).decode("utf-8-sig", errors="replace")
+    except (OSError, EOFError):
+        return ""
+
+
+def _sniff_sep(path: Path) -> str | None:
+    """The separator that splits the header into the most columns (",", ";", tab or "|"),
+    None when none splits it: headers are short names, rarely holding a separator."""
+    header = _header(path).rstrip("\r\n")
+    try:
+        widths = {d: len(next(csv.reader([header], delimiter=d), [])) for d in CSV_SEPARATORS}
+    except csv.Error:
+        return None
+    best = max(widths, key=lambda d: widths[d])  # the first of equals: "," before the rest
+    return best if widths[best] > 1 else None
+
+
+def _parse_failure(path: Path, name: str, sep: str, chosen: bool, err: Exception) -> str:
+    """One line for a CSV that pandas could not parse, with the separator to try."""
+    why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    why = why.removeprefix("Error tokenizing data. C error: ")
+    if chosen:
+        return f"{name}: could not parse as CSV separated by {sep!r} ({why})"
+    if sep != ",":
+        return (f"{name}: could not parse as CSV separated by {sep!r}, the separator read from "
+                f"its header ({why}); if that is not its separator, pass `sep`")  # fmt: skip
+    header = _header(path)
+    others = [d for d in CSV_SEPARATORS if d != ","]
+    guess = max(others, key=header.count) if any(header.count(d) for d in others) else ";"
+    return (f"{name}: could not parse as CSV ({why}); if the file is not comma-separated, "
+            f"pass `sep` {guess!r}")  # fmt: skip
 
 
 def _parse_cell(value: str) -> Any:

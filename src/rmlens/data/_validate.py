@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens.data._schema import (
     CORE_COLUMNS,
     LABEL_COLUMNS,
@@ -17,6 +18,7 @@ from rmlens.data._schema import (
     describe,
     id_text,
     is_null,
+    to_text,
 )
 
 TEXT_EXPECTED = "a non-empty string or a list of chat messages"
@@ -97,6 +99,7 @@ def finish_pairs(
     margin_given: bool = False,
     broken: Sequence[bool] | None = None,
     label: Label = quote,
+    drop_same_text: bool = False,
 ) -> pd.DataFrame:
     """Check ids, labels and margins of mapped pairs and build the canonical table.
 
@@ -104,11 +107,14 @@ def finish_pairs(
     derived (sha1 of prompt, chosen and rejected; a repeated pair gets ``-2``, ``-3``, ...).
     With ``ids_given`` (or ``margin_given``) every row needs an ``id`` (or ``margin``).
     Rows marked ``broken`` (their texts already failed) are checked but never kept; rows
-    with problems are reported and left out.
+    with problems are reported and left out. With ``drop_same_text``, pairs whose chosen and
+    rejected are the same text (they carry no preference) are left out too, with one
+    :class:`~rmlens._errors.RmlensWarning` naming them (:func:`warn_same_text`).
     """
     seen: dict[str, str] = {}
     derived: dict[str, int] = {}
     kept: list[dict[str, Any]] = []
+    same: list[tuple[str, str, Any]] = []  # (file name, "line 8", id) of each pair left out
     for k, (row, (name, loc)) in enumerate(zip(rows, wheres)):
         where = f"{name} {loc}"
         errors = []
@@ -137,9 +143,41 @@ def finish_pairs(
             report(error)
         if row.get("id") is not None:
             seen.setdefault(row["id"], loc)
-        if not errors and (broken is None or not broken[k]):
+        if errors or (broken is not None and broken[k]):
+            continue
+        if drop_same_text and same_text(row["chosen"], row["rejected"]):
+            same.append((name, loc, row.get("id")))
+        else:
             kept.append(row)
+    warn_same_text(same)
     return pairs_frame(kept, [r for k, r in enumerate(rows) if broken is None or not broken[k]])
+
+
+def same_text(chosen: Any, rejected: Any) -> bool:
+    """Whether a pair's two responses are the same text (up to surrounding whitespace)."""
+    return to_text(chosen).strip() == to_text(rejected).strip()
+
+
+def warn_same_text(same: Sequence[tuple[str, str, Any]], shown: int = 10) -> None:
+    """One warning for the pairs left out because chosen and rejected are the same text.
+
+    ``same`` holds ``(file name, "line 8", id)`` of each. One pair is named with its place and
+    id, several are counted with their first ``shown`` lines or rows.
+    """
+    if not same:
+        return
+    name, loc, ident = same[0]
+    if len(same) == 1:
+        message = (f"{name} {loc} (id {ident}): chosen and rejected are the same text: "
+                   "left out")  # fmt: skip
+    else:
+        places = list(dict.fromkeys(where for _, where, _ in same))  # a ranking gives several
+        unit = places[0].split(" ")[0]
+        numbers = [p.split(" ", 1)[-1] for p in places[:shown]]
+        more = f", ... ({len(places) - shown} more)" if len(places) > shown else ""
+        message = (f"{name}: {len(same)} pairs whose chosen and rejected are the same text "
+                   f"left out ({unit}s {', '.join(numbers)}{more})")  # fmt: skip
+    warnings.warn(message, RmlensWarning, stacklevel=4)
 
 
 def _given_id(

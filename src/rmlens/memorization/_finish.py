@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.data._schema import to_text
+from rmlens.data._summary import duplicates_across_groups
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import brute_agreement, damping_warning
@@ -22,6 +23,7 @@ from rmlens.memorization._quality import (
     audit_warnings,
     budget_warning,
     coverage_warning,
+    duplicates_warnings,
     interval_note,
     interval_warning,
     rm_quality,
@@ -82,7 +84,10 @@ def finish(
     del m
     if same_partition(plan, k):
         reliability["note"] = SAME_PARTITION
-    table = _label(table, pairs, groups, config)
+    duplicates, conflict = duplicates_across_groups(
+        pairs, groups, group_by=record.get("group_by") or "group"
+    )
+    table = _label(table, pairs.assign(conflict=conflict), groups, config)
     exp.write_table(table, "memorization.parquet")
     plot_memorization_map(table, exp / "memorization_map.png")
     summary = {
@@ -98,6 +103,7 @@ def finish(
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
+    summary["duplicates"] = duplicates
     if config.target_reliability is not None:
         summary["target_reliability"] = target_status(
             reliability,
@@ -188,6 +194,7 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
     found.append(damping_warning(summary.get("damping")))
     found.append(interval_warning(summary["intervals"], len(table)))
     found.append(objective_warning(summary["objective"]))
+    found += duplicates_warnings(summary["duplicates"], summary.get("memorized_conflicts"))
     status = summary.get("target_reliability")
     if status is not None and status["stopped_because"] in ("max_runs", "failed_runs"):
         found.append(

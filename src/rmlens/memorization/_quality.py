@@ -24,6 +24,9 @@ from rmlens.stats import log_loss, pairwise_accuracy
 CHANCE = 0.5  # accuracy of a reward model that guesses
 NEAR_CHANCE = 0.05  # held-out accuracy within this of chance: the RMs barely generalize
 INTERPOLATED_TM = 0.99  # TM above this for most pairs: the RMs interpolate
+WEAK_ACCURACY = 0.6  # held-out accuracy below this: the RMs are weak
+WEAK_MARGIN = 0.05  # held-out accuracy within this of the length-only rule: weak
+WEAK_NOT_LEARNED = 0.25  # this share of pairs with TM < 1/2 or more: weak
 MIN_RUNS = 3  # fewer in- or out-runs than this: an estimate from too few runs
 SPLITS = ("in_train", "validation", "held_out")
 EDGE_SHARE = 0.1  # runs whose lambda is at an edge of --l2-grid: warned from this share on
@@ -134,6 +137,10 @@ def audit_warnings(table: pd.DataFrame, quality: dict) -> list[dict]:
                 ),
             }
         )
+    else:
+        weak = weak_rm_warning(table, held)
+        if weak:
+            warnings.append(weak)
     tm = table.tm.to_numpy(float)
     tm = tm[np.isfinite(tm)]
     high = float(np.mean(tm > INTERPOLATED_TM)) if tm.size else 0.0
@@ -148,6 +155,50 @@ def audit_warnings(table: pd.DataFrame, quality: dict) -> list[dict]:
             }
         )
     return warnings
+
+
+def length_rule_accuracy(table: pd.DataFrame) -> float:
+    """Accuracy of the rule "the longer response (in words) wins" on the audit's pairs (a
+    tie counts 1/2): what a length-only RM gets without training."""
+    words = lambda col: table[col].map(lambda t: len(str(t).split())).to_numpy(float)  # noqa: E731
+    d = words("chosen") - words("rejected")
+    return float(np.mean((d > 0) + 0.5 * (d == 0))) if len(d) else float("nan")
+
+
+def weak_rm_warning(table: pd.DataFrame, held: float) -> dict | None:
+    """The RMs are weak when their held-out accuracy is under ``WEAK_ACCURACY``, or within
+    ``WEAK_MARGIN`` of (or below) the length-only rule on the same pairs, or when
+    ``WEAK_NOT_LEARNED`` of the pairs or more are not learned even when trained on (TM below
+    1/2): then TG and CM describe a weak RM, and many pairs are neither learned nor
+    memorized. (Chance-level RMs get the ``barely_generalize`` warning instead.)"""
+    if not np.isfinite(held):
+        return None
+    tm = table.tm.to_numpy(float)
+    tm = tm[np.isfinite(tm)]
+    not_learned = float(np.mean(tm < 0.5)) if tm.size else 0.0
+    length = length_rule_accuracy(table) if {"chosen", "rejected"} <= set(table) else np.nan
+    reasons, readings = [], []
+    if held < WEAK_ACCURACY:
+        reasons.append(f"held-out accuracy {held:.3f} is below {WEAK_ACCURACY}")
+    if np.isfinite(length) and held < length + WEAK_MARGIN:
+        reasons.append(f"held-out accuracy {held:.3f} is {held - length:+.3f} from a rule that "
+                       f"picks the longer response ({length:.3f} on the same pairs)")
+        readings.append("what they generalize may be mostly length")
+    if not_learned >= WEAK_NOT_LEARNED:
+        reasons.append(f"{not_learned:.0%} of pairs are not learned even when trained on "
+                       "(TM < 0.5)")
+        readings.append("many pairs are neither learned nor memorized")  # fmt: skip
+    if not reasons:
+        return None
+    why = f" ({'; '.join(readings)})" if readings else ""
+    return {
+        "code": "weak_rm",
+        "message": (f"the RMs are weak: {'; '.join(reasons)}: read TG and CM as those of a "
+                    f"weak RM{why}"),
+        "heldout_accuracy": held,
+        "length_rule_accuracy": length,
+        "not_learned_share": not_learned,
+    }  # fmt: skip
 
 
 def interval_note(table: pd.DataFrame) -> dict:
@@ -269,3 +320,43 @@ def coverage_warning(
         val_fraction=config.val_fraction if config.validates else 0.0,
     )
     return runs_warning(table, planned, config.runs, fix)
+
+
+def duplicates_warnings(duplicates: dict, conflicts: dict | None) -> list[dict]:
+    """Pairs repeated across groups (TG is optimistic), and pairs another group judged the
+    other way (their CM is disagreement between groups), from ``summary.json``'s
+    ``duplicates`` and ``memorized_conflicts``."""
+    found = []
+    by = f"'{duplicates['group_by']}'"
+    repeated = duplicates["pairs_repeated_across_groups"]
+    if repeated:
+        texts = duplicates["texts"]
+        found.append({
+            "code": "duplicates_across_groups",
+            "message": (
+                f"{repeated} of {duplicates['unique_pairs'] + duplicates['repeated_pairs']} "
+                f"pairs occur (same prompt, chosen and rejected) under more than one group "
+                f"({by}), and {texts['in_several_groups']} of {texts['unique']} unique "
+                "responses appear under several groups: TG is optimistic, since a held-out "
+                "pair may have been seen through another group's copy; deduplicate the pairs "
+                "or group by a column that keeps copies together (`group_by`)"
+            ),
+            "pairs": repeated,
+        })  # fmt: skip
+    n = duplicates["conflicts_across_groups"]
+    if n:
+        memorized = ""
+        if conflicts and conflicts["memorized"]:
+            memorized = (f"; {conflicts['count']} of the {conflicts['memorized']} memorized "
+                         f"pairs are such conflicts ({conflicts['share']:.0%})")  # fmt: skip
+        found.append({
+            "code": "conflicts_across_groups",
+            "message": (
+                f"{n} pairs were judged the other way by another group ({by}: same prompt, "
+                "chosen and rejected swapped): their TG is pulled down by the other label, so "
+                "their CM measures disagreement between groups (user idiosyncrasy), not "
+                f"recall of one judgement{memorized}; see the `conflict` column"
+            ),
+            "pairs": n,
+        })  # fmt: skip
+    return found

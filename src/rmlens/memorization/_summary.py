@@ -60,6 +60,37 @@ def cm_significant(table: pd.DataFrame) -> pd.Series:
     return pd.Series(table.cm_lo.to_numpy(float) > 0, index=table.index)
 
 
+def rank_memorized(table: pd.DataFrame, top: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The ``top`` pairs categorized ``memorized``, highest CM first, and the ``top`` pairs
+    of largest CM among the rest (a pair's category decides first: a high-CM pair with
+    TM < 0.5 is ``not_learned``, and is never listed as memorized)."""
+    scored = table.dropna(subset=["cm"])
+    memorized = scored.category == "memorized"
+    order = {"ascending": False, "kind": "stable"}
+    return (
+        scored[memorized].sort_values("cm", **order).head(top),
+        scored[~memorized].sort_values("cm", **order).head(top),
+    )
+
+
+def memorized_conflicts(table: pd.DataFrame) -> dict | None:
+    """How many memorized pairs another group judged the other way (``conflict``): their
+    CM is disagreement between groups (user idiosyncrasy), not recall of one judgement."""
+    if "conflict" not in table:
+        return None
+    memorized = (table.category == "memorized").to_numpy()
+    conflict = table.conflict.fillna(False).to_numpy(bool)
+    n, k = int(memorized.sum()), int((memorized & conflict).sum())
+    return {
+        "count": k,
+        "memorized": n,
+        "share": k / n if n else None,
+        "conflicts": int(conflict.sum()),
+        "rule": "conflict: another group judged the same prompt and responses the other way "
+        "(chosen and rejected swapped)",
+    }
+
+
 def summarize_audit(
     table: pd.DataFrame, *, cm_threshold: float, learned: float = 0.5, top: int = 10
 ) -> dict:
@@ -69,27 +100,33 @@ def summarize_audit(
     ----------
     table : DataFrame
         The memorization table with its ``category`` column (:func:`categorize`) and,
-        optionally, ``cm_significant`` (else computed from ``cm_lo``).
+        optionally, ``cm_significant`` (else computed from ``cm_lo``) and ``conflict``.
     cm_threshold : float
         The CM threshold the categories used.
     learned : float, default=0.5
         The TM and TG threshold the categories used.
     top : int, default=10
-        Pairs listed in ``most_memorized``, highest CM first.
+        Pairs listed in ``most_memorized`` and ``largest_cm_not_memorized``.
 
     Returns
     -------
     dict
         ``n_pairs``, ``thresholds``, ``category_order``, ``category_rules``, ``counts`` per
         category, ``cm_significant`` (how many pairs' CM interval lies above 0, and how many
-        of them are memorized), the ``mean`` TM, TG and CM, and ``most_memorized`` (the
-        ``top`` pairs' id, TM, TG, CM and group or mechanism where present).
+        of them are memorized), the ``mean`` TM, TG and CM; ``most_memorized``: up to
+        ``top`` pairs categorized memorized, highest CM first (id, TM, TG, CM, category,
+        conflict, group or mechanism where present), its ``most_memorized_rule`` and, when
+        fewer than ``top`` pairs are memorized, ``most_memorized_note``;
+        ``largest_cm_not_memorized``: the ``top`` largest CM among the other pairs, with their
+        category; ``memorized_conflicts`` (with a ``conflict`` column): how many memorized
+        pairs another group judged the other way.
     """
     counts = table.category.value_counts()
-    ranked = table.dropna(subset=["cm"]).sort_values("cm", ascending=False).head(top)
-    cols = [c for c in ("id", "tm", "tg", "cm", "group", "mechanism") if c in ranked]
+    ranked, rest = rank_memorized(table, top)
+    cols = [c for c in ("id", "tm", "tg", "cm", "category", "conflict", "group", "mechanism")
+            if c in table]  # fmt: skip
     significant = table.cm_significant if "cm_significant" in table else cm_significant(table)
-    return {
+    summary = {
         "n_pairs": int(len(table)),
         "thresholds": {"cm_memorized": cm_threshold, "learned": learned},
         "category_order": list(CATEGORIES),
@@ -103,5 +140,30 @@ def summarize_audit(
             "rule": "the lower bound of CM's 95% bootstrap interval is above 0",
         },
         "mean": {k: float(table[k].mean()) for k in ("tm", "tg", "cm")},
-        "most_memorized": ranked[cols].to_dict(orient="records"),
+        "most_memorized": _records(ranked[cols]),
+        "most_memorized_rule": f"pairs categorized memorized (the category rules first: TM >= "
+        f"{learned}, CM >= {cm_threshold}), highest CM first; at most {top}",
+        "largest_cm_not_memorized": _records(rest[cols]),
     }
+    if len(ranked) < top:
+        summary["most_memorized_note"] = memorized_note(len(ranked))
+    conflicts = memorized_conflicts(table)
+    if conflicts is not None:
+        summary["memorized_conflicts"] = conflicts
+    return summary
+
+
+def memorized_note(n: int) -> str:
+    """What a memorized-pairs table shorter than asked says."""
+    if not n:
+        return "no pair is categorized memorized"
+    return f"only {n} pair{' is' if n == 1 else 's are'} categorized memorized: all are listed"
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    """JSON-ready rows (numpy booleans as bool)."""
+    records = frame.to_dict(orient="records")
+    for row in records:
+        if "conflict" in row:
+            row["conflict"] = bool(row["conflict"]) if pd.notna(row["conflict"]) else None
+    return records

@@ -248,14 +248,16 @@ def _load_sequence_classifier(
     import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
+    from rmlens.backbones._presets import check_hub_id, unloadable
+
     trust = trust_remote_code
+    expected = (f"an rmlens RM folder (with {RM_CONFIG}), an RM preset "
+                f"({', '.join(RM_PRESETS)}), an experiment directory")  # fmt: skip
+    if not Path(spec).exists():
+        check_hub_id(spec, param="rm", expected=expected)  # fail fast, no hub retries
     try:
         config = AutoConfig.from_pretrained(spec, trust_remote_code=trust)
     except (OSError, ValueError) as err:
-        from rmlens.backbones._presets import unloadable
-
-        expected = (f"an rmlens RM folder (with {RM_CONFIG}), an RM preset "
-                    f"({', '.join(RM_PRESETS)}), an experiment directory")  # fmt: skip
         raise InputError(unloadable(spec, spec, err, param="rm", expected=expected)) from err
     archs = getattr(config, "architectures", None) or []
     if archs and not any(a.endswith("ForSequenceClassification") for a in archs):

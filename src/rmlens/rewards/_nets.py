@@ -14,7 +14,7 @@ from transformers.utils import logging as hf_logging
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, load_backbone, resolve_model
 from rmlens.backbones._featurize import pool
-from rmlens.backbones._load import is_causal, model_identity
+from rmlens.backbones._load import is_causal, model_identity, model_limit
 from rmlens.backbones._presets import unloadable
 from rmlens.rewards._packing import Batch
 
@@ -141,7 +141,8 @@ def load_causal_lm(
         raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    limit = max_length or (preset.max_length if preset else min(tokenizer.model_max_length, 512))
+    default = preset.max_length if preset else min(tokenizer.model_max_length, 512)
+    limit = max_length or min(default, model_limit(lm.config) or default)  # a set one: clamped
     tokenizer.model_max_length = 1 << 30
     return Backbone(
         name=model,

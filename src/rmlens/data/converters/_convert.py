@@ -108,7 +108,8 @@ def _frame(rows: list[dict[str, Any]], tally: Tally, converter: Converter) -> pd
     ]
     columns += [c for c in fields if c not in columns]
     frame = pd.DataFrame.from_records(rows, columns=columns)
-    return validate_pairs(frame, source=f"<{converter.name} conversion>")
+    # pairs with chosen == rejected stay: the converted file is the dataset, whole
+    return validate_pairs(frame, source=f"<{converter.name} conversion>", drop_same_text=False)
 
 
 def _stats(values: list[float]) -> dict[str, float]:

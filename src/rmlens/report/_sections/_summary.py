@@ -92,6 +92,8 @@ def _cards(
 _SHOWN_APART = (
     "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
     "category_rules", "category_order", "cm_significant", "reliability",
+    "most_memorized_rule", "most_memorized_note", "largest_cm_not_memorized", "duplicates",
+    "memorized_conflicts",
 )  # fmt: skip
 
 
@@ -128,8 +130,46 @@ def _summary_block(summary: dict[str, Any]) -> str:
                if significant.get("note") else "")
             + "</p>"
         )  # fmt: skip
+    html += _duplicates_block(summary.get("duplicates"), summary.get("memorized_conflicts"))
     if rest:
         html += key_value_table(rest)
+    return html
+
+
+def _duplicates_block(dup: Any, conflicts: Any) -> str:
+    """Repeated texts and pairs, and conflicting pairs, across the audit's groups, as a
+    readable table; how many memorized pairs are conflicts."""
+    if not isinstance(dup, dict) or "texts" not in dup:
+        return ""
+    texts, n = dup["texts"], dup["unique_pairs"] + dup["repeated_pairs"]
+    shared = dup["pairs_sharing_text_across_groups"]
+    rows = [
+        ("unique responses (with their prompt)", f"{texts['unique']:,} of {texts['responses']:,}"),
+        ("responses under several groups", f"{texts['in_several_groups']:,}"),
+        ("pairs sharing a response with another group", f"{shared:,} of {n:,}"),
+        ("repeated pairs (prompt, chosen, rejected)",
+         f"{dup['repeated_pairs']:,} ({dup['unique_pairs']:,} unique)"),
+        ("pairs repeated across groups", f"{dup['pairs_repeated_across_groups']:,}"),
+        ("pairs judged the other way elsewhere", f"{dup['conflicting_pairs']:,}"),
+        ("of them by another group (conflict)", f"{dup['conflicts_across_groups']:,}"),
+    ]  # fmt: skip
+    frame = pd.DataFrame(rows, columns=["across groups", "count"])
+    html = (
+        f"<h3>Duplicates and conflicts across groups ({esc(dup['group_by'])}, "
+        f"{esc(fmt(dup['groups']))} groups)</h3>" + table(frame)
+    )
+    if dup["pairs_repeated_across_groups"]:
+        html += (
+            '<p class="note">A held-out pair may have been seen through another group\'s copy: '
+            "TG is optimistic for the repeated pairs.</p>"
+        )
+    if isinstance(conflicts, dict) and conflicts.get("count"):
+        html += (
+            f'<p class="note">{esc(fmt(conflicts["count"]))} of '
+            f"{esc(fmt(conflicts['memorized']))} memorized pairs ({conflicts['share']:.0%}) "
+            "were judged the other way by another group: memorized because the groups "
+            "disagree.</p>"
+        )
     return html
 
 

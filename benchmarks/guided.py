@@ -44,22 +44,21 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 GOAL_ACCURACY, GOAL_CUT = 0.01, 0.60
 
 
-def words(texts) -> np.ndarray:
-    from rmlens.data._schema import to_text
-
-    return np.array([len(to_text(t).split()) for t in texts], dtype=float)
-
-
 def run_mean_interval(values: np.ndarray, seed: int = 0, n_boot: int = 2000) -> tuple:
-    """Mean over runs and its 95% bootstrap interval over runs."""
+    """Mean over runs and its 95% bootstrap interval over runs (``rmlens.stats``)."""
+    from rmlens.stats import bootstrap_runs, percentile_interval
+
     values = np.asarray(values, dtype=float)
-    draws = np.random.default_rng(seed).choice(values, (n_boot, len(values))).mean(1)
-    return float(values.mean()), *np.percentile(draws, [2.5, 97.5])
+    draws = values[bootstrap_runs(len(values), n_boot, seed)].mean(axis=1)
+    return float(values.mean()), *percentile_interval(draws)
 
 
 def length_correlations(audit: Path, pairs: pd.DataFrame) -> np.ndarray:
     """|Pearson(r+ - r-, words+ - words-)| over each run's held-out pairs, (n_runs,)."""
-    dl = pd.Series(words(pairs.chosen) - words(pairs.rejected), index=pairs.id.to_numpy())
+    from rmlens.data._schema import word_counts
+
+    dl = pd.Series(word_counts(pairs.chosen) - word_counts(pairs.rejected),
+                   index=pairs.id.to_numpy())  # fmt: skip
     out = []
     for run in sorted(glob.glob(str(audit / "runs" / "*"))):
         scores = pd.read_parquet(Path(run) / "scores.parquet")
@@ -73,11 +72,14 @@ def length_correlations(audit: Path, pairs: pd.DataFrame) -> np.ndarray:
 
 def truth_rows(pairs: pd.DataFrame) -> list[dict]:
     """Accuracy and |corr| of the two rules that read the synthetic truth, on all pairs."""
-    dl = words(pairs.chosen) - words(pairs.rejected)
+    from rmlens.data._schema import word_counts
+    from rmlens.stats import pairwise_accuracy
+
+    dl = word_counts(pairs.chosen) - word_counts(pairs.rejected)
     gold = (pairs.quality_chosen - pairs.quality_rejected).to_numpy(float)
     rows = []
     for name, d in (("rule: gold quality difference", gold), ("rule: length difference", dl)):
-        accuracy = float(np.mean((d > 0) + 0.5 * (d == 0)))
+        accuracy = pairwise_accuracy(d)
         rows.append({"objective": name, "accuracy": f"{accuracy:.3f}",
                      "|corr|": f"{abs(np.corrcoef(d, dl)[0, 1]):.3f}"})  # fmt: skip
     return rows

@@ -26,7 +26,6 @@ from rmlens.comparison._heldout import (
     low_margin_accuracy,
     per_run_accuracy,
     reward_length,
-    word_counts,
     worst_group,
 )
 from rmlens.comparison._margin import (
@@ -41,6 +40,7 @@ from rmlens.comparison._margin import (
     table_margin,
     tercile_bounds,
 )
+from rmlens.data._schema import word_counts
 from rmlens.progress import progress_bar
 from rmlens.stats import percentile_interval, run_weights
 

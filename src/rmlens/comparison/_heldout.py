@@ -22,6 +22,7 @@ import pandas as pd
 
 from rmlens.comparison._bootstrap import pooled_ratio, run_mean
 from rmlens.comparison._margin import margin_terciles
+from rmlens.data._schema import word_counts
 from rmlens.stats import pairwise_correct, spearman
 
 
@@ -94,11 +95,6 @@ def worst_group(d, held, groups: pd.Series, weights, min_pairs: int) -> dict:
     draws = np.where(np.isinf(draws), np.nan, draws)
     return {**out, "value": float(value[worst]), "draws": draws, "group": str(labels[worst]),
             "n": int(pairs[worst])}  # fmt: skip
-
-
-def word_counts(texts: pd.Series) -> np.ndarray:
-    """Whitespace-separated words of each text, (n,) (``len_words`` of attribution)."""
-    return np.fromiter((len(str(t).split()) for t in texts), dtype=float, count=len(texts))
 
 
 def minority_model(table: pd.DataFrame, min_pairs: int) -> tuple[str, str] | None:

@@ -89,6 +89,13 @@ def to_text(value: Any) -> str:
     raise TypeError(f"to_text expects a string or a list of messages; got {type(value).__name__}")
 
 
+
+def word_counts(texts) -> np.ndarray:
+    """Whitespace-separated words of each prompt or response (:func:`to_text`), (n,): the
+    length that ``len_words`` (attribution), the comparison's slices and the audit's
+    length-only rule read."""
+    return np.fromiter((len(to_text(t).split()) for t in texts), dtype=float, count=len(texts))
+
 def derive_id(*parts: Any) -> str:
     """Stable id: the first 16 hex digits of sha1 over the parts rendered as text."""
     text = "\x1f".join(to_text(p) for p in parts)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens.data._schema import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plan import runs_needed
 from rmlens.stats import log_loss, pairwise_accuracy
@@ -160,9 +161,8 @@ def audit_warnings(table: pd.DataFrame, quality: dict) -> list[dict]:
 def length_rule_accuracy(table: pd.DataFrame) -> float:
     """Accuracy of the rule "the longer response (in words) wins" on the audit's pairs (a
     tie counts 1/2): what a length-only RM gets without training."""
-    words = lambda col: table[col].map(lambda t: len(str(t).split())).to_numpy(float)  # noqa: E731
-    d = words("chosen") - words("rejected")
-    return float(np.mean((d > 0) + 0.5 * (d == 0))) if len(d) else float("nan")
+    d = word_counts(table["chosen"]) - word_counts(table["rejected"])
+    return pairwise_accuracy(d) if len(d) else float("nan")
 
 
 def weak_rm_warning(table: pd.DataFrame, held: float) -> dict | None:

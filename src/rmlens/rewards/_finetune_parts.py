@@ -155,11 +155,33 @@ def guided_weights(cfg, features, margin, groups, train_index, eval_index) -> tu
 def guide_record(cfg, weights, guide) -> dict:
     """A run's record of its loss weights: their summary, how they were made, and whether
     the mechanism acted (``objective_active``)."""
-    from rmlens.rewards._head_fit import describe_objective, objective_activity
+    from rmlens.rewards._activity import describe_objective, objective_activity
     from rmlens.rewards.losses import Objective
 
     objective = Objective(cfg.objective, weights=weights, guide=guide)
     return describe_objective(objective, None, objective_activity(objective, cfg, None))
+
+
+def loss_weights_table(trainer, data: pd.DataFrame, train_index, eval_index):
+    """The audit-guided objectives' loss weights of the training pairs, from a frozen paired
+    audit of them on the base model's features (``eval_index`` chooses its lambda): a table
+    ``id, weight, tm, tg, q`` whose ``attrs`` say how they were made (with
+    ``objective_active``, and ``objective_inactive_why`` when they did nothing); None for
+    the other objectives. Warns when the weights did nothing."""
+    from rmlens.rewards._trainer import warn_inactive
+
+    features = guide_features(trainer, data)
+    if features is None:
+        return None
+    cfg = trainer.config_
+    margin = data["margin"].to_numpy(float) if "margin" in data else None
+    weights, guide, per_pair = guided_weights(cfg, features, margin, trainer.groups_,
+                                              train_index, eval_index)  # fmt: skip
+    table = pd.DataFrame({"id": data.id.to_numpy()[train_index], "weight": weights, **per_pair})
+    table.attrs.update(guide_record(cfg, weights, guide))
+    warn_inactive(cfg.objective, [{"active": table.attrs["objective_active"],
+                                   "why": table.attrs.get("objective_inactive_why")}])
+    return table
 
 
 def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:

@@ -41,7 +41,6 @@ from rmlens.rewards._trainer import (
     Trainer,
     objective_inputs,
     warn_dropped,
-    warn_inactive,
 )
 
 if TYPE_CHECKING:
@@ -307,7 +306,7 @@ class _TunedTrainer(PerRun, Trainer):
         self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch) and
         ``n_dropped_`` (pairs that truncation made identical, left out, with a warning).
         """
-        from rmlens.rewards._finetune_parts import checkpoint_key
+        from rmlens.rewards._finetune_parts import checkpoint_key, loss_weights_table
         from rmlens.rewards._loop import train_loop
 
         self._setup()
@@ -320,7 +319,7 @@ class _TunedTrainer(PerRun, Trainer):
         self.bias_, self.groups_ = objective_inputs(cfg, data, self.bias)
         train_index, eval_index = self._split_eval(np.flatnonzero(kept), cfg.seed)
         self._reset(cfg.seed)  # the base weights: what the guided weights' features read
-        self.loss_weights_ = self._loss_weights(data, train_index, eval_index)
+        self.loss_weights_ = loss_weights_table(self, data, train_index, eval_index)
         train = [examples[i] for i in train_index]
         evals, eval_extras = [examples[i] for i in eval_index] or None, self._extras(eval_index)
         if eval_data is not None:
@@ -345,30 +344,6 @@ class _TunedTrainer(PerRun, Trainer):
         )  # fmt: skip
         self.rm_ = self._make_rm()
         return self
-
-    def _loss_weights(self, data: pd.DataFrame, train_index, eval_index):
-        """The audit-guided objectives' loss weights of the training pairs, from a frozen
-        paired audit of them on the base model's features (``eval_index`` chooses its
-        lambda): a table ``id, weight, tm, tg, q`` whose ``attrs`` say how they were made
-        (with ``objective_active``, and ``objective_inactive_why`` when they did nothing);
-        None for the other objectives."""
-        import pandas as pd
-
-        from rmlens.rewards._finetune_parts import guide_features, guide_record, guided_weights
-
-        features = guide_features(self, data)
-        if features is None:
-            return None
-        margin = data["margin"].to_numpy(float) if "margin" in data else None
-        weights, guide, per_pair = guided_weights(self.config_, features, margin, self.groups_,
-                                                  train_index, eval_index)  # fmt: skip
-        table = pd.DataFrame({"id": data.id.to_numpy()[train_index], "weight": weights,
-                              **per_pair})  # fmt: skip
-        table.attrs.update(guide_record(self.config_, weights, guide))
-        warn_inactive(self.config_.objective, [{
-            "active": table.attrs["objective_active"],
-            "why": table.attrs.get("objective_inactive_why")}])  # fmt: skip
-        return table
 
     def _make_rm(self) -> TunedRM:
         from rmlens.rewards._nets import trainable_state

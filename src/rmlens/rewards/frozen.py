@@ -401,8 +401,9 @@ class FrozenHeadTrainer(Trainer):
             Every pair's rewards, the run's metrics, its RM and, when prepared with groups,
             ``p`` and ``p_cf``.
         """
+        from rmlens.rewards._activity import describe_objective
         from rmlens.rewards._convex import one_blas_thread
-        from rmlens.rewards._head_fit import describe_objective, fit_head, training_record
+        from rmlens.rewards._head_fit import fit_head, training_record
         from rmlens.rewards._saved import ExplicitHeadRM
 
         f = self.features_

@@ -212,4 +212,6 @@ def test_the_page_answers_which_objective_at_what_cost():
     assert "against bt's 0.730" in items[0] and "against bt: +0.016" in items[0]
     assert items[1].startswith("<b>poe</b> has the least length-following rewards")
     assert "-0.010" in items[1] and "against bt: -0.180" in items[1]
+    # bt's 0.730 lies inside curate's [0.646, 0.846]: no winner is claimed over it
+    assert "not told apart from bt" in items[0] and "not told apart" not in items[1]
     assert len(items) == 2  # no low-margin figures, no pool: no more lines

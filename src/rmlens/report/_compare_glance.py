@@ -234,6 +234,10 @@ def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int
             else:
                 ref = figure_cell(by.get((base, metric)))
             text += f" against {esc(base)}'s {esc(ref)}"
+            row = gold[best]["runs"] if metric == "gold" else by.get((best, metric)) or {}
+            if _within(_base_value(by, gold, base, metric), row, metric == "gold"):
+                text += (f", which lies within {esc(best)}'s interval: not told apart from "
+                         f"{esc(base)}")
             cost = by.get((best, COST))
             if cost:
                 text += (f"; {esc(best) + chr(39) + 's' if len(tied) > 1 else 'its'} held-out "
@@ -244,6 +248,21 @@ def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int
     if not lines:
         return ""
     return '<p class="note">Which objective, at what cost:</p><ul>' + "".join(lines) + "</ul>"
+
+
+def _base_value(by: dict, gold: dict, base: str, metric: str) -> float:
+    if metric == "gold":
+        return float((gold.get(base, {}).get("runs") or {}).get("gold_at_max_n", math.nan))
+    return _value(by.get((base, metric)))
+
+
+def _within(value: float, row: dict, gold: bool) -> bool:
+    """Whether ``value`` lies inside the figure's interval (``lo``/``hi``, or a best-of-n
+    row's ``gold_at_max_n_lo``/``_hi``)."""
+    lo, hi = (row.get("gold_at_max_n_lo"), row.get("gold_at_max_n_hi")) if gold else (
+        row.get("lo"), row.get("hi"))  # fmt: skip
+    finite = all(isinstance(x, (int, float)) and math.isfinite(x) for x in (value, lo, hi))
+    return finite and lo <= value <= hi
 
 
 def _won_rows(winners: dict[str, list[str]], by: dict, metrics: dict, plain: list[str],

@@ -378,3 +378,12 @@ def test_paired_runs_are_split_themselves():
     r = noise["cm"]["split_half"]
     assert abs(r) < 0.15
     assert noise["cm"]["spearman_brown"] == pytest.approx(spearman_brown(r, 2.5))
+
+
+def test_the_reliability_caption_follows_its_numbers():
+    from rmlens.report._sections._quality import _reliability_caption
+
+    high = {s: {"spearman_brown": 0.99} for s in ("tm", "tg", "cm")}
+    assert "the rankings are reliable" in _reliability_caption(high)
+    low = {**high, "cm": {"spearman_brown": 0.54}}
+    assert _reliability_caption(low).startswith("CM below 0.7")

@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from rmlens.memorization._damping import damping_sentence
+from rmlens.memorization._reliability import WARN_BELOW
 
 from .._html import esc, fmt, prose, table, warning_box
 from ._base import Section
@@ -188,6 +189,17 @@ def _objective_block(record: Any) -> str:
     return f'<p class="note">{"; ".join(parts)}.</p>'
 
 
+def _reliability_caption(reliability: dict) -> str:
+    """The table's caption, following its numbers: which scores are below ``WARN_BELOW``."""
+    low = [s.upper() for s in ("tm", "tg", "cm")
+           if isinstance(reliability.get(s), dict)
+           and (reliability[s].get("spearman_brown") or 1.0) < WARN_BELOW]  # fmt: skip
+    if low:
+        return (f"{', '.join(low)} below {WARN_BELOW} (Spearman-Brown): that ranking is not "
+                "yet reliable")
+    return f"every score at or above {WARN_BELOW} (Spearman-Brown): the rankings are reliable"
+
+
 def _reliability_block(reliability: Any) -> str:
     """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table."""
     if not isinstance(reliability, dict):
@@ -220,7 +232,7 @@ def _reliability_block(reliability: Any) -> str:
             }
         )
     if rows:
-        html += table(pd.DataFrame(rows), caption="below 0.7: the ranking is not yet reliable")
+        html += table(pd.DataFrame(rows), caption=_reliability_caption(reliability))
     for key in ("reason", "note"):
         if reliability.get(key):
             html += f'<p class="note">{prose(str(reliability[key]))}</p>'

@@ -73,14 +73,15 @@ def test_max_length_above_the_model_limit_is_clamped_with_a_warning(
 
 
 def test_the_default_max_length_stays_within_the_model(tiny_encoder_dir, tmp_path, monkeypatch):
-    """Without --max-length, the default (the tokenizer's limit capped at 512) is lowered to
-    the model's 128 positions silently: long texts are truncated, not a crash."""
+    """Without --max-length, the default is the model's 128 positions (no warning about the
+    limit): long texts are truncated, not a crash, and the cut pairs are warned about."""
     monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
     data = write_pairs(tmp_path / "long.jsonl", long=True)
     result = run_cli(memorize(data, tmp_path / "o", tiny_encoder_dir))
     no_traceback(result)
     assert result.exit_code == 0, result.output
-    assert "max-length" not in result.stderr
+    assert "above the model's limit" not in result.stderr
+    assert "pairs cut to --max-length 128:" in result.stderr
 
 
 def test_backbones_lower_max_length_to_the_model_limit(tiny_encoder_dir, tiny_causal_dir):

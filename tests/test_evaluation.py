@@ -122,8 +122,11 @@ def test_accuracy_by_subset_and_rewardbench_sections():
     assert rb["sections"]["Chat"]["accuracy"] == pytest.approx(chat)
     assert rb["sections"]["Chat"]["n"] == 4
     assert rb["sections"]["Reasoning"]["accuracy"] == pytest.approx(2 / 3)
-    assert rb["sections"]["mine"] == {"accuracy": 0.5, "n": 2, "subsets": ["mine"]}
-    assert rb["score"] == pytest.approx((chat + 2 / 3 + 0.5) / 3)
+    # a subset that is not RewardBench's is listed apart, never folded into the score
+    assert "mine" not in rb["sections"] and rb["n_sections"] == 2
+    assert rb["other_subsets"] == {"mine": {"accuracy": 0.5, "n": 2}}
+    assert rb["score"] == pytest.approx((chat + 2 / 3) / 2)
+    assert rewardbench_scores({"mine": by["mine"]}) is None
 
 
 def test_margin_spearman_leaves_out_missing_margins():
@@ -235,9 +238,8 @@ def test_evaluate_writes_metrics_and_probes(tmp_path):
     )
     assert metrics["accuracy"] == pytest.approx(4.5 / 7)
     assert metrics["by"]["subset"]["b"] == {"accuracy": pytest.approx(1 / 3), "n": 3}
-    assert "temperature" in metrics and metrics["rewardbench"]["score"] == pytest.approx(
-        (3.5 / 4 + 1 / 3) / 2
-    )
+    # subsets "a" and "b" are not RewardBench's: no RewardBench score
+    assert "temperature" in metrics and "rewardbench" not in metrics
     saved = json.loads((tmp_path / "metrics.json").read_text())
     for key in ("accuracy", "ece", "brier", "n_pairs"):
         assert saved[key] == pytest.approx(metrics[key])

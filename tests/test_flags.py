@@ -24,7 +24,7 @@ from rmlens.evaluation._config import EvaluateConfig
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.memorization._config import AuditConfig
 from rmlens.report._config import ReportConfig
-from rmlens.rewards._config import ScoreConfig
+from rmlens.rewards._config import ExportConfig, ScoreConfig
 from rmlens.rewards.finetune import TrainConfig
 from rmlens.rewards.frozen import HeadConfig
 from rmlens.tokens._config import SweepConfig
@@ -62,8 +62,9 @@ COMMANDS = {
     ),
     "train": (
         [(TrainConfig, ())],
-        {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json"},
+        {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export"},
     ),
+    "export": ([(ExportConfig, ())], {"--out", "--quiet"}),
     "score": ([(ScoreConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json"}),
     "generalize": (
         [(GeneralizeConfig, ())],

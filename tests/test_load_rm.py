@@ -253,6 +253,18 @@ def _defined(kind: type, name: str) -> list[str]:
     return found
 
 
+def _calls(owner: str, method: str) -> list[str]:
+    """Modules that call ``owner.method(...)`` (code, not text that mentions it)."""
+    found = []
+    for file in sorted(SRC.rglob("*.py")):
+        tree = ast.parse(file.read_text())
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+               and n.func.attr == method and isinstance(n.func.value, ast.Name)
+               and n.func.value.id == owner for n in ast.walk(tree)):  # fmt: skip
+            found.append(str(file.relative_to(SRC)))
+    return found
+
+
 def test_one_loader_and_one_ensemble():
     import rmlens.evaluation
     import rmlens.rewards
@@ -265,9 +277,9 @@ def test_one_loader_and_one_ensemble():
     for gone in ("load_evaluation_rm", "load_experiment", "score_pairs", "score_texts"):
         assert not hasattr(rmlens.evaluation, gone), gone
     # one place loads Hugging Face reward models; one collation and one last-token pooling
-    users = [str(f.relative_to(SRC)) for f in sorted(SRC.rglob("*.py"))
-             if "AutoModelForSequenceClassification.from_pretrained" in f.read_text()]
-    assert users == ["rewards/_load.py"]
+    assert _calls("AutoModelForSequenceClassification", "from_pretrained") == [
+        "rewards/_load.py"
+    ]
     assert _defined(ast.FunctionDef, "collate") == ["backbones/_featurize.py",
                                                     "rewards/_packing.py"]
     assert _defined(ast.FunctionDef, "last_real") == ["backbones/_featurize.py"]

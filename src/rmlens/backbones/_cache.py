@@ -2,7 +2,8 @@
 
 Keys hash the token ids of each formatted text. Layout:
 ``<root>/<space>/<shard>.keys.npy`` (sha1 keys, bytes) and ``<shard>.npy`` (float32
-vectors), where ``space`` hashes the model identity, pooling and max length. A shard's keys
+vectors), where ``space`` hashes the model identity, pooling, max length and format (chat,
+raw or pair: features of two formats never mix). A shard's keys
 file is written last, so a shard without one (a crash mid-write) is ignored.
 """
 
@@ -29,10 +30,13 @@ def ids_key(ids: list[int]) -> bytes:
 
 
 class EmbeddingCache:
-    """Vectors keyed by token-id hash, in one folder per (model identity, pooling, max length)."""
+    """Vectors keyed by token-id hash, in one folder per (model identity, pooling, max length,
+    format)."""
 
-    def __init__(self, root: str | Path | None, *, identity: str, pooling: str, max_length: int):
-        space = hashlib.sha1(f"{identity}|{pooling}|{max_length}".encode()).hexdigest()[:16]
+    def __init__(self, root: str | Path | None, *, identity: str, pooling: str, max_length: int,
+                 format: str = "chat"):  # fmt: skip
+        key = f"{identity}|{pooling}|{max_length}|{format}"
+        space = hashlib.sha1(key.encode()).hexdigest()[:16]
         self.dir = Path(root or default_cache_dir()) / space
         self._index: dict[bytes, tuple[int, int]] | None = None
         self._shards: list[np.ndarray] = []

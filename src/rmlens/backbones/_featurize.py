@@ -10,8 +10,9 @@ import pandas as pd
 import torch
 
 from rmlens.backbones._cache import EmbeddingCache, ids_key
+from rmlens.backbones._formats import truncation_summary
 from rmlens.backbones._load import Backbone
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones._tokenize import encode_pair
 from rmlens.progress import progress_bar
 
 
@@ -26,12 +27,18 @@ class PairFeatures:
         False where truncation made chosen and rejected identical (no signal).
     n_encoded : int
         Texts encoded by the backbone in this call (the rest came from the cache).
+    format : str
+        The format the texts were tokenized in (``chat``, ``raw`` or ``pair``).
+    truncation : dict, optional
+        What truncation cut (``rmlens.backbones._formats.truncation_summary``).
     """
 
     chosen: np.ndarray
     rejected: np.ndarray
     kept: np.ndarray
     n_encoded: int
+    format: str = "chat"
+    truncation: dict | None = None
 
 
 def collate(
@@ -112,10 +119,13 @@ def encode_texts(
     cache_dir=None,
     batch_size: int = 32,
     quiet: bool = False,
+    format: str | None = None,
 ) -> tuple[np.ndarray, int]:
     """Pooled vectors (n, d) of token-id sequences, each unique one encoded once, through the
     embedding cache (``cache_dir``: its root, default ``$RMLENS_CACHE/embeddings`` or
-    ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded."""
+    ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded.
+    ``format``: the format the sequences were tokenized in (default the backbone's), part
+    of the cache's key so features of two formats never mix."""
     keys = [ids_key(s) for s in seqs]
     unique: dict[bytes, list[int]] = {}
     for key, seq in zip(keys, seqs):
@@ -123,7 +133,8 @@ def encode_texts(
     cache = None
     if cache_dir is not False:
         cache = EmbeddingCache(cache_dir, identity=backbone.identity, pooling=backbone.pooling,
-                               max_length=backbone.max_length)  # fmt: skip
+                               max_length=backbone.max_length,
+                               format=format or backbone.format)  # fmt: skip
     missing = [k for k in unique if cache is None or k not in cache]
     vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size, quiet=quiet)
     table = dict(zip(missing, vectors))
@@ -143,6 +154,7 @@ def featurize(
     cache_dir=None,
     batch_size: int = 32,
     quiet: bool = False,
+    format: str | None = None,
 ) -> PairFeatures:
     """Encode the chosen and rejected text of every pair, each unique text once.
 
@@ -153,14 +165,27 @@ def featurize(
     cache_dir : path, optional
         Embedding cache root (default ``$RMLENS_CACHE/embeddings`` or ``~/.cache/rmlens``).
         Pass ``False`` to disable the cache.
+    format : {"chat", "raw", "pair"}, optional
+        Default the backbone's (``Backbone.format``).
+
+    Returns
+    -------
+    PairFeatures
+        With ``truncation``: what ``backbone.max_length`` cut (nothing is warned here; the
+        callers that train or score say it).
     """
     tok, limit = backbone.tokenizer, backbone.max_length
-    chosen_ids = [encode_pair_text(tok, p, c, limit) for p, c in zip(pairs.prompt, pairs.chosen)]
-    rejected_ids = [
-        encode_pair_text(tok, p, r, limit) for p, r in zip(pairs.prompt, pairs.rejected)
+    fmt = format or backbone.format
+    chosen = [encode_pair(tok, p, c, limit, format=fmt) for p, c in zip(pairs.prompt, pairs.chosen)]
+    rejected = [
+        encode_pair(tok, p, r, limit, format=fmt) for p, r in zip(pairs.prompt, pairs.rejected)
     ]
+    chosen_ids, rejected_ids = [c[0] for c in chosen], [r[0] for r in rejected]
     kept = np.array([c != r for c, r in zip(chosen_ids, rejected_ids)], dtype=bool)
     matrix, n_encoded = encode_texts(backbone, chosen_ids + rejected_ids, cache_dir=cache_dir,
-                                     batch_size=batch_size, quiet=quiet)  # fmt: skip
+                                     batch_size=batch_size, quiet=quiet,
+                                     format=fmt)  # fmt: skip
     n = len(pairs)
-    return PairFeatures(matrix[:n], matrix[n:], kept, n_encoded=n_encoded)
+    cut = truncation_summary(limit, [c[1] for c in chosen], [r[1] for r in rejected])
+    return PairFeatures(matrix[:n], matrix[n:], kept, n_encoded=n_encoded, format=fmt,
+                        truncation=cut)  # fmt: skip

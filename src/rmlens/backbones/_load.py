@@ -13,6 +13,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokeniz
 from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError, RmlensWarning
+from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -40,6 +41,10 @@ class Backbone:
     max_length : int
         Maximum tokens per (prompt, response) sequence; one above the model's limit
         (:func:`model_limit`) is lowered to it, with a warning.
+    format : {"chat", "raw", "pair"}
+        How a (prompt, response) becomes tokens (``rmlens.backbones._tokenize``); given as
+        ``auto`` (the default) it is resolved at construction: chat when the tokenizer has a
+        template, else raw (causal) or pair (encoder).
     """
 
     name: str
@@ -49,8 +54,10 @@ class Backbone:
     kind: str
     pooling: str
     max_length: int
+    format: str = "auto"
 
     def __post_init__(self) -> None:
+        self.format = resolve_format(self.format, self.tokenizer, self.kind)
         limit = model_limit(getattr(self.model, "config", None))
         if limit is not None and self.max_length > limit:
             message = f"`max_length` {self.max_length} is above the model's limit {limit}"
@@ -67,7 +74,11 @@ class Backbone:
 
 
 def model_identity(source: str, config: dict) -> str:
-    """Hash of the resolved source, its config and its weight files (names and sizes)."""
+    """Hash of the resolved source, its config and its weight files (names and sizes).
+
+    The config's ``_name_or_path`` (the path as typed) is left out: the same model reached by
+    a relative or an absolute path is the same model."""
+    config = {k: v for k, v in config.items() if k != "_name_or_path"}
     digest = hashlib.sha1(json.dumps(config, sort_keys=True, default=str).encode())
     path = Path(source)
     if path.is_dir():
@@ -97,6 +108,13 @@ def model_limit(config) -> int | None:
     return value if value > 1 else None
 
 
+def default_max_length(config, tokenizer) -> int:
+    """The model's limit (:func:`model_limit`); without one the tokenizer's stated limit,
+    else 512."""
+    stated = tokenizer.model_max_length if tokenizer.model_max_length < _NO_LIMIT else None
+    return int(model_limit(config) or stated or 512)
+
+
 def is_causal(config) -> bool:
     archs = getattr(config, "architectures", None) or []
     return bool(getattr(config, "is_decoder", False)) or any(
@@ -111,6 +129,7 @@ def load_backbone(
     dtype: torch.dtype | None = None,
     max_length: int | None = None,
     trust_remote_code: bool = False,
+    format: str = "auto",
 ) -> Backbone:
     """Load a backbone for featurization.
 
@@ -123,20 +142,23 @@ def load_backbone(
     dtype : torch.dtype, optional
         Defaults to float32.
     max_length : int, optional
-        Defaults to the preset's, else the tokenizer's limit capped at 512, and never above
-        the model's (:func:`model_limit`); a larger value given is lowered to the model's
-        limit, with a warning.
+        Defaults to the model's limit (:func:`model_limit`; else the tokenizer's stated
+        limit, else 512); a larger value given is lowered to the model's limit, with a
+        warning.
     trust_remote_code : bool, default=False
         Only for models you trust; never on by default.
+    format : {"auto", "chat", "raw", "pair"}, default="auto"
+        How a (prompt, response) becomes tokens (:class:`Backbone`); ``chat`` without a
+        chat template is an InputError.
 
     Notes
     -----
     Features (``featurize``) are the last layer's hidden states (after the model's final
     norm, as ``AutoModel`` returns them). Causal LMs (a config whose architecture ends in
     ``ForCausalLM``, a local ``.gguf`` file, ``smollm2-135m``) take the state at the last
-    real token of the chat-templated prompt+response, which has attended to the whole pair
-    (with SmolLM2's template, the newline after the closing ``<|im_end|>``); encoders average
-    over the real tokens of the pair encoding.
+    real token of the formatted prompt+response, which has attended to the whole pair
+    (with SmolLM2's template, the newline after the closing ``<|im_end|>``; raw: the EOS);
+    encoders average over the real tokens of the pair encoding.
     """
     source, preset = resolve_model(model)
     hf_logging.disable_progress_bar()
@@ -153,9 +175,7 @@ def load_backbone(
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     if max_length is None:
-        stated = min(tokenizer.model_max_length, _NO_LIMIT)
-        max_length = min(preset.max_length if preset else min(stated, 512),
-                         model_limit(net.config) or _NO_LIMIT)  # fmt: skip
+        max_length = default_max_length(net.config, tokenizer)
     tokenizer.model_max_length = _NO_LIMIT  # we truncate ourselves (prompt from the left)
     net.eval().to(device)
     return Backbone(
@@ -166,4 +186,5 @@ def load_backbone(
         kind="causal" if causal else "encoder",
         pooling="last" if causal else "mean",
         max_length=int(max_length),
+        format=format,
     )

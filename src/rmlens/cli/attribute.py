@@ -24,7 +24,7 @@ def _print_features(as_json: bool) -> None:
         return
     from rich.table import Table
 
-    from rmlens.cli._talk import Console
+    from rmlens.cli._talk import Console, keep_whole
 
     out = Table(title=f"{len(table)} pair features (response features give _chosen, "
                       "_rejected, _diff columns)")
@@ -32,12 +32,14 @@ def _print_features(as_json: bool) -> None:
         out.add_column(col, overflow="fold")
     for row in table.itertuples():
         out.add_row(row.name, row.kind, row.description, row.source)
+    keep_whole(out, "name", "kind")  # the description and source wrap
     Console().print(out)
 
 
 def _stable(row) -> str:
     """The console's stability cell: rank correlation and top-10 overlap between the halves,
-    the level of fits to pure noise in brackets (a fit that explains nothing: why not)."""
+    a line each, the level of fits to pure noise in brackets (a fit that explains nothing:
+    why not)."""
     import math
 
     from rmlens.attribution._informative import MEANINGLESS, informative
@@ -46,7 +48,7 @@ def _stable(row) -> str:
         return "–"
     if not informative(row.r2):
         return MEANINGLESS
-    return (f"ρ {row.rank_spearman:.2f} ({row.rank_spearman_noise:.2f}), "
+    return (f"ρ {row.rank_spearman:.2f} ({row.rank_spearman_noise:.2f})\n"
             f"top-10 {row.top10_overlap:.1f} ({row.top10_overlap_noise:.2f})")
 
 
@@ -62,7 +64,7 @@ def _top(imp, fit) -> dict:
 
 def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
     from rmlens.attribution._attribute import attribution_warnings, fit_record, stability_record
-    from rmlens.attribution._informative import R2_FLOOR, not_informative
+    from rmlens.attribution._informative import R2_FLOOR
 
     fit = attributor.fit_
     top = _top(attributor.importance_, fit)
@@ -76,24 +78,10 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
                                "left_out": attributor.left_out_, "notes": attributor.notes_},
                               indent=2, default=float))
         return
-    from rich.table import Table
-
     from rmlens.cli._talk import Console
 
-    table = Table(title=f"What explains TM, TG and CM ({fit.n_pairs.max()} pairs): held-out R^2 "
-                        "(group K-fold), top features by mean |SHAP|, and how stable their "
-                        "ranking is between two halves of the runs")
-    for col in ("target", "regressor", "R^2", f"top {TOP} features", "stability"):
-        table.add_column(col)
-    for row in fit.itertuples():
-        feats = ", ".join(f"{d['feature']} ({d['importance']:.3g})"
-                          for d in top[f"{row.target}/{row.regressor}"])
-        if not row.informative:
-            feats = not_informative(row.r2)
-        table.add_row(row.target.upper(), row.regressor, f"{row.r2:.3f} ± {row.r2_std:.3f}", feats,
-                      _stable(row))
     console = Console()
-    console.print(table)
+    console.print(_fit_table(fit, top, console.width))
     notes = list(dict.fromkeys(fit.stability_note))
     console.print("stability: ρ, the Spearman correlation of the features' importances fit to "
                   "the two halves of the runs; top-10, the share of their top 10 both hold; in "
@@ -105,6 +93,65 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
         console.print(f"note: {note}")
     console.print(f"results in {out_dir}/ (attribution.parquet, attribution_fit.parquet, "
                   "attribution_diff.parquet, attribution_*.png)")
+
+
+_PROSE = 24  # the narrowest a features cell that says why there are none wraps to
+
+
+def _fit_table(fit, top: dict, width: int):
+    """The console's table of the fits: held-out R^2, the top features with their mean |SHAP|
+    (a line each, names whole), the ranking's stability. Target, regressor, R^2, features and
+    stability side by side where ``width`` allows them (R^2's ± std on a line of its own if
+    need be); else the target, regressor and R^2 stacked in a first column. Every width is
+    fixed at the widest line it must keep whole; only prose (why a fit is not informative)
+    wraps, and on a console too narrow for the names they fold, never cut with an ellipsis."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from rmlens.attribution._informative import MEANINGLESS, not_informative
+    from rmlens.cli._talk import table_width
+
+    ranked = [d for t, r in zip(fit.target, fit.regressor) for d in top[f"{t}/{r}"]]
+    name_w = max((len(str(d["feature"])) for d in ranked), default=0)
+    imp_w = max((len(f"{d['importance']:.3g}") for d in ranked), default=0)
+
+    def features(row, padded: bool = True) -> str:  # names padded, importances aligned
+        if not row.informative:
+            return not_informative(row.r2)
+        n, i = (name_w, imp_w) if padded else (0, 0)
+        return "\n".join(escape(f"{d['feature']!s:<{n}} {d['importance']:>{i}.3g}")
+                         for d in top[f"{row.target}/{row.regressor}"])
+
+    fits = list(fit.itertuples())
+    r2s = [(f"{row.r2:.3f}", f"± {row.r2_std:.3f}") for row in fits]
+    stable = [_stable(row) for row in fits]
+    feat_w = max(_PROSE, name_w + 1 + imp_w)
+    stab_w = max([len("stability")] + [len(w) for w in MEANINGLESS.split()]
+                 + [len(line) for s in stable if s != MEANINGLESS for line in s.splitlines()])
+    reg_w = max([len("regressor")] + [len(row.regressor) for row in fits])
+    title = (f"What explains TM, TG and CM ({fit.n_pairs.max()} pairs): held-out R^2 (group "
+             "K-fold), top features by mean |SHAP|, and how stable their ranking is between two "
+             "halves of the runs")
+    head = f"top {TOP} features, mean |SHAP|"
+    table = Table(title=title, show_lines=True)  # a rule between fits
+    for sep in (" ", "\n"):  # one column each: R^2 ± std on a line, else on two
+        r2_w = max([3] + [len(line) for r2 in r2s for line in sep.join(r2).splitlines()])
+        if table_width([6, reg_w, r2_w, feat_w, stab_w]) <= width:
+            for col, w in (("target", 6), ("regressor", reg_w), ("R^2", r2_w), (head, feat_w),
+                           ("stability", stab_w)):
+                table.add_column(col, width=w, overflow="fold")
+            for row, r2, s in zip(fits, r2s, stable):
+                table.add_row(row.target.upper(), row.regressor, sep.join(r2), features(row), s)
+            return table
+    firsts = [f"{row.target.upper()} {row.regressor}\n{' '.join(r2)}" for row, r2 in zip(fits, r2s)]
+    fit_w = max(len(line) for cell in firsts for line in cell.splitlines())
+    roomy = table_width([fit_w, feat_w, stab_w]) <= width  # else features and stability narrow
+    table.add_column("fit\nR^2", width=fit_w, overflow="fold")
+    table.add_column(head, width=feat_w if roomy else None, overflow="fold")
+    table.add_column("stability", width=stab_w if roomy else None, overflow="fold")
+    for row, cell, s in zip(fits, firsts, stable):
+        table.add_row(cell, features(row, padded=roomy), s)  # unpadded, a name wraps alone
+    return table
 
 
 def _print_diff(console, diff, fit) -> None:

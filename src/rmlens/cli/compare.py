@@ -109,7 +109,7 @@ def print_comparison(result, out: Path) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.cli._talk import Console
+    from rmlens.cli._talk import Console, keep_whole
     from rmlens.comparison import _metrics as M
 
     console = Console()
@@ -128,12 +128,13 @@ def print_comparison(result, out: Path) -> None:
         agree = Table(title="Agreement between audits: Spearman over common pairs; ceiling = "
                             "sqrt(reliability_a x reliability_b)")  # fmt: skip
         for col in ("audits", "score", "Spearman", "ceiling", "rel. a", "rel. b", "pairs"):
-            agree.add_column(col)
+            agree.add_column(col, overflow="fold")  # the audits' labels narrow, never cut
         for r in agreement.itertuples():
             flag = " [bold red]above ceiling[/]" if r.above_ceiling else ""
             agree.add_row(escape(f"{r.audit_a} vs {r.audit_b}"), r.score.upper(),
                           f"{r.spearman:.3f}{flag}", f"{r.ceiling:.3f}",
                           f"{r.reliability_a:.3f}", f"{r.reliability_b:.3f}", str(r.n))
+        keep_whole(agree, "score", "ceiling", "rel. a", "rel. b", "pairs")
         console.print(agree)
     for label, worst in result.details.get("worst_group", {}).items():
         console.print(f"worst group, {label}: {worst['qualified']} of {worst['groups']} groups of "

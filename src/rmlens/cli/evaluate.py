@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens._errors import InputError
+from rmlens.backbones._formats import FORMATS
 from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.evaluation._config import EvaluateConfig
@@ -49,7 +50,9 @@ def evaluate(
 
         for warning in metrics["warnings"]:
             stderr.print(f"warning: {warning}")
-    save_config(config, out / "config.toml")
+    resolved = metrics["config"].get("format")  # chat, raw or pair, as the RM scored
+    save_config(config.replace(format=resolved) if resolved in FORMATS else config,
+                out / "config.toml")  # fmt: skip
     if as_json:
         typer.echo(json.dumps(metrics, indent=2, default=str))
     else:
@@ -68,10 +71,12 @@ def _fmt(x) -> str:
 
 
 def print_table(metrics: dict, out: Path) -> None:
-    """The short summary on stdout: headline metrics, then probe flip rates."""
+    """The short summary on stdout: headline metrics, then probe flip rates (probe names
+    whole: the metric names wrap instead)."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.cli._talk import Console
+    from rmlens.cli._talk import Console, keep_whole
 
     console = Console()
     posthoc = metrics.get("posthoc_calibration")
@@ -113,20 +118,26 @@ def print_table(metrics: dict, out: Path) -> None:
             ("members", e["n_members"]),
             ("disagreement AUROC", e["disagreement_auroc"]),
         ]
-    if "rewardbench" in metrics:
-        rows.append(("RewardBench score", metrics["rewardbench"]["score"]))
+    if "rewardbench" in metrics:  # only when the data holds RewardBench's own subsets
+        rb = metrics["rewardbench"]
+        n = rb.get("n_sections", 4)
+        rows.append(("RewardBench score" + (f" ({n} of 4 sections)" if n < 4 else ""),
+                     rb["score"]))  # fmt: skip
     for name, value in rows:
         head.add_row(name, _fmt(value))
+    keep_whole(head, "value")
     console.print(head)
     if metrics["probes"]:
         probes = Table(title="Shortcut probes (edit one side; flip = sign(r+ - r-) changes)")
-        for col in ("probe", "side", "mean shift", "flip rate", "n"):
-            probes.add_column(col, justify="left" if col in ("probe", "side") else "right")
+        for col in ("probe", "side", "mean shift", "flip rate", "n"):  # a long name folds
+            probes.add_column(col, justify="left" if col in ("probe", "side") else "right",
+                              overflow="fold")
         for row in metrics["probes"]:
             probes.add_row(
-                row["probe"], row["side"], _fmt(row["mean_shift"]), _fmt(row["flip_rate"]),
-                str(row["n"]),
+                escape(row["probe"]), row["side"], _fmt(row["mean_shift"]),
+                _fmt(row["flip_rate"]), str(row["n"]),
             )  # fmt: skip
+        keep_whole(probes, "mean shift", "flip rate", "n")  # the probe's name narrows first
         console.print(probes)
     for warning in metrics["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")

@@ -48,27 +48,37 @@ def generalize(
 
 
 def _print(table, out: Path) -> None:
+    """One row per split: its name whole where the console allows (the figures' headers on two
+    lines if that makes room; else the name folds, every character kept), the figures never
+    wrapped."""
+    from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.cli._talk import Console
+    from rmlens.cli._talk import Console, keep_whole, table_width
 
-    view = Table(title="EX-RM vs IM-RM: accuracy (ties 1/2) and |r+ - r-| / std(r)")
-    view.add_column("split", no_wrap=True, min_width=max(len(s) for s in table.split))
-    for col in ("n", "EX acc", "IM acc", "EX margin", "IM margin"):
-        view.add_column(col, justify="right", no_wrap=True)
+    console = Console()
     wide = table.pivot(index="split", columns="rm")
+    rows = []
     for split in dict.fromkeys(table.split):
         row = wide.loc[split]
-        view.add_row(
-            split,
+        rows.append([
+            str(split),
             str(int(row[("n", "explicit")])),
-            *(
-                f"{row[(m, rm)]:.3f}"
-                for m in ("accuracy", "norm_margin")
-                for rm in ("explicit", "implicit")
-            ),
-        )
-    console = Console(width=max(100, Console().width))
+            *(f"{row[(m, rm)]:.3f}" for m in ("accuracy", "norm_margin")
+              for rm in ("explicit", "implicit")),
+        ])  # fmt: skip
+    figures = ["n", "EX acc", "IM acc", "EX margin", "IM margin"]
+    widths = [max(len(r[0]) for r in rows)] + [
+        max([len(head)] + [len(r[i]) for r in rows]) for i, head in enumerate(figures, 1)]
+    if table_width(widths) > console.width:  # "EX" over "margin": room for the names
+        figures = [head.replace(" ", "\n") for head in figures]
+    view = Table(title="EX-RM vs IM-RM: accuracy (ties 1/2) and |r+ - r-| / std(r)")
+    view.add_column("split", overflow="fold")  # the column that narrows
+    for col in figures:
+        view.add_column(col, justify="right")
+    for cells in rows:
+        view.add_row(escape(cells[0]), *cells[1:])
+    keep_whole(view, *figures)
     console.print(view)
     console.print(f"results in {out}/ (generalization.parquet, generalization.png, rms/)")
 

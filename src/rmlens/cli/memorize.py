@@ -82,9 +82,17 @@ def print_summary(out: Path) -> None:
     console = Console()
     quality = summary.get("rm_quality")
     if quality:
-        console.print(quality_table(quality, summary.get("validation") or {}))
+        plan = None
+        if (out / "plan.parquet").is_file():
+            import pandas as pd
+
+            plan = pd.read_parquet(out / "plan.parquet")
+        console.print(quality_table(quality, summary.get("validation") or {}, plan=plan))
     if summary.get("estimator_note"):
         console.print(f"Estimator: {summary['estimator_note']}", markup=False)
+    dedupe = summary.get("dedupe") or {}
+    if dedupe.get("how", "none") != "none":
+        console.print(f"Dedupe (`dedupe` {dedupe['how']}): {dedupe['note']}", markup=False)
     exact = summary.get("exactness")
     if exact:
         console.print(
@@ -188,11 +196,13 @@ def pair_rows_table(title: str, rows: list[dict], *, category: bool, conflict: b
     from rich.markup import escape
     from rich.table import Table
 
+    from rmlens.cli._talk import keep_whole
+
     table = Table(title=title, min_width=len(title) + 2)  # the title on one line
     columns = ["id", "TM", "TG", "CM"] + (["category"] if category else [])
     for col in columns + (["conflict"] if conflict else []):
         table.add_column(col, justify="right" if col in ("TM", "TG", "CM") else "left",
-                         overflow="fold" if col == "id" else "ellipsis")  # ids kept whole
+                         overflow="fold")  # an id too long for its column folds, kept whole
     for row in rows:
         cells = [escape(str(row["id"])), *(f"{row[k]:.3f}" for k in ("tm", "tg", "cm"))]
         if category:
@@ -200,6 +210,7 @@ def pair_rows_table(title: str, rows: list[dict], *, category: bool, conflict: b
         if conflict:
             cells.append({True: "yes", False: "no"}.get(row.get("conflict"), "-"))
         table.add_row(*cells)
+    keep_whole(table, "TM", "TG", "CM", "conflict")  # the id and category narrow first
     return table
 
 
@@ -207,6 +218,8 @@ def reliability_table(reliability: dict):
     """Split-half reliability of TM, TG, CM: the halves' Spearman, Spearman-Brown to the
     runs used, and the runs that 0.8 would need (prophecy formula)."""
     from rich.table import Table
+
+    from rmlens.cli._talk import keep_whole
 
     n = reliability.get("n_splits", 0)
     table = Table(
@@ -228,26 +241,31 @@ def reliability_table(reliability: dict):
             f"{part.get('spearman_brown_std', float('nan')):.2f}",
             str(need) if need else "-",
         )
+    keep_whole(table, "split-half", "Spearman-Brown")  # "mean +- std" on one line
     notes = [reliability[k] for k in ("reason", "note") if reliability.get(k)]
     if notes:
         table.caption = "; ".join(notes)
     return table
 
 
-def quality_table(quality: dict, validation: dict):
-    """The RMs' accuracy and log-loss on the pairs they trained on and those they did not."""
+def quality_table(quality: dict, validation: dict, *, plan=None):
+    """The RMs' accuracy and log-loss on the pairs they trained on and those they did not;
+    the validation groups counted from ``plan`` (plan.parquet) when given."""
     from rich.table import Table
+
+    from rmlens.memorization._regime import plan_validation, validation_words
 
     n_runs = len(quality.get("runs", []))
     stop = ""
     lam = validation.get("l2")
+    share = validation_words(validation.get("fraction") or 0.0, plan_validation(plan))
     if validation.get("used") and lam:
-        stop = (f"; lambda chosen on {validation['fraction']:g} of each run's training groups "
-                f"({lam['min']:g} to {lam['max']:g})")  # fmt: skip
+        stop = (f"; lambda chosen on validation pairs from {share}: {lam['min']:g} to "
+                f"{lam['max']:g}")  # fmt: skip
     elif validation.get("used"):
         best = validation.get("best_epoch") or {}
         stop = (
-            f"; early stopping on {validation['fraction']:g} of each run's training groups"
+            f"; early stopping on validation pairs from {share}"
             + (f" (best epoch {best['min']} to {best['max']})" if best else "")
         )
     table = Table(title=f"Reward models: {n_runs} runs, mean +- std over runs{stop}")
@@ -266,6 +284,9 @@ def quality_table(quality: dict, validation: dict):
                 for m in ("accuracy", "log_loss")
             ]
             table.add_row(name, *cells)
+    from rmlens.cli._talk import keep_whole
+
+    keep_whole(table, "accuracy", "log-loss")  # "mean +- std" on one line
     table.caption = f"chance: accuracy {quality.get('chance_accuracy', 0.5)}, log-loss 0.693"
     return table
 

@@ -41,6 +41,9 @@ def train(
     sep: str | None = sep_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the last epoch's metrics as JSON."),
+    export: Path = typer.Option(
+        None, "--export", help="Also write the RM as a standard Hugging Face model folder here."
+    ),
     **options,
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
@@ -48,6 +51,9 @@ def train(
     from rmlens.rewards import train as run_training
 
     config = resolve(ctx, TRAIN, options)
+    if export is not None and config.ensemble > 1:
+        raise InputError("--export takes one RM, not an ensemble: train, then export a member "
+                         "with `rmlens export OUT --run 000 --out DIR`")
     rankings = config.loss == "plackett-luce"
     pairs = load_table(data, column_map, rankings=rankings, sep=sep)
     evals = None if eval_data is None else load_table(
@@ -56,6 +62,11 @@ def train(
     bias = objective_bias(pairs, config)
     run_training(pairs, config, out=out, eval_data=evals, bias=bias, quiet=quiet)
     save_config(config, out / "config.toml")
+    if export is not None:
+        from rmlens.cli.export import say_exported
+        from rmlens.rewards import export_rm
+
+        say_exported(export_rm(out, export), quiet or as_json)
     history = json.loads((out / "history.json").read_text())
     last = history[-1] if config.ensemble == 1 else [h[-1] for h in history]
     if as_json:
@@ -81,8 +92,10 @@ def score(
     """Score every pair: add r_chosen and r_rejected to the pair table."""
     import numpy as np
 
+    from rmlens.backbones._formats import RESOLVED, warn_truncation
     from rmlens.data import save_pairs
     from rmlens.rewards import load_rm
+    from rmlens.rewards._ensemble import use_format
     from rmlens.rewards._metrics import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
@@ -96,15 +109,21 @@ def score(
         )
     except InputError as err:
         raise InputError(f"--rm {err}") from None
+    use_format(model, config.format)
+    truncation = model.truncation(pairs)
+    warn_truncation(truncation, len(pairs))
     r_c, r_r = model.score_pairs(pairs)
     table = pairs.assign(r_chosen=np.asarray(r_c, float), r_rejected=np.asarray(r_r, float))
     save_pairs(table, out)
-    save_config(config, config_beside(out))
+    resolved = config.replace(format=model.format) if model.format in RESOLVED else config
+    save_config(resolved, config_beside(out))  # the format as resolved
     summary = {
         "out": str(out),
         "n_pairs": len(table),
         "accuracy": pairwise_accuracy(r_c, r_r),
         "margin": float(np.mean(r_c - r_r)),
+        "format": model.format,
+        "truncation": truncation,
     }
     if as_json:
         typer.echo(json.dumps(summary))

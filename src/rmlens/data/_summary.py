@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
+from rmlens.data._dedupe import text_codes
 from rmlens.data._load import read_pairs
 from rmlens.data._schema import to_text
 
@@ -72,10 +73,8 @@ def duplicates_across_groups(
         Whether another group judged the pair's two responses the other way.
     """
     n = len(pairs)
-    prompt = pd.factorize(pd.Series([to_text(v) for v in pairs["prompt"]], dtype=object))[0]
-    responses = [to_text(v) for v in pairs["chosen"]] + [to_text(v) for v in pairs["rejected"]]
-    codes = pd.factorize(pd.Series(responses, dtype=object))[0]
-    c, r = codes[:n], codes[n:]
+    prompt, c, r = text_codes(pairs)
+    codes = np.r_[c, r]
     g = pd.factorize(pd.Series(np.asarray(groups)).astype(str))[0]
 
     # per ordered pair (p, c, r): rows, distinct groups and the smallest group code
@@ -134,11 +133,13 @@ def data_warnings(summary: dict[str, Any]) -> list[dict[str, Any]]:
     add("duplicates_across_groups", across["pairs_repeated_across_groups"],
         f"{across['pairs_repeated_across_groups']} pairs occur under more than one group "
         f"({by}): an audit's TG is then optimistic, since a held-out pair may have been seen "
-        "through another group's copy")  # fmt: skip
+        "through another group's copy; audit with --dedupe pairs (one copy of each pair) or "
+        "--dedupe texts (groups that share a response joined)")  # fmt: skip
     add("conflicting_pairs", across["conflicting_pairs"],
         f"{across['conflicting_pairs']} pairs have a copy judged the other way (same prompt, "
         f"chosen and rejected swapped), {across['conflicts_across_groups']} of them in another "
-        f"group ({by}): an audit's CM there measures disagreement between groups")  # fmt: skip
+        f"group ({by}): an audit's CM there measures disagreement between groups (--dedupe "
+        "pairs keeps them; --dedupe texts puts both judgements in one group)")  # fmt: skip
     return found
 
 

@@ -14,6 +14,7 @@ from scipy.special import expit
 import rmlens
 from rmlens._base import resolve_config
 from rmlens._errors import InputError
+from rmlens.backbones._formats import warn_truncation
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
@@ -33,7 +34,7 @@ from rmlens.evaluation._posthoc import (
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.experiment import ExperimentDir
 from rmlens.rewards import EnsembleRM, load_rm
-from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._ensemble import member_pair_scores, use_format
 from rmlens.rewards._metrics import pairwise_accuracy
 
 CROSS_FIT_NOTE = (
@@ -122,7 +123,8 @@ def _calibrate(r_chosen, r_rejected, pairs: pd.DataFrame, frac: float):
 
 
 def _describe(rm: Any, source: Any) -> dict:
-    info = {"class": type(rm).__name__, "source": str(source) if source is not None else None}
+    info = {"class": type(rm).__name__, "source": str(source) if source is not None else None,
+            "format": getattr(rm, "format", None)}  # fmt: skip
     if isinstance(rm, EnsembleRM):
         info["members"] = len(rm.members)
     return info
@@ -178,7 +180,11 @@ def evaluate(
         it as the in-sample figure), ``posthoc_calibration`` (method, unit, frac, it,
         n_responses, corr_before/after: Spearman of reward with length over all responses,
         accuracy_before/after, flipped: share of pairs whose preference the calibration
-        turned), and ``probes`` (the rows of probes.parquet).
+        turned), ``truncation`` (what the RM's ``max_length`` cut: ``max_length``,
+        ``sequences_cut``, ``pairs_cut``, ``tokens_cut_median``, ``tokens_cut_max``; for an
+        RM that tokenizes, warned about when any pair was cut), ``dropped_truncation``,
+        ``rm`` (with its ``format``), ``config`` (``format`` as resolved: chat, raw or pair)
+        and ``probes`` (the rows of probes.parquet).
 
     Examples
     --------
@@ -208,6 +214,9 @@ def evaluate(
         raise InputError(f"pairs: missing required column(s) {', '.join(map(repr, missing))}")
     if "id" not in pairs:
         pairs = validate_pairs(pairs, source="pairs")
+    rm = use_format(rm, config.format)
+    truncation = rm.truncation(pairs) if hasattr(rm, "truncation") else None
+    warn_truncation(truncation, len(pairs))
     rc, rr, kept = member_pair_scores(rm, pairs, quiet=quiet)  # (n_members, n_pairs)
     dropped = pairs.id[~kept].tolist()
     data = pairs[kept].reset_index(drop=True)
@@ -258,6 +267,8 @@ def evaluate(
     if posthoc is not None:
         metrics["posthoc_calibration"] = posthoc
     metrics["dropped_truncation"] = {"count": len(dropped), "ids": dropped[:100]}
+    if truncation is not None:
+        metrics["truncation"] = truncation
     if dropped:
         metrics["warnings"].append(
             f"{len(dropped)} pairs dropped: chosen == rejected after truncation"
@@ -288,7 +299,7 @@ def evaluate(
     )
     metrics["probes"] = table.to_dict("records")
     metrics["rm"] = _describe(rm, source)
-    metrics["config"] = config.to_dict()
+    metrics["config"] = {**config.to_dict(), "format": getattr(rm, "format", None)}  # resolved
     metrics["version"] = rmlens.__version__
     if out is not None:
         scores = pd.DataFrame({"id": data.id, "r_chosen": raw[0], "r_rejected": raw[1]})

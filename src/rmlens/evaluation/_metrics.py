@@ -64,14 +64,17 @@ def accuracy_by(r_chosen, r_rejected, groups) -> dict[str, dict]:
     return out
 
 
-def rewardbench_scores(by_subset: dict[str, dict]) -> dict:
-    """RewardBench-style section scores from ``accuracy_by(..., subset)``.
+def rewardbench_scores(by_subset: dict[str, dict]) -> dict | None:
+    """RewardBench section scores from ``accuracy_by(..., subset)``; None unless at least
+    one subset is RewardBench's.
 
-    Known subsets go to their RewardBench section (``REWARDBENCH_SECTIONS``) and weigh by
-    RewardBench's example counts (``REWARDBENCH_COUNTS``, so a sample of RewardBench is
-    weighted as the full benchmark is); any other subset is a section of its own, weighted
-    by its count in the data. ``score`` is the unweighted mean of the section scores, as
-    RewardBench's overall score is the mean of Chat, Chat Hard, Safety and Reasoning.
+    Only RewardBench's own subsets (``REWARDBENCH_SECTIONS``) count: each goes to its
+    section, weighted by RewardBench's example count (``REWARDBENCH_COUNTS``, so a sample of
+    RewardBench is weighted as the full benchmark is); a section's score is that weighted
+    mean of its subsets' accuracies. ``score`` is the unweighted mean of the sections
+    present, as RewardBench's overall score is the mean of Chat, Chat Hard, Safety and
+    Reasoning (all four when the data holds the whole benchmark). Other subsets are listed
+    apart (``other_subsets``), never folded into a section or the score.
 
     Parameters
     ----------
@@ -81,28 +84,42 @@ def rewardbench_scores(by_subset: dict[str, dict]) -> dict:
 
     Returns
     -------
-    dict
-        ``sections`` (per section: ``accuracy``, ``n``, ``subsets``) and ``score``.
+    dict or None
+        ``sections`` (per section present: ``accuracy``, ``n``, ``subsets``), ``score``,
+        ``n_sections`` (of 4) and ``other_subsets`` (``{"accuracy", "n"}`` per subset that
+        is not RewardBench's); None when no subset is RewardBench's.
+
+    Examples
+    --------
+    >>> rewardbench_scores({"mine": {"accuracy": 0.5, "n": 2}}) is None
+    True
+    >>> rb = rewardbench_scores({"hep-go": {"accuracy": 0.75, "n": 4},
+    ...                          "mine": {"accuracy": 0.5, "n": 2}})
+    >>> rb["score"], rb["n_sections"], list(rb["other_subsets"])
+    (0.75, 1, ['mine'])
     """
     sections: dict[str, dict] = {}
+    others = {k: dict(v) for k, v in by_subset.items() if k not in _SECTION_OF}
     for subset, cell in by_subset.items():
-        name = _SECTION_OF.get(subset, subset)
-        weight = REWARDBENCH_COUNTS.get(subset, cell["n"])
-        s = sections.setdefault(name, {"weighted": 0.0, "weight": 0, "n": 0, "subsets": []})
+        if subset not in _SECTION_OF:
+            continue
+        weight = REWARDBENCH_COUNTS[subset]
+        s = sections.setdefault(_SECTION_OF[subset],
+                                {"weighted": 0.0, "weight": 0, "n": 0, "subsets": []})  # fmt: skip
         s["weighted"] += weight * cell["accuracy"]
         s["weight"] += weight
         s["n"] += cell["n"]
         s["subsets"].append(subset)
+    if not sections:
+        return None
     result = {
-        name: {
-            "accuracy": s["weighted"] / s["weight"],
-            "n": s["n"],
-            "subsets": sorted(s["subsets"]),
-        }
+        name: {"accuracy": s["weighted"] / s["weight"], "n": s["n"],
+               "subsets": sorted(s["subsets"])}
         for name, s in sections.items()
     }
-    score = float(np.mean([s["accuracy"] for s in result.values()])) if result else float("nan")
-    return {"sections": result, "score": score}
+    score = float(np.mean([s["accuracy"] for s in result.values()]))
+    return {"sections": result, "score": score, "n_sections": len(result),
+            "other_subsets": others}  # fmt: skip
 
 
 def margin_spearman(r_chosen, r_rejected, margin) -> dict:
@@ -263,8 +280,8 @@ def pair_metrics(
     margin : array of shape (n_pairs,), optional
         Human preference strength; adds ``margin_spearman``.
     groups : dict of str to Series (n_pairs,), optional
-        Columns to break accuracy down by (``by``); a ``subset`` column also adds RewardBench
-        section scores (``rewardbench``).
+        Columns to break accuracy down by (``by``); a ``subset`` column holding at least one
+        of RewardBench's subsets also adds its section scores (``rewardbench``).
     member_margins : array of shape (n_members, n_pairs), optional
         An ensemble's per-member margins; adds ``ensemble``.
     n_bins : int, default=10
@@ -315,8 +332,9 @@ def pair_metrics(
         out["margin_spearman"] = margin_spearman(c, r, margin)
     if groups:
         out["by"] = {name: accuracy_by(c, r, g) for name, g in groups.items()}
-        if "subset" in out["by"]:
-            out["rewardbench"] = rewardbench_scores(out["by"]["subset"])
+        rewardbench = rewardbench_scores(out["by"].get("subset", {}))
+        if rewardbench is not None:
+            out["rewardbench"] = rewardbench
     if member_margins is not None and np.atleast_2d(member_margins).shape[0] > 1:
         out["ensemble"], _ = ensemble_disagreement(member_margins)
     return out

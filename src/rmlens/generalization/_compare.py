@@ -8,7 +8,8 @@ reports accuracy (ties count 1/2) and the normalized absolute margin
 where std(r) is the standard deviation of that RM's rewards (chosen and rejected) on its
 training split, so margins compare across splits and between the two RMs.
 
-DIR/config.json, generalization.parquet (rm, split, accuracy, norm_margin, n),
+DIR/config.json (with each RM's ``format`` and, per split, ``truncation``),
+generalization.parquet (rm, split, accuracy, norm_margin, n),
 generalization.png, scores.parquet (rm, split, id, r_chosen, r_rejected),
 rms/explicit/ and rms/implicit/ (saved RMs; a finished one is reused when the command runs
 again on the same directory).
@@ -185,19 +186,22 @@ def generalize(
     config = resolve_config("generalize", GeneralizeConfig, config, overrides).check()
     out = Path("rmlens-generalize" if out is None else out)
     splits = build_splits(pairs, config, shift_pairs=shift_pairs)
-    _prepare_dir(
-        out,
-        {
-            "version": rmlens.__version__,
-            "generalize": config.to_dict(),
-            "data_sha1": _splits_sha1(splits),
-            "splits": {name: len(frame) for name, frame in splits.items()},
-            "norm_margin": "mean |r+ - r-| / std of the RM's rewards on its training split",
-        },
-    )
+    record = {
+        "version": rmlens.__version__,
+        "generalize": config.to_dict(),
+        "data_sha1": _splits_sha1(splits),
+        "splits": {name: len(frame) for name, frame in splits.items()},
+        "norm_margin": "mean |r+ - r-| / std of the RM's rewards on its training split",
+    }
+    _prepare_dir(out, record)
     rows, scores = [], []
     for kind in RMS:
         rm = _trained_rm(kind, splits, config, out, quiet)
+        # how each RM tokenized (chat, raw or pair) and what max_length cut of each split
+        record.setdefault("format", {})[kind] = rm.format
+        record.setdefault("truncation", {})[kind] = {
+            name: rm.truncation(frame) for name, frame in splits.items()}  # fmt: skip
+        ExperimentDir(out).write_record(record)
         scored = {name: rm.score_pairs(frame) for name, frame in splits.items()}
         train_c, train_r = scored["train"]
         scale = float(np.std(np.concatenate([train_c, train_r])))

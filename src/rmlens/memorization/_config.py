@@ -14,6 +14,8 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
+from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
+from rmlens.data._dedupe import DEDUPE
 from rmlens.memorization._regime import audit_head, audit_train, regime_words
 from rmlens.rewards._config import MODEL_HELP
 from rmlens.rewards._influence import OBJECTIVES as INFLUENCE_OBJECTIVES
@@ -44,10 +46,11 @@ CHECK_EXACT = 1  # groups refitted exactly per run of a paired audit, unless tol
 class AuditConfig(Config):
     """A counterfactual memorization audit (DESIGN.md section 3).
 
-    ``model``, ``max_length`` and ``seed`` are the audit's own: they apply to every run's
-    trainer (``head`` in frozen mode, ``train`` in finetune mode; run r's seed is drawn from
-    ``seed`` and r). The nested configs may leave these fields at their defaults or repeat
-    the audit's value; another value is refused by :meth:`check` (``ParamConflict``).
+    ``model``, ``max_length``, ``format`` and ``seed`` are the audit's own: they apply to
+    every run's trainer (``head`` in frozen mode, ``train`` in finetune mode; run r's seed is
+    drawn from ``seed`` and r). The nested configs may leave these fields at their defaults
+    or repeat the audit's value; another value is refused by :meth:`check`
+    (``ParamConflict``).
     """
 
     model: str = field(
@@ -66,6 +69,16 @@ class AuditConfig(Config):
     group_by: str | None = field(
         default=None,
         metadata={"help": "Grouping column (default: user_id if present, else the prompt)."},
+    )
+    dedupe: str = field(
+        default="none",
+        metadata={
+            "help": "Repeated data across groups, which makes TG optimistic (a held-out pair "
+            "seen through another group's copy). none: audit the data as given (warned "
+            "about); pairs: keep the first row of each repeated (prompt, chosen, rejected), "
+            "pairs judged the other way kept (the disagreement signal); texts: keep every "
+            "pair and join the groups that share a response (with its prompt) into one group."
+        },
     )
     seed: int = field(
         default=0, metadata={"help": "Seed of the plan, the heads and the bootstrap."}
@@ -88,6 +101,7 @@ class AuditConfig(Config):
     max_length: int | None = field(
         default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
+    format: str = format_field()
     encode_batch_size: int = field(default=32, metadata={"help": "Texts per encoding batch."})
     n_boot: int = field(default=1000, metadata={"help": "Bootstrap resamples over runs."})
     cm_threshold: float = field(
@@ -152,13 +166,14 @@ class AuditConfig(Config):
         },
     )
 
-    # The trainer of the mode: the audit's model, max_length and seed are used for every run
-    # (each run's seed is drawn from the audit's), so the nested configs may only leave them
-    # at their defaults or repeat them; a run is one RM, never an ensemble.
+    # The trainer of the mode: the audit's model, max_length, format and seed are used for
+    # every run (each run's seed is drawn from the audit's), so the nested configs may only
+    # leave them at their defaults or repeat them; a run is one RM, never an ensemble.
     _nested = {
         "head": Nested(when=("mode", "frozen"), shared=("seed",)),
         "train": Nested(
-            when=("mode", "finetune"), shared=("model", "max_length", "seed"), owned=("ensemble",)
+            when=("mode", "finetune"), shared=("model", "max_length", "format", "seed"),
+            owned=("ensemble",),
         ),
     }
     _constraints = {
@@ -170,6 +185,7 @@ class AuditConfig(Config):
         "folds": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
         "plan": ("kfold", "halves"),
         "group_by": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
+        "dedupe": DEDUPE,
         "seed": (non_negative_int, "an int >= 0"),
         "target_reliability": (
             lambda x: x is None or (non_negative(x) and 0 < x < 1),
@@ -177,6 +193,7 @@ class AuditConfig(Config):
         ),
         "max_runs": (lambda r: positive_int(r) and r >= 2, "an int >= 2"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
+        "format": FORMAT_CONSTRAINT,
         "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
@@ -375,7 +392,8 @@ class AuditConfig(Config):
             )
 
     def resolved(self) -> AuditConfig:
-        """A copy whose ``head`` and ``train`` carry the audit's model, max_length and seed.
+        """A copy whose ``head`` and ``train`` carry the audit's model, max_length, format and
+        seed.
 
         What the runs use (each run still draws its own seed from ``seed``), and what
         ``config.json`` records.

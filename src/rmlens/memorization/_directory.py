@@ -21,6 +21,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
+from rmlens.data._dedupe import dedupe_pairs
 from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, data_sha1
 from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir, with_defaults
@@ -30,6 +31,7 @@ from rmlens.memorization._config import (
     RESOLVED_FIELDS,
     AuditConfig,
 )
+from rmlens.memorization._regime import regime_words
 
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
 # system, no permission, a path through a regular file
@@ -45,13 +47,24 @@ OUTPUT_ERRORS = {
 
 @dataclass
 class Grouping:
-    """Every pair's group label, the column it came from, the note saying how groups were
-    chosen, and the folds of the plan (fewer than asked when there are fewer groups)."""
+    """Every audited pair's group label, the column it came from, the note saying how groups
+    were chosen, and the folds of the plan (fewer than asked when there are fewer groups);
+    ``kept``: the rows of the given pairs that are audited (``dedupe`` pairs drops repeats),
+    ``dedupe``: what ``dedupe`` did (``summary.json``'s ``dedupe``)."""
 
     groups: pd.Series
     column: str
     note: str
     folds: int
+    kept: np.ndarray | None = None
+    dedupe: dict | None = None
+
+    def audited(self, pairs: pd.DataFrame) -> pd.DataFrame:
+        """The rows of ``pairs`` the audit reads (all of them unless ``dedupe`` dropped
+        some), renumbered from 0 as ``groups`` is."""
+        if self.kept is None or self.kept.all():
+            return pairs
+        return pairs[self.kept].reset_index(drop=True)
 
 
 def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series, str, str]:
@@ -74,13 +87,47 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
 
 
 def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
-    """:func:`resolve_groups`, and a K-fold plan's folds capped at the number of groups."""
+    """:func:`resolve_groups`, deduplicated as ``config.dedupe`` says, and a K-fold plan's
+    folds capped at the number of groups. ``dedupe`` that leaves fewer than 2 groups is
+    refused (``InputError``): no plan can hold a group out."""
     groups, column, note = resolve_groups(pairs, config.group_by)
+    kept, joined, dedupe = dedupe_pairs(pairs, groups, config.dedupe, group_by=column)
+    if config.dedupe != "none":
+        _check_left(dedupe, config.dedupe)
+        groups = pd.Series(joined[kept], name=groups.name)
+        note += f"; `dedupe` {config.dedupe}: {_dedupe_words(dedupe)}"
     folds = config.folds
     if config.plan == "kfold" and 2 <= groups.nunique() < folds:
         folds = int(groups.nunique())
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
-    return Grouping(groups, column, note, folds)
+    return Grouping(groups, column, note, folds, kept=kept, dedupe=dedupe)
+
+
+def _dedupe_words(record: dict) -> str:
+    """What ``dedupe`` did, for the grouping note (short: the console says it per audit)."""
+    if record["how"] == "pairs":
+        return (f"{record['pairs_dropped']['count']} repeated pairs dropped, "
+                f"{record['pairs_after']} left")  # fmt: skip
+    return f"{record['groups_before']} groups joined into {record['groups_after']}"
+
+
+def _check_left(record: dict, how: str) -> None:
+    """Refuse a dedupe that leaves fewer than 2 groups, saying how many remain."""
+    left, before, by = record["groups_after"], record["groups_before"], record["group_by"]
+    if left >= 2:
+        return
+    if how == "texts":
+        what = (f"joined the {before} groups ('{by}') into {left} through the responses they "
+                "share")  # fmt: skip
+        fix = ("`group_by` a column that keeps the copies together (a passage or prompt id), "
+               "or use `dedupe` pairs (drops repeated pairs only)")  # fmt: skip
+    else:
+        what = f"left {left} group of {before} ('{by}')"
+        fix = "use `dedupe` none, or `group_by` a column with more groups"
+    raise InputError(
+        f"`dedupe` {how} {what}: {left} group remains, and a plan needs at least 2 (one to "
+        f"train on, one to hold out); {fix}"
+    )
 
 
 def audit_data_sha1(pairs: pd.DataFrame, group_col: str) -> str:
@@ -93,18 +140,21 @@ def make_record(
     pairs: pd.DataFrame, config: AuditConfig, grouping: Grouping, estimator: str, note: str
 ) -> dict:
     """config.json of the audit (its ``audit.runs`` set when the plan is written)."""
+    n_groups = int(grouping.groups.nunique())
     return {
         "version": rmlens.__version__,
         "audit": config.resolved().to_dict(),
-        "regime": f"{config.regime()}; estimator {note}",
+        "regime": f"{regime_words(config, n_groups=n_groups, folds=grouping.folds)}; "
+                  f"estimator {note}",
         "estimator": estimator,
         "estimator_note": note,
         "data_sha1": audit_data_sha1(pairs, grouping.column),
         "n_pairs": len(pairs),
         "group_by": grouping.column,
         "group_note": grouping.note,
-        "n_groups": int(grouping.groups.nunique()),
+        "n_groups": n_groups,
         "folds_used": grouping.folds,
+        "dedupe": grouping.dedupe,
     }
 
 

@@ -34,13 +34,14 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
     """Frozen features with one head per run, or a fine-tuned RM per run (``mode``);
     ``bias``: the pairs' shortcut feature differences for the ``poe`` and ``reweight``
     objectives."""
-    config = config.resolved()  # the audit's model, max_length and seed, said once
+    config = config.resolved()  # the audit's model, max_length, format and seed, said once
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)
     return FrozenHeadTrainer(
         config.head,
         model=config.model,
         max_length=config.max_length,
+        format=config.format,
         batch_size=config.encode_batch_size,
         bias=bias,
     )
@@ -88,6 +89,14 @@ class Executor:
                 self.trainer, self.pairs, self.groups, self.config, self.estimator, self.quiet
             ), dtype=bool)  # fmt: skip
         return self._kept
+
+    def tokenization(self) -> dict:
+        """How the prepared trainer tokenized the pairs, for config.json: ``format`` (chat,
+        raw or pair) and ``truncation`` (what ``max_length`` cut); empty for a trainer that
+        does not say."""
+        self.kept  # noqa: B018 (prepares the trainer once)
+        found = {key: getattr(self.trainer, f"{key}_", None) for key in ("format", "truncation")}
+        return {k: v for k, v in found.items() if v is not None}
 
     def run(self, member: np.ndarray, val: np.ndarray, pending: list[int], n_runs: int) -> None:
         """Train runs ``pending`` of a plan of ``n_runs`` (``member``/``val``: its training

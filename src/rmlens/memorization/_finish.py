@@ -103,7 +103,12 @@ def finish(
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
-    summary["duplicates"] = duplicates
+    for key in ("format", "truncation"):  # how the runs tokenized the pairs (config.json)
+        if record.get(key) is not None:
+            summary[key] = record[key]
+    summary["duplicates"] = duplicates  # of the audited pairs and groups (after `dedupe`)
+    if record.get("dedupe"):
+        summary["dedupe"] = record["dedupe"]
     if config.target_reliability is not None:
         summary["target_reliability"] = target_status(
             reliability,
@@ -194,7 +199,9 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
     found.append(damping_warning(summary.get("damping")))
     found.append(interval_warning(summary["intervals"], len(table)))
     found.append(objective_warning(summary["objective"]))
-    found += duplicates_warnings(summary["duplicates"], summary.get("memorized_conflicts"))
+    found.append(truncation_warning(summary.get("truncation"), summary["n_pairs"]))
+    found += duplicates_warnings(summary["duplicates"], summary.get("memorized_conflicts"),
+                                 dedupe=(summary.get("dedupe") or {}).get("how", "none"))
     status = summary.get("target_reliability")
     if status is not None and status["stopped_because"] in ("max_runs", "failed_runs"):
         found.append(
@@ -202,3 +209,13 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
              "runs_predicted": status["runs_predicted"]}
         )  # fmt: skip
     return [w for w in found if w is not None]
+
+
+def truncation_warning(truncation: dict | None, n_pairs: int) -> dict | None:
+    """summary.json's warning of pairs that ``max_length`` cut, or None."""
+    from rmlens.backbones._formats import truncation_message
+
+    message = truncation_message(truncation, n_pairs)
+    if message is None:
+        return None
+    return {"code": "truncation", "message": message, "pairs": truncation["pairs_cut"]}

@@ -322,10 +322,12 @@ def coverage_warning(
     return runs_warning(table, planned, config.runs, fix)
 
 
-def duplicates_warnings(duplicates: dict, conflicts: dict | None) -> list[dict]:
+def duplicates_warnings(duplicates: dict, conflicts: dict | None, *,
+                        dedupe: str = "none") -> list[dict]:  # fmt: skip
     """Pairs repeated across groups (TG is optimistic), and pairs another group judged the
     other way (their CM is disagreement between groups), from ``summary.json``'s
-    ``duplicates`` and ``memorized_conflicts``."""
+    ``duplicates`` and ``memorized_conflicts``, each naming the ``dedupe`` that fixes it
+    (``dedupe``: the one the audit used)."""
     found = []
     by = f"'{duplicates['group_by']}'"
     repeated = duplicates["pairs_repeated_across_groups"]
@@ -338,8 +340,9 @@ def duplicates_warnings(duplicates: dict, conflicts: dict | None) -> list[dict]:
                 f"pairs occur (same prompt, chosen and rejected) under more than one group "
                 f"({by}), and {texts['in_several_groups']} of {texts['unique']} unique "
                 "responses appear under several groups: TG is optimistic, since a held-out "
-                "pair may have been seen through another group's copy; deduplicate the pairs "
-                "or group by a column that keeps copies together (`group_by`)"
+                "pair may have been seen through another group's copy; `dedupe` pairs keeps "
+                "one copy of each pair, `dedupe` texts joins the groups that share a "
+                "response (or `group_by` a column that keeps copies together)"
             ),
             "pairs": repeated,
         })  # fmt: skip
@@ -355,7 +358,11 @@ def duplicates_warnings(duplicates: dict, conflicts: dict | None) -> list[dict]:
                 f"{n} pairs were judged the other way by another group ({by}: same prompt, "
                 "chosen and rejected swapped): their TG is pulled down by the other label, so "
                 "their CM measures disagreement between groups (user idiosyncrasy), not "
-                f"recall of one judgement{memorized}; see the `conflict` column"
+                f"recall of one judgement{memorized}; see the `conflict` column ("
+                + ("kept by `dedupe` pairs" if dedupe == "pairs" else "`dedupe` pairs keeps "
+                   "them while it drops repeated copies")
+                + ": they are the disagreement signal; `dedupe` texts puts both judgements "
+                "in one group)"
             ),
             "pairs": n,
         })  # fmt: skip

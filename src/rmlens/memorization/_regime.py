@@ -7,12 +7,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from rmlens.rewards.finetune import TrainConfig
 from rmlens.rewards.frozen import HeadConfig
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rmlens.memorization._config import AuditConfig
 
 
@@ -57,8 +62,20 @@ def objective_words(trainer: HeadConfig | TrainConfig) -> str:
     return ""
 
 
-def regime_words(config: AuditConfig) -> str:
-    """The training regime of every run of ``config``, in words (``config.json``'s ``regime``)."""
+def regime_words(config: AuditConfig, *, n_groups: int | None = None,
+                 folds: int | None = None) -> str:  # fmt: skip
+    """The training regime of every run of ``config``, in words (``config.json``'s ``regime``).
+
+    With ``n_groups`` (and the ``folds`` the plan used, default ``config.folds``) the
+    validation groups are counted as the plan draws them (``validation_words``); without,
+    the share is stated with its rounding rule.
+    """
+    share = validation_words(
+        config.val_fraction,
+        None if n_groups is None else planned_validation(
+            n_groups, kind=config.plan, folds=folds or config.folds,
+            fraction=config.val_fraction),
+    )  # fmt: skip
     if config.mode == "frozen" and config.head.convex:
         grid = ", ".join(f"{x:g}" for x in config.head.l2_grid)
         what = (
@@ -84,16 +101,88 @@ def regime_words(config: AuditConfig) -> str:
         if not config.validates:
             return what + "; the largest lambda (no validation pairs)"
         return what + (
-            f", the one with the lowest validation loss on validation pairs, "
-            f"{config.val_fraction:g} of each run's training groups (never its held-out "
-            "groups); a run trains only on its other training pairs, and its validation "
-            "pairs count neither in nor out"
+            f", the one with the lowest validation loss on validation pairs from {share}, "
+            "never from its held-out groups; a run trains only on its other training pairs, "
+            "and its validation pairs count neither in nor out"
         )
     if not config.validates:
         return what + "; every epoch trained (no early stopping, no validation pairs)"
     return what + (
         f"; early stopping with patience {config.patience} on the validation loss of "
-        f"validation pairs, {config.val_fraction:g} of each run's training groups (never its "
-        "held-out groups), keeping the best epoch's weights; a run takes gradients only "
-        "on its other training pairs, and its validation pairs count neither in nor out"
+        f"validation pairs from {share}, never from its held-out groups, keeping the best "
+        "epoch's weights; a run takes gradients only on its other training pairs, and its "
+        "validation pairs count neither in nor out"
     )
+
+
+def validation_count(fraction: float, n_train: int) -> int:
+    """Validation groups of a run with ``n_train`` training groups (``carve_validation``):
+    ``round(fraction * n_train)``, at least 1 when ``fraction > 0``, always leaving 1 to
+    train on."""
+    if fraction <= 0:
+        return 0
+    return max(0, min(n_train - 1, max(1, int(round(fraction * n_train)))))
+
+
+def planned_validation(
+    n_groups: int, *, kind: str, folds: int, fraction: float
+) -> list[tuple[int, int]]:
+    """(validation groups, training groups) of the runs of one repeat of a plan over
+    ``n_groups`` groups: ``make_plan`` splits the groups into near-equal parts (K folds, or
+    two halves) and ``carve_validation`` takes whole groups from each run's training part."""
+    k = folds if kind == "kfold" else 2
+    held = [len(part) for part in np.array_split(np.arange(n_groups), k)]
+    return [(validation_count(fraction, n_groups - n_out), n_groups - n_out) for n_out in held]
+
+
+def plan_validation(plan: pd.DataFrame) -> list[tuple[int, int]] | None:
+    """(validation groups, training groups with them) of each run of a plan as written to
+    plan.parquet; None when the plan has no ``validation`` column."""
+    if plan is None or not {"run", "in_train", "validation"} <= set(plan.columns):
+        return None
+    val = plan["validation"].to_numpy(bool)
+    train = plan["in_train"].to_numpy(bool) | val
+    runs = plan["run"].to_numpy()
+    return [(int(val[runs == r].sum()), int(train[runs == r].sum()))
+            for r in np.unique(runs)]  # fmt: skip
+
+
+def _span(values: Sequence[int]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+
+
+def validation_words(fraction: float, counts: Sequence[tuple[int, int]] | None = None) -> str:
+    """Which of a run's training groups are its validation groups, in words.
+
+    Parameters
+    ----------
+    fraction : float
+        ``val_fraction``, the share asked for.
+    counts : sequence of (int, int), optional
+        Per run, its validation groups and its training groups (validation included), from
+        :func:`plan_validation` or :func:`planned_validation`.
+
+    Returns
+    -------
+    str
+        ``"1 of each run's 3 training groups (share 0.2, whole groups)"``, with ranges when
+        runs differ; without ``counts``, the share with its rounding rule.
+
+    Examples
+    --------
+    >>> validation_words(0.2, [(1, 3)] * 4)
+    "1 of each run's 3 training groups (share 0.2, whole groups)"
+    >>> validation_words(0.2)
+    "a 0.2 share of each run's training groups, rounded to whole groups (at least 1)"
+    """
+    if not counts:
+        return (f"a {fraction:g} share of each run's training groups, rounded to whole groups "
+                "(at least 1)")  # fmt: skip
+    val, train = [c[0] for c in counts], [c[1] for c in counts]
+    text = (f"{_span(val)} of each run's {_span(train)} training groups (share {fraction:g}, "
+            "whole groups)")  # fmt: skip
+    without = sum(1 for v in val if v == 0)
+    if without and without < len(val):
+        text += f"; {without} of {len(val)} runs had none (one training group)"
+    return text

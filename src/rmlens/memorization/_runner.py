@@ -99,7 +99,9 @@ def audit(
     bias : DataFrame of shape (n_pairs, k), optional
         Shortcut feature differences phi(chosen) - phi(rejected) that the ``poe`` and
         ``reweight`` objectives need: ``rmlens.attribution.bias_features(pairs,
-        config.head.bias_features)`` (``config.train`` in finetune mode).
+        config.head.bias_features)`` (``config.train`` in finetune mode). One row per given
+        pair, as is a given trainer's own ``bias``: the rows of pairs ``dedupe`` drops
+        are dropped from both.
     quiet : bool, default=False
         No progress bars or status lines.
     **overrides
@@ -108,13 +110,15 @@ def audit(
     Returns
     -------
     The memorization table: ``id, tm, tg, cm, n_in, n_out`` and intervals, ``group``,
-    ``category`` and every pair column. Runs that failed for good are left out (see
-    ``summary.json``), unless the failure looks systematic.
+    ``category`` and every pair column, one row per audited pair (``dedupe`` pairs drops
+    repeated ones; ``dedupe`` texts gives ``group`` the joined groups). Runs that failed
+    for good are left out (see ``summary.json``), unless the failure looks systematic.
 
     Raises
     ------
     InputError
-        Bad data or configuration, a full disk or an unwritable ``out``, Ray missing.
+        Bad data or configuration, a full disk or an unwritable ``out``, Ray missing, a
+        ``dedupe`` that leaves fewer than 2 groups.
     Exception
         A run's own error when ``config.abort_after`` runs failed in a row or every run
         failed.
@@ -133,8 +137,14 @@ def audit(
         config, group_share(grouping.groups, config, grouping.folds)
     )
     record = make_record(pairs, config, grouping, estimator, estimator_note)
+    pairs, bias = grouping.audited(pairs), _rows(bias, grouping.kept)
+    if trainer is not None and getattr(trainer, "bias", None) is not None:
+        trainer.bias = _rows(trainer.bias, grouping.kept)  # built for the given pairs
     with output_errors(exp):
         saved = check_resume(exp, record)
+    for key in ("format", "truncation"):  # what the finished runs were tokenized with
+        if saved and key in saved:
+            record[key] = saved[key]
     n_runs = start_runs(config, saved, first, k)
     say_start(pairs, grouping.groups, grouping.note, estimator_note, warning, quiet)
     with ExitStack() as session:
@@ -149,6 +159,13 @@ def audit(
         table = finish(pairs, grouping.groups, config, exp, quiet=quiet)
     say_summary(exp.read_json("summary.json"))
     return table
+
+
+def _rows(bias, kept):
+    """The rows of ``bias`` (one per given pair) of the pairs ``dedupe`` kept."""
+    if bias is None or kept is None or kept.all() or len(bias) != len(kept):
+        return bias
+    return bias[kept].reset_index(drop=True) if hasattr(bias, "iloc") else bias[kept]
 
 
 def _checked(config: AuditConfig) -> AuditConfig:
@@ -172,6 +189,7 @@ def run_plan(exp: ExperimentDir, record: dict, grouping: Grouping, n_runs: int,
         member = membership_matrix(plan, groups, n_runs)
         val = membership_matrix(plan, groups, n_runs, "validation")
         check_training_pairs(executor.kept, member, val, pending, groups)
+        record.update(executor.tokenization())  # format and truncation, in config.json
     with output_errors(exp):
         write_plan(exp, record, plan, n_runs)
     if pending:

@@ -78,6 +78,30 @@ def snippet(text: Any, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
+# columns that hold counts: shown as integers when every value is whole, even when a missing
+# value or a Parquet writer made them float
+_COUNT_COLUMN = re.compile(r"(n|n_\w+|\w+_n|pairs|count|\w+_count|runs|members)")
+
+
+def whole_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its float count columns (``n``, ``n_in``, ``pairs``, ...) as integers
+    (missing values kept) when every value is whole; other columns as they are."""
+    out = frame
+    for column in frame.columns:
+        values = frame[column]
+        if not (_COUNT_COLUMN.fullmatch(str(column)) and pd.api.types.is_float_dtype(values)):
+            continue
+        finite = values.dropna().to_numpy(float)
+        if not np.isfinite(finite).all() or np.any(np.mod(finite, 1) != 0):
+            continue
+        if out is frame:
+            out = frame.copy()
+        out[column] = pd.Series(
+            [None if pd.isna(v) else int(v) for v in values], index=frame.index, dtype=object
+        )
+    return out
+
+
 def table(
     frame: pd.DataFrame,
     *,
@@ -93,6 +117,7 @@ def table(
     """
     headers = headers or {}
     cls = cell_classes or {}
+    frame = whole_counts(frame)
     td = [f'<td class="{esc(cls[str(c)])}">' if str(c) in cls else "<td>" for c in frame.columns]
     head = "".join(f"<th>{esc(headers.get(str(c), c))}</th>" for c in frame.columns)
     rows = []
@@ -125,6 +150,31 @@ def key_value_table(obj: Mapping[str, Any], *, max_rows: int = 200) -> str:
     frame = pd.DataFrame(rows, columns=["key", "value"])
     frame["value"] = [fmt(v, 4) for v in frame["value"]]
     return table(frame, classes="kv")
+
+
+def humanise(key: Any) -> str:
+    """A JSON key as words: underscores to spaces, a nested key's dots to colons."""
+    return str(key).replace("_", " ").replace(".", ": ")
+
+
+def readable_rows(obj: Mapping[str, Any], source: str) -> list[tuple[str, str]]:
+    """(label, value) rows of a JSON object that has no table of its own: scalars (nested
+    objects flattened) under :func:`humanise`, integers as integers; a list of scalars joined,
+    a list of objects only counted (``source`` names the file that holds them); never a
+    JSON dump."""
+    rows = []
+    for key, value in flatten(obj):
+        if isinstance(value, (list, tuple)):
+            if value and all(v is None or isinstance(v, (str, int, float)) for v in value):
+                rows.append((humanise(key), snippet(", ".join(fmt(v) for v in value), 300)))
+            elif value:
+                entries = "entry" if len(value) == 1 else "entries"
+                rows.append((humanise(key), f"{len(value):,} {entries} (in {source})"))
+        elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            rows.append((humanise(key), f"{int(value):,}" if abs(value) < 1e15 else fmt(value)))
+        elif value is None or isinstance(value, (str, int, float, bool, np.generic)):
+            rows.append((humanise(key), fmt(value, 4)))
+    return rows
 
 
 def card(label: str, value: str, note: str = "") -> str:

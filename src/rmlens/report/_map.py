@@ -71,7 +71,9 @@ def sample_points(mem: pd.DataFrame, *, max_points: int, top_k: int, seed: int) 
 def color_options(mem: pd.DataFrame, rows: np.ndarray) -> list[dict[str, Any]]:
     """Columns the map can be coloured by, with their values for the sampled rows."""
     skip = {"id", *TEXT_COLUMNS, "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"}
-    first = ["cm", "tm", "tg", "n_in", "n_out"]
+    # the scores, then whether another group judged the pair the other way (memorized
+    # because the groups disagree), then the rest
+    first = ["cm", "tm", "tg", "conflict", "n_in", "n_out"]
     order = first + [c for c in mem.columns if c not in first]
     options: list[dict[str, Any]] = []
     for column in order:
@@ -79,7 +81,7 @@ def color_options(mem: pd.DataFrame, rows: np.ndarray) -> list[dict[str, Any]]:
             break
         if column not in mem.columns or column in skip:
             continue
-        series = mem[column]
+        series = conflict_words(mem[column]) if column == "conflict" else mem[column]
         if pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series):
             options.append(_numeric_option(str(column), series.iloc[rows]))
             continue
@@ -99,6 +101,23 @@ def color_options(mem: pd.DataFrame, rows: np.ndarray) -> list[dict[str, Any]]:
         option = _numeric_option("length difference (chosen - rejected, chars)", pd.Series(diff))
         options.append(option)
     return options
+
+
+def conflict_words(values: pd.Series) -> pd.Series:
+    """The ``conflict`` column in words: ``judged the other way`` (another group judged the
+    pair's two responses the other way), ``no``, or missing."""
+    words = {True: "judged the other way", False: "no"}
+    return pd.Series([words.get(_truth(v)) for v in values], index=values.index, dtype=object)
+
+
+def _truth(value: Any) -> bool | None:
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1):
+        return bool(value)
+    return None
 
 
 def _numeric_option(name: str, values: pd.Series) -> dict[str, Any]:
@@ -148,15 +167,21 @@ def pair_records(
         cut[column] = [i for i, t in enumerate(full) if len(t) > text_cap]
     out["text"] = texts
     out["cut"] = cut
+    if "conflict" in part.columns:  # the hover says so: memorized because groups disagree
+        out["conflict"] = [_truth(v) for v in part["conflict"]]
     meta_columns = _meta_columns(part)
     out["meta_columns"] = [str(c) for c in meta_columns]
-    out["meta"] = [[_meta_text(v, meta_cap) for v in part[c]] for c in meta_columns]
+    shown = {c: conflict_words(part[c]) if c == "conflict" else part[c] for c in meta_columns}
+    out["meta"] = [[_meta_text(v, meta_cap) for v in shown[c]] for c in meta_columns]
     return out
 
 
 def _meta_columns(part: pd.DataFrame) -> list[Any]:
+    """The pair's other columns for the details panel: ``conflict`` first, then in order."""
     skip = {*ESTIMATE_COLUMNS, *TEXT_COLUMNS, "id"}
-    return [c for c in part.columns if c not in skip][:_MAX_META_COLUMNS]
+    rest = [c for c in part.columns if c not in skip]
+    first = [c for c in ("conflict",) if c in rest]
+    return (first + [c for c in rest if c not in first])[:_MAX_META_COLUMNS]
 
 
 def _meta_text(value: Any, cap: int) -> str | None:

@@ -269,10 +269,31 @@ def _read_runs(root: Path, exp: _Experiment) -> pd.DataFrame | None:
         return None
     runs = pd.DataFrame.from_records(records)
     numeric = runs.drop(columns=["run"]).select_dtypes("number")
+    whole = [c for c in numeric.columns if _whole(numeric[c])]
     if len(runs) > 1 and not numeric.empty:
-        mean = pd.DataFrame([{"run": "mean", **numeric.mean().to_dict()}])
-        runs = pd.concat([mean, runs.astype({"run": object})], ignore_index=True)
+        mean = {"run": "mean", **numeric.mean().to_dict()}
+        for column in whole:  # a mean count stays an integer only when it is one
+            value = mean[column]
+            mean[column] = int(value) if np.isfinite(value) and float(value).is_integer() else value
+        runs = pd.concat(
+            [pd.DataFrame([mean], dtype=object), runs.astype(object)], ignore_index=True
+        )
+    for column in whole:  # counts stay integers per run (a missing one stays missing)
+        values = [v if pd.isna(v) or not float(v).is_integer() else int(v) for v in runs[column]]
+        runs[column] = pd.Series(values, index=runs.index, dtype=object)
     return runs
+
+
+def _whole(column: pd.Series) -> bool:
+    """Whether a numeric column of the runs' manifests holds integers: an integer dtype, or
+    floats that are all whole (an int entry that some run lacks reads as float; a grid value
+    such as lambda 100.0 reads better as 100)."""
+    values = column.dropna()
+    if values.empty or pd.api.types.is_bool_dtype(column):
+        return False
+    if pd.api.types.is_integer_dtype(column):
+        return True
+    return bool(np.all(np.mod(values.to_numpy(float), 1) == 0))
 
 
 def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_cap: int) -> str:
@@ -288,7 +309,7 @@ def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_c
         "colors": color_options(mem, rows),
     }
     sections = [
-        sec.quality_section(exp.summary),
+        sec.quality_section(exp.summary, exp.plan),
         sec.summary_section(mem, exp.config, exp.plan, exp.summary),
         _map_section(exp, rows, map_data),
         sec.pair_table_section(

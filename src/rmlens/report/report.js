@@ -45,6 +45,7 @@
     for (var i = 0; i < pts.n; i++) {
       hover[i] = "<b>" + escPlotly(oneLine(pts.id[i], 40)) + "</b><br>CM " + fmt(pts.cm[i]) +
         " \u00b7 TM " + fmt(pts.tm[i]) + " \u00b7 TG " + fmt(pts.tg[i]) +
+        (pts.conflict && pts.conflict[i] ? "<br>conflict: another group judged it the other way" : "") +
         (pts.text.prompt ? "<br>" + escPlotly(oneLine(pts.text.prompt[i], 70)) : "");
     }
     trace.hovertext = hover;

@@ -26,6 +26,7 @@ __all__, __getattr__, __dir__ = attach(
         "_tuned": ["TunedRM"],
         "_ensemble": ["EnsembleRM"],
         "_load": ["RM_PRESETS", "load_rm"],
+        "_export": ["export_rm"],
         "losses": [
             "OBJECTIVES",
             "Objective",

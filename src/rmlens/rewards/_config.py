@@ -16,6 +16,15 @@ from rmlens._params import (
     non_negative_int,
     positive,
 )
+from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
+
+SCORE_FORMAT_HELP = (
+    "How the RM tokenizes a prompt and response: auto keeps its own (an rmlens RM: the "
+    "format it was trained with; a Hugging Face classifier: its config's rmlens_format, else "
+    "chat when its tokenizer has a template, else raw for causal LMs and pair for encoders); "
+    "chat (the chat template), raw (prompt + response + EOS, as TRL's text path) or pair "
+    "score in that format instead. The resolved one is recorded with the output."
+)
 
 MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
 
@@ -116,11 +125,13 @@ class ScoreConfig(Config):
     trust_remote_code: bool = field(
         default=False, metadata={"help": "Run a hub classifier's own code (only models you trust)."}
     )
+    format: str = format_field(SCORE_FORMAT_HELP)
 
     _constraints = {
         "device": DEVICES,
         "score_index": (non_negative_int, "an int >= 0"),
         "trust_remote_code": (True, False),
+        "format": FORMAT_CONSTRAINT,
     }
 
 
@@ -135,3 +146,13 @@ def resolve_device(name: str) -> str:
     if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
         return "mps"
     return "cpu"
+
+
+@dataclass
+class ExportConfig(Config):
+    """What ``export`` writes out of an RM folder or an audit (``rmlens export``)."""
+
+    run: str | None = field(
+        default=None,
+        metadata={"help": "For an audit or an ensemble: the run (member) to export, e.g. 000."},
+    )

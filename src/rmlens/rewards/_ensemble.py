@@ -84,6 +84,17 @@ class EnsembleRM(RewardModel):
     def __len__(self) -> int:
         return len(self.members)
 
+    @property
+    def format(self) -> str | None:
+        """The members' format (chat, raw or pair); ``"mixed"`` when they differ."""
+        found = {getattr(m, "format", None) for m in self.members}
+        return found.pop() if len(found) == 1 else "mixed"
+
+    @property
+    def encoding(self) -> tuple[Any, int, str] | None:
+        """The first member's tokenization (``truncation`` counts what it cuts)."""
+        return getattr(self.members[0], "encoding", None)
+
     def score_members(
         self, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True
     ) -> np.ndarray:
@@ -292,13 +303,14 @@ class EnsembleRM(RewardModel):
 
 
 def _head_stack(rm: Any):
-    """(backbone, heads, cache_dir) when ``rm`` is explicit heads on one backbone, else None."""
+    """(backbone, heads, cache_dir, format) when ``rm`` is explicit heads on one backbone and
+    format, else None."""
     if isinstance(rm, ExplicitHeadRM):
-        return rm.backbone, [rm.head], rm.cache_dir
+        return rm.backbone, [rm.head], rm.cache_dir, rm.format
     if isinstance(rm, EnsembleRM) and all(isinstance(m, ExplicitHeadRM) for m in rm.members):
         first = rm.members[0]
-        if all(m.backbone is first.backbone for m in rm.members):
-            return first.backbone, [m.head for m in rm.members], first.cache_dir
+        if all(m.backbone is first.backbone and m.format == first.format for m in rm.members):
+            return first.backbone, [m.head for m in rm.members], first.cache_dir, first.format
     return None
 
 
@@ -318,13 +330,14 @@ def member_scores(
     """
     stack = _head_stack(rm)
     if stack is not None:
-        backbone, heads, cache_dir = stack
-        key = (backbone.identity, backbone.pooling, backbone.max_length)
+        backbone, heads, cache_dir, fmt = stack
+        key = (backbone.identity, backbone.pooling, backbone.max_length, fmt)
         features = {} if features is None else features
         if key not in features:
-            seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length)
+            seqs = [encode_pair_text(backbone.tokenizer, p, r, backbone.max_length, format=fmt)
                     for p, r in zip(prompts, responses)]  # fmt: skip
-            features[key] = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet)[0]
+            features[key] = encode_texts(backbone, seqs, cache_dir=cache_dir, quiet=quiet,
+                                         format=fmt)[0]  # fmt: skip
         x = features[key]
         return np.stack([h.score_features(x) for h in heads]).astype(float)
     rows = [np.asarray(m.score(list(prompts), list(responses)), dtype=float) for m in _members(rm)]
@@ -341,8 +354,8 @@ def member_pair_scores(
     """
     stack = _head_stack(rm)
     if stack is not None:
-        backbone, heads, cache_dir = stack
-        f = featurize(backbone, pairs, cache_dir=cache_dir, quiet=quiet)
+        backbone, heads, cache_dir, fmt = stack
+        f = featurize(backbone, pairs, cache_dir=cache_dir, quiet=quiet, format=fmt)
         rc = np.stack([h.score_features(f.chosen) for h in heads]).astype(float)
         rr = np.stack([h.score_features(f.rejected) for h in heads]).astype(float)
         return rc, rr, np.asarray(f.kept, dtype=bool)
@@ -366,3 +379,48 @@ def _per_member(name: str, ids, n_members: int) -> list[set[str]] | None:
         raise ValueError(f"The '{name}' parameter of EnsembleRM must have one set per member "
                          f"({n_members}). Got {len(sets)}.")
     return sets
+
+
+def use_format(rm: Any, format: str | None) -> Any:
+    """Score ``rm`` (and every member of an ensemble) in ``format``; returns ``rm``.
+
+    ``auto`` (or None) keeps each RM's own format: the one an rmlens RM was trained with,
+    a sequence classifier's ``rmlens_format``, else what its tokenizer resolves auto to.
+    ``chat``, ``raw`` or ``pair`` replace it (chat needs a chat template), with a warning
+    when an rmlens RM was trained on another format.
+
+    Raises
+    ------
+    InputError
+        For an RM that scores texts its own way (no tokenizer to format for), or chat
+        without a chat template.
+    """
+    import warnings
+
+    from rmlens._errors import InputError, RmlensWarning
+    from rmlens.backbones._formats import resolve_format
+    from rmlens.rewards._saved import SequenceClassifierRM, _classifier_kind
+    from rmlens.rewards._tuned import TunedRM
+
+    if format in (None, "auto"):
+        return rm
+    leaves, trained = list(_members(rm)), set()
+    while any(isinstance(m, EnsembleRM) for m in leaves):
+        leaves = [x for m in leaves for x in (m.members if isinstance(m, EnsembleRM) else [m])]
+    for member in leaves:
+        if isinstance(member, (ExplicitHeadRM, TunedRM)):
+            tokenizer, kind, was = member.backbone.tokenizer, member.backbone.kind, member.format
+        elif isinstance(member, SequenceClassifierRM):
+            tokenizer, kind = member.tokenizer, _classifier_kind(member.model.config)
+            was = getattr(member.model.config, "rmlens_format", None)
+        else:
+            raise InputError(f"`format` {format}: a {type(member).__name__} scores texts its "
+                             "own way; leave `format` at auto")  # fmt: skip
+        member.format = resolve_format(format, tokenizer, kind)
+        if was is not None and was != member.format:
+            trained.add(was)
+    if trained:
+        warnings.warn(f"`format` {format}: the RM was trained on {' and '.join(sorted(trained))}"
+                      "-formatted text; its rewards of other text may not mean what they did",
+                      RmlensWarning, stacklevel=2)  # fmt: skip
+    return rm

@@ -87,8 +87,9 @@ def reference_logps(net: ImplicitNet, examples: list[Example], rt, batch_size: i
 def examples_of(
     data: pd.DataFrame, bb: Backbone, cfg, implicit: bool
 ) -> tuple[list[Example], np.ndarray]:
-    """One tokenized example per pair (or ranking) of ``data``, and the usable-pair mask."""
-    tok, limit = bb.tokenizer, bb.max_length
+    """One tokenized example per pair (or ranking) of ``data``, in the backbone's format,
+    and the usable-pair mask."""
+    tok, limit, fmt = bb.tokenizer, bb.max_length, bb.format
     if "responses" in data:
         if cfg.loss != "plackett-luce":
             raise InputError(
@@ -99,7 +100,8 @@ def examples_of(
         for prompt, responses, scores in zip(data.prompt, data.responses, data.scores):
             order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
             ranked = [responses[i] for i in order]
-            examples.append(make_example(tok, prompt, ranked, limit, with_response=implicit))
+            examples.append(make_example(tok, prompt, ranked, limit, with_response=implicit,
+                                         format=fmt))  # fmt: skip
     else:
         margins = (
             data["margin"].fillna(0.0).to_numpy(float)
@@ -107,11 +109,19 @@ def examples_of(
             else np.zeros(len(data))
         )
         examples = [
-            make_example(tok, p, [c, r], limit, m, with_response=implicit)
+            make_example(tok, p, [c, r], limit, m, with_response=implicit, format=fmt)
             for p, c, r, m in zip(data.prompt, data.chosen, data.rejected, margins)
         ]
     kept = np.array([len(ex.seqs) >= 2 and ex.distinct for ex in examples], dtype=bool)
     return examples, kept
+
+
+def examples_truncation(examples: list[Example], max_length: int) -> dict:
+    """What truncation cut from tokenized examples (``truncation_summary``; a ranking
+    counts as cut when any of its responses was)."""
+    from rmlens.backbones._formats import truncation_of
+
+    return truncation_of(max_length, [ex.lengths or [len(s) for s in ex.seqs] for ex in examples])
 
 
 def extras_at(objective: str, dphi, groups, index: np.ndarray) -> PairExtras | None:

@@ -37,15 +37,18 @@ class PerRun:
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
     ) -> np.ndarray:
         """Load the base model and tokenize every pair once; return the usable-pair mask.
+        Sets ``format_`` and ``truncation_`` (what ``max_length`` cut; the audit records it).
 
         ``groups``: (n_pairs,) labels whose removal or addition each run's paired
         counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
         (no exact refit exists for a fine-tuned RM).
         """
-        from rmlens.rewards._finetune_parts import guide_features
+        from rmlens.rewards._finetune_parts import examples_truncation, guide_features
 
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
+        self.format_ = self.base_.format
+        self.truncation_ = examples_truncation(self.examples_, self.base_.max_length)
         self.bias_, self.groups_ = objective_inputs(self.config_, pairs, self.bias)
         self.guide_features_ = guide_features(self, pairs)  # before any run: the base weights
         self.pair_margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None

@@ -110,12 +110,34 @@ def _load(spec: str | Path, options: dict) -> RewardModel:
         return LOADERS[config["kind"]](folder, config, **options)
     if ExperimentDir(folder).is_experiment:
         return _load_experiment(folder, options)
+    half = _half_rm(folder)
+    if half:
+        raise InputError(f"{text}: {half}")
     if folder.is_dir() and not (folder / "config.json").is_file():
         raise InputError(f"{text}: expected {RM_CONFIG}, an experiment directory (config.json "
                          "and runs/) or a model's config.json in this folder, found neither")
     if not folder.exists() and not _HUB_ID.match(text):
         raise InputError(f"{text}: no such file or folder (nor an RM preset or a hub id)")
     return _load_sequence_classifier(text, **options)
+
+
+def _half_rm(folder: Path) -> str | None:
+    """What is wrong with a folder that is part of an rmlens RM (its LoRA adapter, its
+    fine-tuned body, a head without ``rm_config.json``), and what to pass instead; None for
+    any other folder. Loaded by transformers, an adapter would get a random score head."""
+    parent = folder.expanduser().resolve().parent
+    whole = (parent / RM_CONFIG).is_file()
+    if (folder / "adapter_config.json").is_file() or (whole and folder.name == "model"):
+        part = "a LoRA adapter" if (folder / "adapter_config.json").is_file() else "the body"
+        if whole:
+            return (f"{part} of the rmlens RM in {parent}, without its head: pass its parent "
+                    f"folder {parent} (or `rmlens export {parent} --out DIR` for a standard "
+                    "Hugging Face model)")
+        return f"{part} (a PEFT adapter), not a reward model: pass the RM folder it came from"
+    if (folder / "head.safetensors").is_file() or (folder / "head_config.json").is_file():
+        return (f"a reward head without its {RM_CONFIG} (which names the backbone): pass the "
+                "RM folder it came from, or write one with rmlens.rewards.save_head_rm")
+    return None
 
 
 def read_rm_config(folder: Path) -> dict:
@@ -137,6 +159,7 @@ def _load_explicit(
     backbones: dict | None = None, trust_remote_code: bool = False, **_: Any,
 ) -> ExplicitHeadRM:  # fmt: skip
     from rmlens.backbones import load_backbone
+    from rmlens.backbones._presets import check_base
     from rmlens.rewards._saved import read_head
 
     if "backbone" not in config:
@@ -145,6 +168,7 @@ def _load_explicit(
     if pooling not in (None, "last", "mean"):
         raise InputError(f"{path / RM_CONFIG}: field 'pooling' must be 'last' or 'mean', "
                          f"got {pooling!r}")
+    check_base(config["backbone"], str(path / RM_CONFIG))
     backbones = {} if backbones is None else backbones
     key = (config["backbone"], config.get("max_length"), pooling, device)
     if key not in backbones:
@@ -275,8 +299,10 @@ def _load_sequence_classifier(
         raise InputError(f"{spec}: not a loadable sequence-classification model ({err})") from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    offset = float(getattr(config, "rmlens_reward_offset", 0.0) or 0.0)  # an rmlens export's
     try:
-        return SequenceClassifierRM(model.eval().to(device), tokenizer, index=score_index)
+        return SequenceClassifierRM(model.eval().to(device), tokenizer, index=score_index,
+                                    offset=offset)
     except ValueError as err:
         raise InputError(f"{spec} with score index {score_index}: {err}") from err
 

@@ -14,7 +14,7 @@ from transformers.utils import logging as hf_logging
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, load_backbone, resolve_model
 from rmlens.backbones._featurize import pool
-from rmlens.backbones._load import is_causal, model_identity, model_limit
+from rmlens.backbones._load import default_max_length, is_causal, model_identity
 from rmlens.backbones._presets import unloadable
 from rmlens.rewards._packing import Batch
 
@@ -119,9 +119,12 @@ def load_trainable(net: nn.Module, state: dict[str, torch.Tensor]) -> None:
 
 
 def load_causal_lm(
-    model: str, *, max_length: int | None = None, trust_remote_code: bool = False
+    model: str, *, max_length: int | None = None, trust_remote_code: bool = False,
+    format: str = "auto",
 ) -> Backbone:
-    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed)."""
+    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed);
+    ``max_length`` defaults to the model's limit, ``format`` auto to chat when the tokenizer
+    has a template, else raw."""
     source, preset = resolve_model(model)
     hf_logging.disable_progress_bar()
     needs = "an implicit RM needs a causal LM (a preset, local directory or hub id that " \
@@ -141,8 +144,7 @@ def load_causal_lm(
         raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
-    default = preset.max_length if preset else min(tokenizer.model_max_length, 512)
-    limit = max_length or min(default, model_limit(lm.config) or default)  # a set one: clamped
+    limit = max_length or default_max_length(lm.config, tokenizer)  # a set one: clamped
     tokenizer.model_max_length = 1 << 30
     return Backbone(
         name=model,
@@ -152,11 +154,12 @@ def load_causal_lm(
         kind="causal",
         pooling="last",
         max_length=int(limit),
+        format=format,
     )
 
 
 def load_base(config: TrainConfig) -> Backbone:
     """The backbone a config trains: ``AutoModel`` (explicit) or a causal LM (implicit)."""
     if config.rm == "implicit":
-        return load_causal_lm(config.model, max_length=config.max_length)
-    return load_backbone(config.model, max_length=config.max_length)
+        return load_causal_lm(config.model, max_length=config.max_length, format=config.format)
+    return load_backbone(config.model, max_length=config.max_length, format=config.format)

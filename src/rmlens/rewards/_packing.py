@@ -1,8 +1,11 @@
 """Tokenized examples (one prompt, K responses) and batches that encode the prompt once.
 
-Every sequence is tokenized by ``encode_pair_text``, the one tokenization of rmlens. The K
-sequences of an example share their first P tokens (the templated prompt: their common
-prefix). For a causal LM one packed row holds that prefix once, then each response tail::
+Every sequence is tokenized by ``encode_pair``, the one tokenization of rmlens, in the
+model's format (chat, raw or pair), each from its full text. The K sequences of an example
+share their first P tokens (their common prefix: the templated prompt, or in raw mode the
+prompt's tokens up to where a merge across the prompt/response boundary differs), so
+packing never changes a sequence's ids. For a causal LM one packed row holds that prefix
+once, then each response tail::
 
     tokens     p_0 .. p_{P-1} | c_P .. c_{n-1} | r_P .. r_{m-1}
     positions  0   ..  P-1    | P   ..  n-1    | P   ..  m-1
@@ -20,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones._tokenize import encode_pair
 from rmlens.backbones._tokenize import prompt_messages as _prompt_messages
 from rmlens.data._schema import to_text
 
@@ -44,6 +47,8 @@ class Example:
         Preference strength of a pair (Bradley-Terry with margin).
     ref : list of K float, optional
         Summed response log-probs under the reference model (implicit RMs).
+    lengths : list of K int, optional
+        Each sequence's length before truncation.
     """
 
     seqs: list[list[int]]
@@ -51,6 +56,7 @@ class Example:
     shared: int
     margin: float = 0.0
     ref: list[float] | None = field(default=None, repr=False)
+    lengths: list[int] | None = field(default=None, repr=False)
 
     @property
     def packed_length(self) -> int:
@@ -70,12 +76,15 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return i
 
 
-def _chat_response_mask(
-    tokenizer, prompt: Any, response: Any, ids: list[int], max_length: int, prefix: list[int]
-) -> list[bool]:
+def _prefix_response_mask(
+    tokenizer, prompt: Any, response: Any, ids: list[int], max_length: int, prefix: list[int],
+    fmt: str,
+) -> list[bool]:  # fmt: skip
+    # the response: what follows the tokens shared with the prompt alone (chat, raw)
     full = (
-        ids if len(ids) < max_length else encode_pair_text(tokenizer, prompt, response, _UNBOUNDED)
-    )
+        ids if len(ids) < max_length
+        else encode_pair(tokenizer, prompt, response, _UNBOUNDED, format=fmt)[0]
+    )  # fmt: skip
     n = min(len(full) - _common_prefix(full, prefix), len(ids) - 1)
     return [False] * (len(ids) - n) + [True] * n
 
@@ -83,7 +92,7 @@ def _chat_response_mask(
 def _pair_response_mask(
     tokenizer, prompt: Any, response: Any, ids: list[int], max_length: int
 ) -> list[bool]:
-    # The kept positions of encode_pair_text's pair encoding, to know which are the response.
+    # The kept positions of encode_pair's pair encoding, to know which are the response.
     separator = "" if tokenizer.sep_token else "\n\n"
     enc = tokenizer(to_text(prompt), separator + to_text(response), add_special_tokens=True)
     owner = enc.sequence_ids()
@@ -94,7 +103,7 @@ def _pair_response_mask(
     question = question[len(question) - budget :] if budget > 0 else []
     kept = sorted(special + answer + question)
     if [enc["input_ids"][i] for i in kept] != ids:
-        raise RuntimeError("response mask out of step with encode_pair_text")
+        raise RuntimeError("response mask out of step with encode_pair")
     return [False] + [owner[i] == 1 for i in kept[1:]]
 
 
@@ -106,21 +115,29 @@ def make_example(
     margin: float = 0.0,
     *,
     with_response: bool = True,
+    format: str | None = None,
 ) -> Example:
     """Tokenize a prompt with K responses (best first) into an :class:`Example`.
 
     ``with_response=False`` skips the response masks (explicit RMs do not use them).
+    ``format``: chat, raw or pair (``rmlens.backbones._tokenize``); None: the chat template
+    when there is one, else the pair encoding.
     """
-    seqs = [encode_pair_text(tokenizer, prompt, r, max_length) for r in responses]
+    fmt = format or ("chat" if getattr(tokenizer, "chat_template", None) else "pair")
+    encoded = [encode_pair(tokenizer, prompt, r, max_length, format=fmt) for r in responses]
+    seqs, lengths = [e[0] for e in encoded], [e[1] for e in encoded]
     if not with_response:
         masks = [[False] * len(s) for s in seqs]
-    elif getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(
-            _prompt_messages(prompt), tokenize=False, add_generation_prompt=True
-        )
-        prefix = tokenizer(text, add_special_tokens=False)["input_ids"]
+    elif fmt in ("chat", "raw"):
+        if fmt == "chat":
+            text = tokenizer.apply_chat_template(
+                _prompt_messages(prompt), tokenize=False, add_generation_prompt=True
+            )
+            prefix = tokenizer(text, add_special_tokens=False)["input_ids"]
+        else:
+            prefix = tokenizer(to_text(prompt))["input_ids"]
         masks = [
-            _chat_response_mask(tokenizer, prompt, r, s, max_length, prefix)
+            _prefix_response_mask(tokenizer, prompt, r, s, max_length, prefix, fmt)
             for r, s in zip(responses, seqs)
         ]
     else:
@@ -131,7 +148,7 @@ def make_example(
     shared = min(len(s) for s in seqs) - 1
     for s in seqs[1:]:
         shared = min(shared, _common_prefix(seqs[0], s))
-    return Example(seqs, masks, max(shared, 0), float(margin))
+    return Example(seqs, masks, max(shared, 0), float(margin), lengths=lengths)
 
 
 @dataclass

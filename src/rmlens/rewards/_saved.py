@@ -22,7 +22,9 @@ from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones import Backbone, featurize
 from rmlens.backbones._featurize import collate, encode_ids
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones._formats import resolve_format
+from rmlens.backbones._presets import portable_name
+from rmlens.backbones._tokenize import encode_pair_text, pairs_truncation
 from rmlens.rewards._head import HeadRM
 
 RM_CONFIG = "rm_config.json"
@@ -43,9 +45,29 @@ class RewardModel:
         answer faster (one featurization, shared prompts).
     ``kind``
         The ``rm_config.json`` kind it is saved as.
+    ``format``
+        How it tokenizes a (prompt, response): ``chat``, ``raw`` or ``pair``
+        (``rmlens.backbones._tokenize``), None where it scores texts its own way.
+    ``truncation(pairs)``
+        What its ``max_length`` cuts from a pair table (None where unknown).
     """
 
     kind = ""
+    format: str | None = None
+
+    @property
+    def encoding(self) -> tuple[Any, int, str] | None:
+        """(tokenizer, max_length, format) it tokenizes with; None for an RM that scores
+        texts its own way."""
+        return None
+
+    def truncation(self, pairs: pd.DataFrame) -> dict | None:
+        """What truncation to its ``max_length`` cuts from ``pairs`` when this RM scores
+        them (``rmlens.backbones._formats.truncation_summary``); None when unknown."""
+        if self.encoding is None:
+            return None
+        tokenizer, max_length, fmt = self.encoding
+        return pairs_truncation(tokenizer, pairs, max_length, format=fmt)
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
         """Rewards of (prompt, response) pairs.
@@ -89,12 +111,22 @@ class ExplicitHeadRM(RewardModel):
         The fitted head on the backbone's pooled features.
     cache_dir : path, optional
         Embedding cache that :meth:`score_pairs` reads and fills.
+    format : {"chat", "raw", "pair"}, optional
+        The format its head was trained on (``rm_config.json``'s ``format``); default the
+        head's own record (``read_head``), else the backbone's.
     """
 
     kind = "explicit_head"
 
-    def __init__(self, backbone: Backbone, head: HeadRM, *, cache_dir=None):
+    def __init__(self, backbone: Backbone, head: HeadRM, *, cache_dir=None,
+                 format: str | None = None):  # fmt: skip
         self.backbone, self.head, self.cache_dir = backbone, head, cache_dir
+        fmt = format or getattr(head, "format_", None) or backbone.format
+        self.format = resolve_format(fmt, backbone.tokenizer, backbone.kind)
+
+    @property
+    def encoding(self) -> tuple[Any, int, str]:
+        return self.backbone.tokenizer, self.backbone.max_length, self.format
 
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
         """Rewards (n,) of (prompt, response) pairs.
@@ -110,8 +142,8 @@ class ExplicitHeadRM(RewardModel):
             The head's rewards of the pairs' features.
         """
         bb = self.backbone
-        seqs = [encode_pair_text(bb.tokenizer, p, r, bb.max_length) for p, r in
-                zip(prompts, responses)]
+        seqs = [encode_pair_text(bb.tokenizer, p, r, bb.max_length, format=self.format)
+                for p, r in zip(prompts, responses)]  # fmt: skip
         return self.head.score_features(encode_ids(bb, seqs, quiet=True))
 
     def score_pairs(self, pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -127,12 +159,13 @@ class ExplicitHeadRM(RewardModel):
         r_chosen, r_rejected : ndarray of shape (n_pairs,)
             The rewards of the chosen and of the rejected responses.
         """
-        f = featurize(self.backbone, pairs, cache_dir=self.cache_dir, quiet=True)
+        f = featurize(self.backbone, pairs, cache_dir=self.cache_dir, quiet=True,
+                      format=self.format)  # fmt: skip
         return self.head.score_features(f.chosen), self.head.score_features(f.rejected)
 
     def save(self, path: str | Path) -> Path:
-        """Write the head and ``rm_config.json`` (backbone name, pooling, max_length) into
-        the folder ``path``, which :func:`~rmlens.load_rm` reads back.
+        """Write the head and ``rm_config.json`` (backbone name, pooling, max_length,
+        format) into the folder ``path``, which :func:`~rmlens.load_rm` reads back.
 
         Parameters
         ----------
@@ -147,8 +180,9 @@ class ExplicitHeadRM(RewardModel):
         path = Path(path)
         self.head.save(path)
         bb = self.backbone
-        write_json({"kind": self.kind, "backbone": bb.name, "pooling": bb.pooling,
-                    "max_length": bb.max_length, "identity": bb.identity}, path / RM_CONFIG)
+        write_json({"kind": self.kind, "backbone": portable_name(bb.name), "pooling": bb.pooling,
+                    "max_length": bb.max_length, "format": self.format,
+                    "identity": bb.identity}, path / RM_CONFIG)  # fmt: skip
         return path
 
 
@@ -165,26 +199,50 @@ class SequenceClassifierRM(RewardModel):
         Its tokenizer.
     index : int, default=0
         Which logit is the reward (a ValueError when the model has no such logit).
-    max_length : int, default=2048
-        Tokens kept of each (prompt, response) text.
+    max_length : int, optional
+        Tokens kept of each (prompt, response) text: default the ``rmlens_max_length`` an
+        rmlens export records, else the model's limit.
     batch_size : int, default=8
         Texts per forward pass.
+    format : {"auto", "chat", "raw", "pair"}, default="auto"
+        How a (prompt, response) becomes tokens; auto: the ``rmlens_format`` an rmlens
+        export records in ``config.json``, else chat when the tokenizer has a template, else
+        raw (a causal LM) or pair (an encoder). Train with TRL on conversations: chat; on
+        text: raw.
+    offset : float, default=0.0
+        Added to every reward: an rmlens export's ``rmlens_reward_offset``, the part of the
+        reward its ``score`` layer (no bias) cannot hold.
     """
 
     kind = "sequence_classification"
 
-    def __init__(self, model, tokenizer, *, index: int = 0, max_length: int = 2048,
-                 batch_size: int = 8):
+    def __init__(self, model, tokenizer, *, index: int = 0, max_length: int | None = None,
+                 batch_size: int = 8, offset: float = 0.0, format: str = "auto"):
         n_labels = int(getattr(model.config, "num_labels", 1))
         if not 0 <= index < n_labels:
             raise ValueError(f"score index {index} is outside the model's {n_labels} logits")
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.index, self.max_length, self.batch_size = index, max_length, batch_size
+        config = model.config
+        if max_length is None:
+            from rmlens.backbones._load import default_max_length
+
+            max_length = getattr(config, "rmlens_max_length", None) or default_max_length(
+                config, tokenizer
+            )
+        self.index, self.max_length, self.batch_size = index, int(max_length), batch_size
+        if format in (None, "auto"):
+            format = getattr(config, "rmlens_format", None) or "auto"
+        self.format = resolve_format(format, tokenizer, _classifier_kind(config))
+        self.offset = float(offset)
+
+    @property
+    def encoding(self) -> tuple[Any, int, str]:
+        return self.tokenizer, self.max_length, self.format
 
     @torch.inference_mode()
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        seqs = [encode_pair_text(self.tokenizer, p, r, self.max_length) for p, r in
-                zip(prompts, responses)]
+        seqs = [encode_pair_text(self.tokenizer, p, r, self.max_length, format=self.format)
+                for p, r in zip(prompts, responses)]  # fmt: skip
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         out = np.empty(len(seqs), dtype=np.float32)
         order = np.argsort([-len(s) for s in seqs], kind="stable")
@@ -194,7 +252,16 @@ class SequenceClassifierRM(RewardModel):
             device = next(self.model.parameters()).device
             logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
             out[rows] = logits[:, self.index].float().cpu().numpy()
-        return out
+        return out if not self.offset else out.astype(np.float64) + self.offset
+
+
+def _classifier_kind(config) -> str:
+    """``encoder`` for a sequence classifier on a masked-LM architecture (BERT, RoBERTa,
+    DeBERTa: it reads the first token), else ``causal`` (it reads the last real one)."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    return "encoder" if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES \
+        else "causal"
 
 
 def save_head_rm(
@@ -206,6 +273,7 @@ def save_head_rm(
     head: HeadRM | None = None,
     pooling: str = "last",
     extra: dict | None = None,
+    format: str | None = None,
 ) -> Path:
     """Save an explicit RM (a backbone name + a head) as a folder that ``load_rm`` reads.
 
@@ -225,6 +293,9 @@ def save_head_rm(
         How the backbone's hidden states are pooled: last real token or mean.
     extra : dict, optional
         More keys for ``rm_config.json`` (training data, seed, metrics...).
+    format : {"chat", "raw", "pair"}, optional
+        The format the head's features were made in, recorded so the RM scores the same
+        way when loaded; default: what the backbone resolves ``auto`` to.
 
     Returns
     -------
@@ -239,8 +310,9 @@ def save_head_rm(
             raise ValueError("save_head_rm needs `weight` (and `bias`) or `head`, a HeadRM")
         head = linear_head_rm(weight, bias)
     head.save(path)
-    config = {"kind": ExplicitHeadRM.kind, "backbone": backbone, "pooling": pooling,
-              "rmlens_version": __version__, **(extra or {}),
+    config = {"kind": ExplicitHeadRM.kind, "backbone": portable_name(backbone), "pooling": pooling,
+              "rmlens_version": __version__, **({"format": format} if format else {}),
+              **(extra or {}),
               "head": "HeadRM", "hidden_size": int(head.head_.mean.numel())}
     write_json(config, path / RM_CONFIG)
     return path
@@ -267,7 +339,9 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
 
     Reads ``head_config.json`` + ``head.safetensors`` (``HeadRM.save``), a bare linear
     ``head.safetensors`` (keys ``weight`` (1, d) and ``bias`` (1,)), or ``head.json``
-    (``{"weight": [...], "bias": [b]}``, the packaged presets).
+    (``{"weight": [...], "bias": [b]}``, the packaged presets). The ``format`` that
+    ``rm_config.json`` records (the head's features' format) is kept as ``head.format_``,
+    which :class:`ExplicitHeadRM` scores with.
     """
     from safetensors.torch import load_file
 
@@ -289,4 +363,20 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
     if dim != backbone.hidden_size:
         raise InputError(f"{folder}: the head takes {dim} features but backbone "
                          f"{backbone.name!r} gives {backbone.hidden_size}")
+    head.format_ = recorded_format(folder)
     return head
+
+
+def recorded_format(folder: Path) -> str | None:
+    """The ``format`` an RM folder's ``rm_config.json`` records (None when it records
+    none: an RM saved before formats were recorded scores as its backbone resolves auto)."""
+    from rmlens.backbones._formats import RESOLVED
+
+    file = folder / RM_CONFIG
+    if not file.is_file():
+        return None
+    fmt = json.loads(file.read_text()).get("format")
+    if fmt is not None and fmt not in RESOLVED:
+        raise InputError(f"{file}: field 'format' must be one of {', '.join(RESOLVED)}, "
+                         f"got {fmt!r}")
+    return fmt

@@ -1,6 +1,8 @@
 """``rmlens train``: fine-tune an RM (or a seed ensemble) into a folder, resuming if stopped.
 
-DIR/train.json          resolved TrainConfig, version, data fingerprint, pair counts
+DIR/train.json          resolved TrainConfig, version, data fingerprint, pair counts, the
+                        format the texts were tokenized in and what ``max_length`` cut
+                        (``format``, ``truncation``)
 DIR/rm_config.json      written last: the folder is a finished RM (``load_rm(DIR)``)
 DIR/history.json        metrics per epoch (one list per member for an ensemble)
 DIR/loss_weights.*      low_margin, complementary, curate: the training pairs' loss weights
@@ -100,6 +102,9 @@ def train(
             continue
         trainer.config = config.replace(seed=config.seed + i)
         trainer.fit(data, eval_data=eval_data, checkpoint_dir=folder / "checkpoints", quiet=quiet)
+        if "truncation" not in record:  # every member tokenizes the data alike
+            record.update(format=trainer.format_, truncation=trainer.truncation_)
+            exp.write_record(record)
         histories.append(trainer.history_)
         write_json(trainer.history_, folder / "history.json")
         if getattr(trainer, "loss_weights_", None) is not None:

@@ -28,6 +28,7 @@ import rmlens
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_json
 from rmlens.backbones import Backbone
+from rmlens.backbones._presets import portable_name
 from rmlens.rewards._config import resolve_device
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._loop import Runtime, score_examples
@@ -88,6 +89,25 @@ class TunedRM(RewardModel):
         net._owner = self._token
 
     @property
+    def format(self) -> str:
+        """How it tokenizes a (prompt, response): chat, raw or pair. The one it was trained
+        with (its config's, which training resolves and ``rm_config.json`` saves in
+        ``train_config``), unless set; an RM saved before formats were recorded: its
+        backbone's."""
+        fmt = getattr(self, "_format", None) or self.config.format
+        return self.backbone.format if fmt == "auto" else fmt
+
+    @format.setter
+    def format(self, value: str) -> None:
+        from rmlens.backbones._formats import resolve_format
+
+        self._format = resolve_format(value, self.backbone.tokenizer, self.backbone.kind)
+
+    @property
+    def encoding(self) -> tuple[Any, int, str]:
+        return self.backbone.tokenizer, self.backbone.max_length, self.format
+
+    @property
     def runtime(self) -> Runtime:
         """How the network runs here: its device and the config's precision and batching."""
         device = str(next(self.net.parameters()).device)
@@ -141,11 +161,12 @@ class TunedRM(RewardModel):
         list of Example
             One per prompt, for :meth:`score_examples`.
         """
-        bb, implicit = self.backbone, self.kind == "implicit"
+        bb, implicit, fmt = self.backbone, self.kind == "implicit", self.format
         return [
-            make_example(bb.tokenizer, p, list(rs), bb.max_length, with_response=implicit)
+            make_example(bb.tokenizer, p, list(rs), bb.max_length, with_response=implicit,
+                         format=fmt)
             for p, rs in zip(prompts, responses)
-        ]
+        ]  # fmt: skip
 
     def score(
         self, prompts: Sequence[Any], responses: Sequence[Any], *, batch_size: int | None = None
@@ -259,10 +280,11 @@ class TunedRM(RewardModel):
             {
                 "kind": self.kind,
                 "version": rmlens.__version__,
-                "base": bb.name,
+                "base": portable_name(bb.name),
                 "base_identity": bb.identity,
-                "reference": bb.name if self.kind == "implicit" else None,
+                "reference": portable_name(bb.name) if self.kind == "implicit" else None,
                 "finetune": cfg.finetune,
+                "format": self.format,
                 "backbone_kind": bb.kind,
                 "pooling": bb.pooling,
                 "max_length": bb.max_length,
@@ -279,6 +301,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from rmlens.backbones import load_backbone
+    from rmlens.backbones._presets import check_base
     from rmlens.rewards._nets import load_causal_lm
     from rmlens.rewards.finetune import TrainConfig
 
@@ -286,6 +309,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     config = TrainConfig.from_dict(saved["train_config"])
     implicit = saved["kind"] == "implicit"
     base_name, length = saved["base"], saved["max_length"]
+    check_base(base_name, str(path / "rm_config.json"))
     base = (load_causal_lm if implicit else load_backbone)(base_name, max_length=length)
     if base.identity != saved.get("base_identity"):
         warnings.warn(

@@ -30,6 +30,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
+from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field, warn_truncation
 from rmlens.rewards._config import (
     MODEL_HELP,
     OBJECTIVE_CONSTRAINTS,
@@ -51,7 +52,8 @@ if TYPE_CHECKING:
 
 # The settings that shape the network: a trainer is set up once for them
 _STRUCTURE = ("model", "rm", "finetune", "lora_r", "lora_alpha", "lora_dropout",
-              "lora_targets", "beta", "max_length", "packing", "device", "bf16")  # fmt: skip
+              "lora_targets", "beta", "max_length", "format", "packing", "device",
+              "bf16")  # fmt: skip
 
 
 @dataclass
@@ -59,7 +61,7 @@ class TrainConfig(Config):
     """How a reward model is fine-tuned (DESIGN.md section 2).
 
     Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
-    full), the LoRA shape, ``beta`` and ``max_length``. Loss: ``loss``, ``use_margin``,
+    full), the LoRA shape, ``beta``, ``max_length`` and ``format``. Loss: ``loss``, ``use_margin``,
     ``center_coef``. Training: epochs, batch size, accumulation, learning rates and schedule,
     evaluation split, early stopping, checkpoints, device and precision, seed.
     """
@@ -91,6 +93,7 @@ class TrainConfig(Config):
     max_length: int | None = field(
         default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
+    format: str = format_field()
     loss: str = field(
         default="bradley-terry",
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
@@ -156,6 +159,7 @@ class TrainConfig(Config):
         "lora_targets": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
         "beta": (positive, "a float > 0"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
+        "format": FORMAT_CONSTRAINT,
         "loss": ("bradley-terry", "plackett-luce"),
         "use_margin": (True, False),
         "center_coef": (non_negative, "a float >= 0"),
@@ -235,6 +239,7 @@ class _TunedTrainer(PerRun, Trainer):
         self.config_ = cfg
         structure = {k: getattr(cfg, k) for k in _STRUCTURE}
         if getattr(self, "structure_", None) == structure:
+            self.config_ = self._resolved(cfg)
             return
         if hasattr(self, "net_"):
             raise ValueError(
@@ -243,13 +248,23 @@ class _TunedTrainer(PerRun, Trainer):
             )
         self.structure_ = structure
         bb = self.backbone or load_base(cfg)
+        if self.backbone is not None and cfg.format != "auto":  # the config's choice wins
+            from rmlens.backbones._formats import resolve_format
+
+            bb.format = resolve_format(cfg.format, bb.tokenizer, bb.kind)
         disable_dropout(bb.model)
         device = resolve_device(cfg.device)
         bb.model.to(device)
         self.base_ = bb
+        self.config_ = self._resolved(cfg)
         self.runtime_ = runtime_for(bb, cfg, device)
         self._base_state = parts.base_state(bb, cfg)
         self.net_ = self._make_net(bb, cfg).to(device)
+
+    def _resolved(self, cfg: TrainConfig) -> TrainConfig:
+        """``cfg`` with the format its base model resolved (chat, raw or pair), so the RM's
+        saved ``train_config`` says how its texts were tokenized."""
+        return cfg if cfg.format == self.base_.format else cfg.replace(format=self.base_.format)
 
     def _reset(self, seed: int) -> None:
         from rmlens.rewards._finetune_parts import reset
@@ -304,14 +319,23 @@ class _TunedTrainer(PerRun, Trainer):
         Returns
         -------
         self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch) and
-        ``n_dropped_`` (pairs that truncation made identical, left out, with a warning).
+        ``n_dropped_`` (pairs that truncation made identical, left out, with a warning),
+        ``format_`` (chat, raw or pair) and ``truncation_`` (what ``max_length`` cut: the
+        pairs cut are warned about).
         """
-        from rmlens.rewards._finetune_parts import checkpoint_key, loss_weights_table
+        from rmlens.rewards._finetune_parts import (
+            checkpoint_key,
+            examples_truncation,
+            loss_weights_table,
+        )
         from rmlens.rewards._loop import train_loop
 
         self._setup()
         cfg = self.config_
         examples, kept = self._examples(data)
+        self.format_ = self.base_.format
+        self.truncation_ = examples_truncation(examples, self.base_.max_length)
+        warn_truncation(self.truncation_, len(examples))
         self.n_dropped_ = int((~kept).sum())
         warn_dropped(self.n_dropped_)
         if not kept.any():

@@ -167,6 +167,9 @@ class FrozenHeadTrainer(Trainer):
         Tokens per sequence and texts per encoding batch.
     cache_dir : path or False, optional
         Embedding cache root; ``False`` disables it.
+    format : {"auto", "chat", "raw", "pair"}, default="auto"
+        How a (prompt, response) becomes tokens (``rmlens.backbones.load_backbone``);
+        auto: the backbone's.
     backbone : Backbone, optional
         An already loaded backbone (then ``model`` and ``max_length`` are not read).
     bias : DataFrame or array of shape (n_pairs, k), optional
@@ -186,6 +189,13 @@ class FrozenHeadTrainer(Trainer):
         After ``fit``: the backbone with the fitted head.
     n_dropped_ : int
         After ``fit``: pairs left out, their chosen and rejected identical after truncation.
+    format_ : str
+        After ``prepare`` (and ``fit``): the format the texts were tokenized in (chat, raw
+        or pair).
+    truncation_ : dict
+        After ``prepare`` (and ``fit``): what ``max_length`` cut
+        (``rmlens.backbones._formats.truncation_summary``); ``fit`` warns of cut pairs (an
+        audit records them in ``summary.json``, with its warnings).
 
     Examples
     --------
@@ -218,10 +228,12 @@ class FrozenHeadTrainer(Trainer):
         backbone=None,
         bias=None,
         check_exact: int | None = None,
+        format: str = "auto",
     ):
         self.config = config if config is not None else HeadConfig()
         self.model = model
         self.max_length = max_length
+        self.format = format
         self.batch_size = batch_size
         self.cache_dir = cache_dir
         self.backbone = backbone
@@ -246,11 +258,13 @@ class FrozenHeadTrainer(Trainer):
 
         Returns
         -------
-        self, with ``rm_``, ``head_`` and ``n_dropped_``.
+        self, with ``rm_``, ``head_``, ``n_dropped_``, ``format_`` and ``truncation_``.
         """
+        from rmlens.backbones._formats import warn_truncation
         from rmlens.rewards._saved import ExplicitHeadRM
 
         kept = self.prepare(pairs, quiet=quiet)
+        warn_truncation(self.truncation_, len(pairs))
         self.n_dropped_ = int((~kept).sum())
         warn_dropped(self.n_dropped_)
         train = np.flatnonzero(kept)
@@ -264,7 +278,8 @@ class FrozenHeadTrainer(Trainer):
             f.chosen[train], f.rejected[train], pick(self.margin_), validation=validation,
             bias=pick(self.bias_), groups=pick(self.groups_),
         )  # fmt: skip
-        self.rm_ = ExplicitHeadRM(self.backbone_, self.head_, cache_dir=self.cache_dir)
+        self.rm_ = ExplicitHeadRM(self.backbone_, self.head_, cache_dir=self.cache_dir,
+                                  format=self.format_)  # fmt: skip
         warn_inactive(self.config.objective, [self.head_.activity_])
         return self
 
@@ -277,7 +292,7 @@ class FrozenHeadTrainer(Trainer):
                 "supported; train with the default bt objective or without `eval_data`"
             )
         f = featurize(self.backbone_, eval_data, cache_dir=self.cache_dir,
-                      batch_size=self.batch_size, quiet=quiet)  # fmt: skip
+                      batch_size=self.batch_size, quiet=quiet, format=self.format_)  # fmt: skip
         kept = np.asarray(f.kept, dtype=bool)
         margin = eval_data["margin"].to_numpy(float)[kept] if "margin" in eval_data else None
         return f.chosen[kept], f.rejected[kept], margin
@@ -355,12 +370,18 @@ class FrozenHeadTrainer(Trainer):
             The pairs that could be encoded.
         """
         from rmlens.backbones import featurize, load_backbone
+        from rmlens.backbones._formats import resolve_format
 
-        backbone = self.backbone or load_backbone(self.model, max_length=self.max_length)
+        backbone = self.backbone or load_backbone(self.model, max_length=self.max_length,
+                                                  format=self.format)  # fmt: skip
         self.backbone_ = backbone
+        self.format_ = resolve_format(self.format, backbone.tokenizer, backbone.kind) \
+            if self.format != "auto" else backbone.format  # fmt: skip
         self.features_ = featurize(
-            backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet
+            backbone, pairs, cache_dir=self.cache_dir, batch_size=self.batch_size, quiet=quiet,
+            format=self.format_,
         )
+        self.truncation_ = self.features_.truncation
         self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         self.ids_ = pairs["id"].astype(str).to_numpy() if "id" in pairs else None
         self.bias_, self.groups_ = objective_inputs(self.config, pairs, self.bias)
@@ -441,7 +462,8 @@ class FrozenHeadTrainer(Trainer):
                 )  # fmt: skip
             if exactness is not None:
                 metrics["exactness"] = exactness
-        return RunScores(r_c, r_r, metrics, ExplicitHeadRM(self.backbone_, rm), p, p_cf)
+        model = ExplicitHeadRM(self.backbone_, rm, format=self.format_)
+        return RunScores(r_c, r_r, metrics, model, p, p_cf)
 
 
 def _picker(index):

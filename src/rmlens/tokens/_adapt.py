@@ -52,6 +52,14 @@ def token_scorer(rm: Any, *, name: str = "rm", consume: bool = False) -> TokenSc
     >>> from rmlens.rewards import load_rm
     >>> scorer = token_scorer(load_rm("smollm2-135m-hh", device="cpu"))  # doctest: +SKIP
     """
+    scorer = _adapted(rm, name, consume)
+    if getattr(scorer, "format", None) is None:  # candidates are tokenized as the RM does
+        scorer.format = getattr(rm, "format", None)
+    return scorer
+
+
+def _adapted(rm: Any, name: str, consume: bool) -> TokenScorer:
+    """:func:`token_scorer` without the format."""
     from rmlens.rewards import EnsembleRM, ExplicitHeadRM, SequenceClassifierRM, TunedRM
 
     if isinstance(rm, TokenScorer):

@@ -66,14 +66,20 @@ def sweep_token_ids(
     return ids, n - len(ids)
 
 
-def format_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, responses: Sequence[str]) -> list:
+def format_ids(
+    tokenizer: PreTrainedTokenizerBase, prompt: str, responses: Sequence[str],
+    format: str | None = None,
+) -> list:  # fmt: skip
     """Token ids of each (prompt, response) conversation, tokenized one way everywhere.
 
-    With a chat template: render ``[user: prompt, assistant: response]`` as text, then
-    tokenize it with ``add_special_tokens=False`` (never a second BOS). Without one: the
-    pair encoding of :func:`rmlens.backbones._tokenize.encode_pair_text`, which featurization uses.
+    ``format`` chat (default with a chat template): render ``[user: prompt, assistant:
+    response]`` as text, then tokenize it with ``add_special_tokens=False`` (never a second
+    BOS). raw or pair (default without a template: pair): as
+    :func:`rmlens.backbones._tokenize.encode_pair_text`, which featurization uses.
     """
-    if getattr(tokenizer, "chat_template", None):
+    if format is None:
+        format = "chat" if getattr(tokenizer, "chat_template", None) else "pair"
+    if format == "chat":
         texts = [
             tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}, {"role": "assistant", "content": r}],
@@ -85,7 +91,7 @@ def format_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, responses: Seque
     from rmlens.backbones._tokenize import encode_pair_text
 
     limit = 1 << 30
-    return [encode_pair_text(tokenizer, prompt, r, limit) for r in responses]
+    return [encode_pair_text(tokenizer, prompt, r, limit, format=format) for r in responses]
 
 
 def build_candidates(
@@ -94,6 +100,7 @@ def build_candidates(
     *,
     token_ids: np.ndarray | None = None,
     max_tokens: int | None = None,
+    format: str | None = None,
 ) -> Candidates:
     """Format every swept token as the one-token answer to ``prompt``.
 
@@ -105,6 +112,8 @@ def build_candidates(
         Ids to sweep; default all non-special ids (the first ``max_tokens`` when given).
         Special ids passed here are dropped and counted.
     max_tokens : int, optional
+    format : {"chat", "raw", "pair"}, optional
+        The RM's format (:func:`format_ids`); default chat with a template, else pair.
     """
     if token_ids is None:
         ids, skipped = sweep_token_ids(tokenizer, max_tokens)
@@ -115,7 +124,8 @@ def build_candidates(
         skipped = len(given) - len(ids)
     tokens = [str(t) for t in tokenizer.convert_ids_to_tokens([int(i) for i in ids])]
     decoded = [tokenizer.decode([int(i)]) for i in ids]
-    return Candidates(ids, tokens, decoded, format_ids(tokenizer, prompt, decoded), skipped)
+    seqs = format_ids(tokenizer, prompt, decoded, format)
+    return Candidates(ids, tokens, decoded, seqs, skipped)
 
 
 def shared_prefix(seqs: Sequence[Sequence[int]], min_share: float = 0.99) -> list[int]:

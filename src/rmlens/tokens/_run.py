@@ -28,6 +28,7 @@ import pandas as pd
 
 from rmlens import __version__
 from rmlens._base import needed_out, resolve_config
+from rmlens._errors import InputError
 from rmlens._io import write_json, write_parquet
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
@@ -182,6 +183,7 @@ def sweep(
 
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     from rmlens.rewards import load_rm
+    from rmlens.rewards._ensemble import use_format
     from rmlens.tokens._adapt import token_scorer
 
     out.mkdir(parents=True, exist_ok=True)
@@ -194,22 +196,28 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     for spec, slug in slugs.items():
         folder = out / slug
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
-                    "score_index": config.score_index}
+                    "score_index": config.score_index, "format": config.format}
         meta_file = folder / "sweep_meta.json"
         done = (folder / "sweep.parquet").is_file() and meta_file.is_file() and \
             json.loads(meta_file.read_text()).get("settings") == settings
         if done:
             meta = json.loads(meta_file.read_text())
         else:
-            rm = load_rm(spec, score_index=config.score_index, device=config.device,
-                         trust_remote_code=config.trust_remote_code)
-            scorer = token_scorer(rm, name=spec, consume=True)
-            meta = {"settings": settings, **_sweep_model(scorer, spec, folder, config, quiet)}
+            rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
+                                    trust_remote_code=config.trust_remote_code), config.format)
+            fmt = getattr(rm, "format", None)
+            if fmt == "mixed":
+                raise InputError(f"{spec}: its members tokenize in different formats; sweep "
+                                 "them one by one, or set `format`")  # fmt: skip
+            scorer = token_scorer(rm, name=spec, consume=True)  # tokenizes as the RM does
+            meta = {"settings": settings, "format": fmt,
+                    **_sweep_model(scorer, spec, folder, config, quiet)}  # fmt: skip
             write_json(meta, meta_file)
             del scorer, rm
         table = pd.read_parquet(folder / "sweep.parquet")
         tables[slug] = table
-        stats = {"rm": spec, "folder": slug, "n_tokens": meta["n_tokens"],
+        stats = {"rm": spec, "folder": slug, "format": meta.get("format"),
+                 "n_tokens": meta["n_tokens"],
                  "n_skipped_special": meta["n_skipped_special"], "timing": meta["prompts"],
                  **model_stats(table, folder, config.top_k)}
         write_json(stats, folder / "stats.json")

@@ -186,7 +186,8 @@ def sweep_prompt(
     >>> top10 = frame.nsmallest(10, "rank")[["decoded", "score"]]
     """
     scorer.prepare(prompt)
-    cands = build_candidates(scorer.tokenizer, prompt, token_ids=token_ids, max_tokens=max_tokens)
+    cands = build_candidates(scorer.tokenizer, prompt, token_ids=token_ids, max_tokens=max_tokens,
+                             format=getattr(scorer, "format", None))  # fmt: skip
     scores, info = score_sequences(
         scorer, cands.seqs, batch_size=batch_size, min_share=min_share,
         padding_side=padding_side, verify=verify, advance=advance,

@@ -2,17 +2,18 @@
 
 One module per group of sections, in page order: ``_quality`` (the reward models),
 ``_summary`` (the dataset), ``_pairs`` (most and least memorized pairs), ``_attribution``,
-``_results`` (token sweeps, evaluation, generalization), ``_overoptimization`` (best-of-n)
+``_results`` (token sweeps, generalization), ``_evaluation``, ``_overoptimization`` (best-of-n)
 and ``_appendix`` (plots, config).
 """
 
 from ._appendix import config_section, plots_section
 from ._attribution import attribution_section
 from ._base import Section
+from ._evaluation import evaluation_section
 from ._overoptimization import overoptimization_section
 from ._pairs import pair_table_section
 from ._quality import quality_line, quality_section
-from ._results import evaluation_section, generalization_section, sweep_section
+from ._results import generalization_section, sweep_section
 from ._summary import summary_section
 
 __all__ = [

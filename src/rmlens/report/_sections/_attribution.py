@@ -162,13 +162,19 @@ def _stability_block(fit: pd.DataFrame) -> str:
         "is set by the features' resolution, not by the target. The stability of a fit that "
         "explains nothing (held-out R\u00b2 below the floor) means nothing.</p>"
     )
+    flagged = stability_warnings(fit)
     if pd.to_numeric(fit.rank_spearman, errors="coerce").notna().any():
-        html += table(
-            pd.DataFrame(rows),
-            caption=f"a figure below {WARN_BELOW:g}, or less than {ABOVE_CHANCE:g} of the way "
-            "from its noise level to 1, is flagged: treat the top features as tentative",
-        )
-    for warning in stability_warnings(fit):
+        rule = (f"a figure below {WARN_BELOW:g}, or less than {ABOVE_CHANCE:g} of the way from "
+                "its noise level to 1, is flagged")  # fmt: skip
+        if flagged:
+            verdict = (f"; {len(flagged)} target{'s' if len(flagged) != 1 else ''} flagged "
+                       "(warnings below): treat their top features as tentative")  # fmt: skip
+        elif any(useful.values()):
+            verdict = "; no informative fit is flagged: their top features hold between halves"
+        else:
+            verdict = "; no fit is informative, so none is judged"
+        html += table(pd.DataFrame(rows), caption=rule + verdict)
+    for warning in flagged:
         html += warning_box(warning[0].upper() + warning[1:] + ".")
     if "stability_note" in fit:
         for note in dict.fromkeys(fit.stability_note.dropna().astype(str)):

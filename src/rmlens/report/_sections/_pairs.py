@@ -77,6 +77,14 @@ def pair_table_section(
     return Section(section_id, title, body)
 
 
+def _runs(value: Any) -> str:
+    """A run count as an integer, also when the table stored it as a float."""
+    number = pd.to_numeric(value, errors="coerce")
+    if pd.isna(number) or not float(number).is_integer():
+        return fmt(value)
+    return f"{int(number):,}"
+
+
 def _yes_no(value: Any) -> str:
     if value is None or pd.isna(value):
         return "\u2013"
@@ -110,7 +118,7 @@ def _pairs_table(
     if conflict:
         frame["conflict"] = [_yes_no(v) for v in part["conflict"]]
     if {"n_in", "n_out"} <= set(part.columns):
-        frame["in / out"] = [f"{fmt(a)} / {fmt(b)}" for a, b in zip(part.n_in, part.n_out)]
+        frame["in / out"] = [f"{_runs(a)} / {_runs(b)}" for a, b in zip(part.n_in, part.n_out)]
     if "group" in part.columns:
         frame["group"] = [snippet(v, 30) for v in part["group"]]
     for column in ("prompt", "chosen", "rejected"):

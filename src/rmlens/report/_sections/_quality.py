@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
 from rmlens.memorization._damping import damping_sentence
+from rmlens.memorization._quality import CHANCE, NEAR_CHANCE, WEAK_ACCURACY
+from rmlens.memorization._regime import plan_validation, validation_words
 from rmlens.memorization._reliability import WARN_BELOW
 
 from .._html import esc, fmt, prose, table, warning_box
@@ -35,8 +38,11 @@ def quality_line(summary: dict[str, Any] | None) -> str:
     )
 
 
-def quality_section(summary: dict[str, Any] | None) -> Section | None:
-    """The RMs' quality (summary.json ``rm_quality``), training regime and warnings."""
+def quality_section(
+    summary: dict[str, Any] | None, plan: pd.DataFrame | None = None
+) -> Section | None:
+    """The RMs' quality (summary.json ``rm_quality``), training regime and warnings; the
+    validation groups are counted from ``plan`` (plan.parquet) when it has them."""
     if not isinstance(summary, dict):
         return None
     quality = summary.get("rm_quality")
@@ -51,7 +57,7 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
         '<p class="note">How well the audited reward models fit the pairs they trained on '
         "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
         "log-loss, mean ± std over runs. TM averages the first kind of run, TG the "
-        "second; with held-out accuracy near chance (0.5), CM mostly measures fitting.</p>"
+        f"second.{esc(_chance_sentence(quality))}</p>"
     )
     if isinstance(quality, dict):
         body += _quality_table(quality)
@@ -60,7 +66,7 @@ def quality_section(summary: dict[str, Any] | None) -> Section | None:
     body += _reliability_block(summary.get("reliability"))
     validation = summary.get("validation")
     if isinstance(validation, dict):
-        body += _regime_block(validation)
+        body += _regime_block(validation, plan_validation(plan))
     body += _intervals_block(summary.get("intervals"))
     return Section("quality", "Reward models", body)
 
@@ -82,16 +88,44 @@ def _quality_table(quality: dict[str, Any]) -> str:
     return table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
 
 
-def _regime_block(validation: dict[str, Any]) -> str:
-    """How each run was regularized or stopped, from summary.json ``validation``."""
+def _chance_sentence(quality: Any) -> str:
+    """What the held-out accuracy says about TG and CM, following its value: within
+    ``NEAR_CHANCE`` of chance, below it, or above it ('' without the figure)."""
+    try:
+        held = float(quality["held_out"]["accuracy"]["mean"])
+    except (KeyError, TypeError, ValueError):
+        return ""
+    if not math.isfinite(held):
+        return ""
+    if abs(held - CHANCE) <= NEAR_CHANCE:
+        return (f" Held-out accuracy {held:.3f} is within {NEAR_CHANCE:g} of chance "
+                f"({CHANCE:g}): the RMs barely generalize, TG sits near {CHANCE:g}, and CM "
+                "mostly measures fitting.")  # fmt: skip
+    if held < CHANCE:
+        return (f" Held-out accuracy {held:.3f} is below chance ({CHANCE:g}): on pairs they "
+                "never saw the RMs prefer the rejected response more often than not, which "
+                "pulls TG down and CM up.")  # fmt: skip
+    how = f"a little (below {WEAK_ACCURACY:g}: weak RMs)" if held < WEAK_ACCURACY else ""
+    return (f" Held-out accuracy {held:.3f} is {held - CHANCE:.3f} above chance "
+            f"({CHANCE:g}): the RMs generalize{' ' + how if how else ''}, so TG measures "
+            "what carries over to unseen pairs and CM what the RMs fit beyond it.")  # fmt: skip
+
+
+def _regime_block(
+    validation: dict[str, Any], counts: list[tuple[int, int]] | None = None
+) -> str:
+    """How each run was regularized or stopped, from summary.json ``validation``; the
+    validation groups per run counted from the plan (``counts``) when known."""
     html = ""
     lam = validation.get("l2")
+    share = validation.get("fraction")
+    share = float(share) if isinstance(share, (int, float)) else 0.0
+    groups = validation_words(share, counts)
     if isinstance(lam, dict):
         html += (
             '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
             "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
-            f"validation pairs, {esc(_number(validation.get('fraction')))} of each run's "
-            f"training groups: from {esc(_number(lam.get('min')))} to "
+            f"validation pairs from {esc(groups)}: from {esc(_number(lam.get('min')))} to "
             f"{esc(_number(lam.get('max')))} (median {esc(_number(lam.get('median')))})."
             "</p>"
         )
@@ -103,13 +137,10 @@ def _regime_block(validation: dict[str, Any]) -> str:
             if best
             else ""
         )
-        share = validation.get("fraction")
         html += (
             f'<p class="note">Training regime: early stopping with patience '
-            f"{esc(fmt(validation.get('patience')))} on validation pairs, "
-            f"{esc(f'{share:g}' if share is not None else '?')} of each run's training "
-            "groups; the "
-            f"best epoch's weights are kept.{esc(epochs)}</p>"
+            f"{esc(fmt(validation.get('patience')))} on validation pairs from {esc(groups)}; "
+            f"the best epoch's weights are kept.{esc(epochs)}</p>"
         )
     if validation.get("membership"):
         html += f'<p class="note">{prose(validation["membership"])}</p>'
@@ -121,8 +152,11 @@ def _intervals_block(intervals: Any) -> str:
     if not (isinstance(intervals, dict) and isinstance(intervals.get("nan"), dict)):
         return ""
     nan = intervals["nan"]
+    method = esc(str(intervals.get("method", "bootstrap")))
+    if not any(nan.get(k) for k in ("cm", "tm", "tg")):
+        return f'<p class="note">Intervals: {method}; none is NaN.</p>'
     return (
-        f'<p class="note">Intervals: {esc(str(intervals.get("method", "bootstrap")))}; '
+        f'<p class="note">Intervals: {method}; '
         f"NaN for {esc(fmt(nan.get('cm')))} pairs' CM ({esc(fmt(nan.get('tm')))} TM, "
         f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
     )
@@ -196,7 +230,11 @@ def _reliability_caption(reliability: dict) -> str:
            and (reliability[s].get("spearman_brown") or 1.0) < WARN_BELOW]  # fmt: skip
     if low:
         return (f"{', '.join(low)} below {WARN_BELOW} (Spearman-Brown): that ranking is not "
-                "yet reliable")
+                "yet reliable")  # fmt: skip
+    if "differ only in seeds" in str(reliability.get("note") or ""):  # _finish.SAME_PARTITION
+        return (f"every score at or above {WARN_BELOW} (Spearman-Brown), but between halves "
+                "that differ only in seeds: the figures measure seed noise, not how reliable "
+                "the rankings are under another draw of the plan")  # fmt: skip
     return f"every score at or above {WARN_BELOW} (Spearman-Brown): the rankings are reliable"
 
 

@@ -1,14 +1,14 @@
-"""Results of the other commands: token sweeps, evaluation, EX vs IM generalization."""
+"""Results of the other commands: token sweeps and EX vs IM generalization (the evaluation
+is in ``_evaluation``)."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .._html import clean, esc, figure_div, key_value_table, num_list, plotly_text, table
+from .._html import esc, figure_div, num_list, readable_rows, table
 from ._base import Section, bar_layout
 
 
@@ -67,57 +67,10 @@ def sweep_section(sweeps: list[tuple[str, pd.DataFrame, dict[str, Any]]]) -> Sec
                     }
                 )
         if stats:
-            body += "<h4>Statistics</h4>" + key_value_table(stats)
+            rows = readable_rows(stats, "the sweep's JSON files")
+            frame = pd.DataFrame(rows, columns=["statistic", "value"])
+            body += "<h4>Statistics</h4>" + table(frame, classes="kv")
     return Section("sweeps", "Optimal and pessimal tokens", body, figures)
-
-
-def evaluation_section(metrics: Any, probes: pd.DataFrame | None) -> Section | None:
-    """Evaluation metrics (matrix when metrics.json is split -> metric -> value) and probes."""
-    if metrics is None and probes is None:
-        return None
-    body = ""
-    figures: list[dict[str, Any]] = []
-    if isinstance(metrics, dict) and metrics:
-        nested = all(
-            isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values())
-            for v in metrics.values()
-        )
-        if nested:
-            frame = pd.DataFrame.from_dict(metrics, orient="index")
-            frame.insert(0, "split", [str(i) for i in frame.index])
-            body += "<h3>Metrics</h3>" + table(frame.reset_index(drop=True))
-        else:
-            body += "<h3>Metrics</h3>" + key_value_table(metrics)
-    elif metrics is not None:
-        body += "<h3>Metrics</h3><pre>" + esc(json.dumps(clean(metrics), indent=2)) + "</pre>"
-    if probes is not None:
-        body += (
-            "<h3>Shortcut probes</h3>"
-            '<p class="note">mean_shift: mean change in reward when the probe edit is applied to '
-            "one side; flip_rate: share of pairs whose preferred response flips.</p>"
-        )
-        body += table(probes)
-        if {"probe", "flip_rate"} <= set(probes.columns):
-            sides = probes["side"].astype(str) if "side" in probes.columns else None
-            data = []
-            for side in [None] if sides is None else sorted(sides.unique()):
-                part = probes if side is None else probes[sides == side]
-                data.append(
-                    {
-                        "type": "bar",
-                        "name": plotly_text(side or "flip rate"),
-                        "x": [plotly_text(p) for p in part["probe"].astype(str)],
-                        "y": num_list(part["flip_rate"]),
-                    }
-                )
-            body += figure_div("probes-plot", 300)
-            layout = bar_layout(
-                300,
-                barmode="group",
-                yaxis={"title": {"text": "flip rate"}, "gridcolor": "#eee", "automargin": True},
-            )
-            figures.append({"id": "probes-plot", "figure": {"data": data, "layout": layout}})
-    return Section("evaluation", "Evaluation", body, figures)
 
 
 def generalization_section(frame: pd.DataFrame | None) -> Section | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._html import card, esc, fmt, key_value_table, prose, table, warning_box
+from .._html import card, esc, fmt, prose, readable_rows, snippet, table, warning_box
 from ._base import Section
 
 
@@ -32,7 +32,7 @@ def summary_section(
         if column in mem.columns and 1 < mem[column].nunique() <= 20:
             blocks.append(f"<div><h3>By {esc(column)}</h3>{_breakdown(mem, column)}</div>")
     if summary:
-        blocks.append(f"<div><h3>Audit outcome (summary.json)</h3>{_summary_block(summary)}</div>")
+        blocks.append(f"<div><h3>Audit outcome</h3>{_summary_block(summary)}</div>")
     if blocks:
         body += f'<div class="grid">{"".join(blocks)}</div>'
     return Section("summary", "Dataset summary", body)
@@ -88,17 +88,26 @@ def _cards(
     return cards
 
 
-# summary.json entries shown elsewhere (the quality section) or as the counts table
+# summary.json entries shown elsewhere (the quality section, the pair tables), as the counts
+# table, or as a row of the outcome table
 _SHOWN_APART = (
     "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
     "category_rules", "category_order", "cm_significant", "reliability",
     "most_memorized_rule", "most_memorized_note", "largest_cm_not_memorized", "duplicates",
-    "memorized_conflicts",
+    "memorized_conflicts", "estimator_note", "exactness", "damping", "thresholds",
+    "n_runs_finished", "n_runs_planned", "complete", "failed_runs", "n_pairs",
+    "pairs_lacking_runs", "dropped_truncation", "mean", "objective", "estimator",
+    "target_reliability", "dedupe",
 )  # fmt: skip
+_ESTIMATORS = {
+    "paired": "paired (each run scores every pair with its group in and out)",
+    "brute": "brute force (in-runs against out-runs)",
+}
 
 
 def _summary_block(summary: dict[str, Any]) -> str:
-    """Category counts as a table (with the thresholds), the other scalar entries below."""
+    """Category counts with their rules, CM's significance, the outcome as labelled rows
+    (entries it does not know by their humanised keys) and the duplicates across groups."""
     html = ""
     rest = {k: v for k, v in summary.items() if k not in _SHOWN_APART}
     counts = summary.get("counts")
@@ -123,17 +132,91 @@ def _summary_block(summary: dict[str, Any]) -> str:
         html += table(frame)
     significant = summary.get("cm_significant")
     if isinstance(significant, dict) and "count" in significant:
+        level = (summary.get("intervals") or {}).get("level", 0.95)
+        level = f"{level:.0%}" if isinstance(level, (int, float)) else "95%"
         html += (
-            f'<p class="note">CM significantly above 0 (95% interval above 0): '
-            f"{esc(fmt(significant['count']))} pairs."
+            f'<p class="note">CM significantly above 0 ({level} interval above 0): '
+            f"{esc(_count(significant['count']))}"
+            + (f" of {esc(_count(summary['n_pairs']))}" if "n_pairs" in summary else "")
+            + " pairs."
             + (f" {prose(significant['note'][0].upper() + significant['note'][1:])}."
                if significant.get("note") else "")
             + "</p>"
         )  # fmt: skip
+    rows = _outcome_rows(summary) + readable_rows(rest, "summary.json")
+    if rows:
+        html += table(pd.DataFrame(rows, columns=["outcome", "value"]), classes="kv")
     html += _duplicates_block(summary.get("duplicates"), summary.get("memorized_conflicts"))
-    if rest:
-        html += key_value_table(rest)
     return html
+
+
+def _count(value: Any) -> str:
+    """A count as an integer with thousands separators (an en dash when missing)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return "\u2013"
+    return f"{int(value):,}" if float(value).is_integer() else fmt(value)
+
+
+def _outcome_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The audit's outcome in labelled rows: runs, pairs, pairs without runs, pairs dropped,
+    mean scores, objective, estimator, target reliability."""
+    rows: list[tuple[str, str]] = []
+    done, planned = summary.get("n_runs_finished"), summary.get("n_runs_planned")
+    if done is not None or planned is not None:
+        text = f"{_count(done)} of {_count(planned)}"
+        failed = [f for f in summary.get("failed_runs") or [] if isinstance(f, dict)]
+        if failed:
+            listed = "; ".join(f"run {f.get('run')}: {snippet(f.get('error', ''), 120)}"
+                               for f in failed[:10])  # fmt: skip
+            more = f"; and {len(failed) - 10} more" if len(failed) > 10 else ""
+            text += f" ({len(failed)} failed: {listed}{more})"
+        rows.append(("runs finished", text))
+    if "n_pairs" in summary:
+        rows.append(("pairs", _count(summary["n_pairs"])))
+    lacking = summary.get("pairs_lacking_runs")
+    if isinstance(lacking, dict) and "count" in lacking:
+        text = _count(lacking["count"])
+        if lacking["count"]:
+            text += (
+                f" ({_count(lacking.get('no_in_run'))} with no in-run, "
+                f"{_count(lacking.get('no_out_run'))} with no out-run: no TM, TG or CM)"
+            )
+        rows.append(("pairs lacking an in- or out-run", text))  # fmt: skip
+    dropped = summary.get("dropped_truncation")
+    if isinstance(dropped, dict) and "count" in dropped:
+        text = _count(dropped["count"])
+        if dropped["count"]:
+            text += " (chosen and rejected the same text after truncation; not audited)"
+        rows.append(("pairs dropped at truncation", text))
+    mean = summary.get("mean")
+    if isinstance(mean, dict) and mean:
+        rows.append(("mean TM / TG / CM",
+                     " / ".join(fmt(mean.get(k)) for k in ("tm", "tg", "cm"))))  # fmt: skip
+    objective = summary.get("objective")
+    if isinstance(objective, dict) and objective.get("objective") is not None:
+        name = objective["objective"]
+        name = ", ".join(map(str, name)) if isinstance(name, list) else str(name)
+        idle = objective.get("runs_inactive") or []
+        n_runs = objective.get("n_runs")
+        if idle:
+            name += f" (its mechanism inactive in {len(idle)} of {_count(n_runs)} runs)"
+        elif name != "bt":
+            name += " (its mechanism acted in every run)"
+        rows.append(("objective", name))
+    dedupe = summary.get("dedupe")
+    if isinstance(dedupe, dict) and dedupe.get("how", "none") != "none":
+        rows.append((f"dedupe ({dedupe['how']})", str(dedupe.get("note", ""))))
+    if summary.get("estimator"):
+        estimator = str(summary["estimator"])
+        rows.append(("estimator", _ESTIMATORS.get(estimator, estimator)))
+    target = summary.get("target_reliability")
+    if isinstance(target, dict) and target.get("message"):
+        rows.append(("target reliability", str(target["message"])))
+    if not isinstance(summary.get("category_rules"), dict):
+        limits = summary.get("thresholds")
+        if isinstance(limits, dict):
+            rows.extend(readable_rows({"thresholds": limits}, "summary.json"))
+    return rows
 
 
 def _duplicates_block(dup: Any, conflicts: Any) -> str:

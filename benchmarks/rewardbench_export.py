@@ -1,0 +1,527 @@
+"""An exported rmlens RM scored three ways: rmlens, plain transformers, the RewardBench CLI.
+
+1. builds a small RM offline: a tiny random Llama (2 layers, a word-level tokenizer built
+   from the pairs' words, a chat template), or ``--model smollm2-135m`` (the packaged
+   SmolLM2-135M), fine-tuned for ``--epochs`` on synthetic pairs (``rmlens.synthesize``) or
+   on ``--data``;
+2. exports it with ``rmlens.rewards.export_rm`` (what ``rmlens export RM --out DIR`` does):
+   a standard ``AutoModelForSequenceClassification`` folder whose rewards are rmlens's
+   minus ``config.json``'s ``rmlens_reward_offset``;
+3. scores ``--pairs`` held-out pairs (those that fit in ``--max-length`` tokens):
+
+   - rmlens: ``load_rm(RM).score_pairs(pairs)``, and ``load_rm(EXPORT)`` (offset added back);
+   - transformers, this interpreter: the chat template applied by the exported tokenizer,
+     ``tokenizer(text, add_special_tokens=False)``, one right-padded batch at a time, plus
+     the offset;
+   - with ``--rewardbench-bin PATH`` (else a ``rewardbench`` on PATH), in its venv: the
+     same plain-transformers scoring (RewardBench 0.1.4 pins transformers 4.51) on the
+     folder as written, on a copy whose ``tokenizer_config.json`` 4.x can read, and on a
+     copy whose ``config.json`` also has the 4.x RoPE keys (``v4_copy``); the ``rewardbench``
+     CLI (``--model=EXPORT --dataset=FILE.json --load_json``) on the folder and on the
+     fixed copy; and RewardBench's own text preparation (``load_and_process_dataset``)
+     with its pipeline's tokenization (left padding, special tokens added) on CPU.
+
+   Without a ``rewardbench`` executable the RewardBench rows are skipped and the install
+   commands printed (a separate venv: RewardBench pins transformers==4.51.0).
+
+What RewardBench 0.1.4 needs, found with this script (CPU only, torch 2.13 CPU build):
+``setuptools<81`` (rewardbench.py imports ``pkg_resources``); a tokenizer folder that
+transformers 4.51 reads (5.x writes ``tokenizer_class: TokenizersBackend`` and a list of
+``extra_special_tokens``) and a ``config.json`` with ``rope_theta`` (4.51 ignores 5.x's
+``rope_parameters`` and silently uses RoPE base 10000); ``--not_quantized`` (else 8-bit
+bitsandbytes); a CUDA GPU: its ``RewardBenchPipeline`` moves every batch with
+``.to("cuda")`` (rewardbench/models/pipeline.py:44), so the CLI cannot score a sequence
+classifier on a CPU-only machine. The dataset: ``chosen`` and ``rejected`` must be whole
+conversations (lists of messages ending with the answer): it takes the prompt from
+``chosen[:-1]``; a string ``chosen`` fails. ``id`` is optional (kept in its outputs).
+
+Prints each way's pairwise accuracy (a tie counts 0, as RewardBench counts it), ties, the
+largest |reward difference| from rmlens's rewards (offset added) and from its margins
+r+ - r- (which need no offset), and the time. Not a test.
+
+    python benchmarks/rewardbench_export.py [--model tiny|smollm2-135m] [--data PAIRS]
+        [--train-pairs 400] [--pairs 100] [--epochs 1] [--max-length 256] [--center-coef 0.01]
+        [--rewardbench-bin /tmp/rbenv/bin/rewardbench] [--rewardbench-args "..."]
+        [--work DIR]
+
+The helper modes ``--score-hf`` and ``--score-rewardbench-prep`` run in the other venv and
+import only torch, transformers (and rewardbench): this file imports rmlens lazily.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }}{{ eos_token }}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+SPECIAL = ["<pad>", "[UNK]", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
+RB_FLAGS = "--not_quantized --torch_dtype=float32"  # no 8-bit bitsandbytes, no float16
+INSTALL = (
+    "python -m venv /tmp/rbenv && /tmp/rbenv/bin/pip install torch transformers==4.51.0 "
+    "rewardbench==0.1.4 'setuptools<81'"
+)
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------
+# Scoring with transformers alone (also run by another venv's python: no rmlens here)
+# ---------------------------------------------------------------------------------------
+
+
+def _load_export(folder: str, padding_side: str):
+    import torch
+    import transformers
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    major = int(transformers.__version__.split(".")[0])
+    dtype = {"dtype" if major >= 5 else "torch_dtype": torch.float32}
+    model = AutoModelForSequenceClassification.from_pretrained(folder, **dtype).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.padding_side = padding_side
+    extra = json.loads((Path(folder) / "config.json").read_text())
+    return model, tokenizer, extra
+
+
+def _logits(model, batch: list[list[int]], pad: int, left: bool = False) -> list[float]:
+    import torch
+
+    width = max(len(s) for s in batch)
+    ids = [([pad] * (width - len(s)) + s) if left else (s + [pad] * (width - len(s)))
+           for s in batch]  # fmt: skip
+    mask = [([0] * (width - len(s)) + [1] * len(s)) if left else
+            ([1] * len(s) + [0] * (width - len(s))) for s in batch]  # fmt: skip
+    with torch.inference_mode():
+        out = model(input_ids=torch.tensor(ids), attention_mask=torch.tensor(mask))
+    return out.logits[:, 0].double().tolist()
+
+
+def hf_encode(tokenizer, record: dict, side: str, fmt: str) -> list[int]:
+    """A user's encoding of the exported folder: the chat template, then the tokenizer
+    without special tokens (the template holds them); ``raw``: prompt + response + EOS."""
+    if fmt == "chat":
+        text = tokenizer.apply_chat_template(record[side], tokenize=False)
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+    text = record["prompt_text"] + record[side][-1]["content"]
+    eos = tokenizer.eos_token
+    return tokenizer(text if not eos or text.endswith(eos) else text + eos)["input_ids"]
+
+
+def score_hf(folder: str, records: list[dict], batch_size: int) -> dict:
+    """Rewards of the exported folder by transformers alone, the offset added."""
+    import transformers
+
+    model, tokenizer, extra = _load_export(folder, "right")
+    fmt, offset = extra.get("rmlens_format", "chat"), extra.get("rmlens_reward_offset", 0.0)
+    out = {"version": transformers.__version__, "tokenizer_class": type(tokenizer).__name__}
+    for side in ("chosen", "rejected"):
+        seqs = [hf_encode(tokenizer, r, side, fmt) for r in records]
+        scores = []
+        for i in range(0, len(seqs), batch_size):
+            scores += _logits(model, seqs[i : i + batch_size], model.config.pad_token_id)
+        out[side] = [s + offset for s in scores]
+    return out
+
+
+def score_rewardbench_prep(folder: str, data: str, batch_size: int, max_length: int) -> dict:
+    """What the ``rewardbench`` CLI computes, on CPU: its dataset preparation
+    (``load_and_process_dataset``: chat template, ``text_chosen``/``text_rejected``) and its
+    pipeline's tokenization (``RewardBenchPipeline.__call__``: left padding, special tokens
+    added, a doubled BOS masked), without the pipeline's ``.to("cuda")``. No offset added."""
+    import rewardbench
+    import torch
+    from rewardbench import load_and_process_dataset
+
+    model, tokenizer, _ = _load_export(folder, "left")
+    dataset = load_and_process_dataset(data, split=None, json=True, tokenizer=tokenizer)
+    out = {"version": rewardbench.__version__}
+    for side in ("chosen", "rejected"):
+        texts, scores = dataset[f"text_{side}"], []
+        for i in range(0, len(texts), batch_size):
+            inputs = tokenizer(texts[i : i + batch_size], truncation=False, max_length=max_length,
+                               padding=True, return_tensors="pt")  # fmt: skip
+            ids, mask = inputs["input_ids"], inputs["attention_mask"]
+            if tokenizer.bos_token:  # the pipeline's double-BOS fix
+                start = mask.argmax(dim=1)
+                second = torch.clamp(start + 1, max=ids.size(1) - 1)
+                rows = torch.arange(ids.size(0))
+                double = (ids[rows, start] == tokenizer.bos_token_id) & (
+                    ids[rows, second] == tokenizer.bos_token_id)  # fmt: skip
+                mask[rows[double], start[double]] = 0
+            with torch.inference_mode():
+                scores += model(input_ids=ids, attention_mask=mask).logits[:, 0].double().tolist()
+        out[side] = scores
+        out[f"first_text_{side}"] = texts[0]
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The benchmark (rmlens's venv)
+# ---------------------------------------------------------------------------------------
+
+
+def tiny_llama(path: Path, texts: list[str]) -> Path:
+    """A 2-layer random Llama with a lowercase word-level tokenizer over ``texts``' words,
+    the tests' chat template (BOS and EOS in the template's text) and SmolLM2's RoPE base."""
+    import collections
+    import re
+
+    import torch
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
+    words = [w for w, _ in counts.most_common(4000)]
+    vocab = {t: i for i, t in enumerate(SPECIAL + [w for w in words if w not in SPECIAL])}
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.Lowercase()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
+    )
+    # the special tokens are added (not only in the vocabulary) so they survive lowercasing
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", bos_token="<s>",
+        eos_token="</s>", additional_special_tokens=SPECIAL[4:],
+    )  # fmt: skip
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, intermediate_size=128, max_position_embeddings=1024,
+        pad_token_id=0, bos_token_id=2, eos_token_id=3, tie_word_embeddings=False,
+        rope_theta=100000.0,  # SmolLM2's: not the default, so a config that loses it shows
+    )  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def records_of(pairs) -> list[dict]:
+    """Pairs as RewardBench's preference JSON wants them: ``chosen`` and ``rejected`` are
+    whole conversations ending with the assistant's answer (it takes the prompt from
+    ``chosen[:-1]``); ``prompt`` is shown only; ``id`` comes back in its outputs."""
+    from rmlens.backbones._tokenize import prompt_messages
+    from rmlens.data._schema import to_text
+
+    records = []
+    for row in pairs.itertuples(index=False):
+        messages = prompt_messages(row.prompt)
+        records.append({
+            "id": str(row.id), "prompt": to_text(row.prompt), "prompt_text": to_text(row.prompt),
+            "chosen": messages + [{"role": "assistant", "content": to_text(row.chosen)}],
+            "rejected": messages + [{"role": "assistant", "content": to_text(row.rejected)}],
+        })  # fmt: skip
+    return records
+
+
+def pick_heldout(pool, export: Path, n: int, max_length: int):
+    """The first ``n`` pool pairs whose two sequences fit in ``max_length`` tokens of the
+    exported tokenizer (no truncation anywhere: RewardBench does not truncate)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    fmt = json.loads((export / "config.json").read_text()).get("rmlens_format", "chat")
+    keep, records, tried = [], records_of(pool), 0
+    for i, record in enumerate(records):
+        lengths = [len(hf_encode(tokenizer, record, s, fmt)) for s in ("chosen", "rejected")]
+        tried += 1
+        if max(lengths) <= max_length:
+            keep.append(i)
+        if len(keep) == n:
+            break
+    return pool.iloc[keep].reset_index(drop=True), [records[i] for i in keep], tried
+
+
+def find_rewardbench(flag: str | None) -> str | None:
+    if flag:
+        return flag if Path(flag).is_file() else None
+    return shutil.which("rewardbench")
+
+
+def run_helper(python: str, argv: list[str], timeout: int) -> tuple[dict | None, str]:
+    """This file's helper mode under another interpreter: (its JSON, or None and why)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        out = f.name
+    cmd = [python, str(Path(__file__).resolve()), *argv, "--helper-out", out]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **OFFLINE})  # fmt: skip
+    if proc.returncode != 0:
+        return None, last_error(proc.stderr + proc.stdout)
+    return json.loads(Path(out).read_text()), ""
+
+
+def last_error(text: str) -> str:
+    """Where a traceback failed: its last frame in rewardbench's code (if any), its last
+    frame, and the exception line (log lines interleaved with it are skipped)."""
+    lines = text.strip().splitlines()
+    frames = [ln.strip() for ln in lines if ln.strip().startswith('File "')]
+    errors = [ln for ln in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception|Exit)\b", ln)]
+    where = [f for f in frames if "/rewardbench/" in f][-1:] + frames[-1:]
+    where = [re.sub(r'File "(.*)", line (\d+), in (.*)', r"\1:\2 (\3)", f) for f in where]
+    error = errors[-1] if errors else (lines[-1] if lines else "no output")
+    return " -> ".join(dict.fromkeys(where)) + (": " if where else "") + error.strip()
+
+
+def run_rewardbench(rb: str, export: Path, data: Path, args, work: Path) -> tuple[dict | None, str]:
+    """The RewardBench CLI on the exported folder. It is run from the export's parent with a
+    relative ``--model``: it writes ``{output_dir}/{model}_outputs.jsonl`` with
+    ``os.path.join`` (an absolute model path would put it beside the model)."""
+    results = work / "rewardbench-results"
+    shutil.rmtree(results, ignore_errors=True)
+    cmd = [rb, f"--model={export.name}", f"--dataset={data}", "--load_json",
+           f"--batch_size={args.batch_size}", f"--max_length={args.max_length}",
+           f"--output_dir={results}/", *shlex.split(args.rewardbench_args)]  # fmt: skip
+    print("  $ " + " ".join(shlex.quote(c) for c in cmd))
+    proc = subprocess.run(cmd, cwd=export.parent, capture_output=True, text=True,
+                          timeout=args.timeout, env={**os.environ, **OFFLINE})  # fmt: skip
+    (work / "rewardbench.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        return None, f"exit {proc.returncode}: {last_error(proc.stderr + proc.stdout)}"
+    summary = json.loads((results / f"{export.name}.json").read_text())
+    rows = [json.loads(ln) for ln in (results / f"{export.name}_outputs.jsonl").open()]
+    by_id = {r["id"]: r for r in rows}
+    return {"accuracy": summary["accuracy"], "ids": list(by_id),
+            "chosen": [by_id[i]["scores_chosen"] for i in by_id],
+            "rejected": [by_id[i]["scores_rejected"] for i in by_id]}, ""  # fmt: skip
+
+
+def v4_copy(export: Path, dst: Path, config_too: bool) -> Path:
+    """A copy of ``export`` that transformers 4.x reads as 5.x does: ``tokenizer_config.json``
+    with a 4.x tokenizer class (``TokenizersBackend`` is 5.x's) and its extra special tokens
+    as ``additional_special_tokens`` (5.x writes a list that 4.x takes for a dict); with
+    ``config_too``, ``config.json`` also with the 4.x keys ``rope_theta``/``rope_scaling``
+    (5.x writes ``rope_parameters`` only; 4.x would use its default RoPE base) and
+    ``torch_dtype`` (5.x: ``dtype``)."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(export, dst)
+    tok = json.loads((dst / "tokenizer_config.json").read_text())
+    if tok.get("tokenizer_class") == "TokenizersBackend":
+        tok["tokenizer_class"] = "PreTrainedTokenizerFast"
+    extra = tok.pop("extra_special_tokens", None)
+    if isinstance(extra, list):
+        tok["additional_special_tokens"] = extra
+    elif extra is not None:
+        tok["extra_special_tokens"] = extra
+    (dst / "tokenizer_config.json").write_text(json.dumps(tok, indent=2))
+    if config_too:
+        config = json.loads((dst / "config.json").read_text())
+        rope = dict(config.get("rope_parameters") or {})
+        if rope and "rope_theta" not in config:
+            config["rope_theta"] = rope.pop("rope_theta", 10000.0)
+            config["rope_scaling"] = None if rope.get("rope_type", "default") == "default" else rope
+        if "dtype" in config and "torch_dtype" not in config:
+            config["torch_dtype"] = config["dtype"]
+        (dst / "config.json").write_text(json.dumps(config, indent=2))
+    return dst
+
+
+def rewardbench_rows(rb: str, export: Path, records, records_file, data_file, args, work):
+    """Rows from RewardBench's venv: transformers 4.x on the folder as written and on
+    4.x-compatible copies, the CLI on both, RewardBench's preparation on CPU."""
+    python = str(Path(rb).parent / "python")
+    tok_only = v4_copy(export, work / "export-v4-tokenizer", config_too=False)
+    fixed = v4_copy(export, work / "export-v4", config_too=True)
+    rows = []
+
+    def helper(name, argv, has_offset, note=lambda out: ""):
+        start = time.perf_counter()
+        out, why = run_helper(
+            python,
+            [*argv, "--batch-size", str(args.batch_size), "--max-length", str(args.max_length)],
+            args.timeout,
+        )
+        seconds = time.perf_counter() - start
+        if out is None:
+            rows.append((name, None, None, has_offset, seconds, f"failed: {why}"))
+        else:
+            rows.append((name, out["chosen"], out["rejected"], has_offset, seconds, note(out)))
+        return out
+
+    for label, folder in (("as written", export), ("tokenizer fixed", tok_only),
+                          ("tokenizer+config fixed", fixed)):  # fmt: skip
+        out = helper(f"transformers (rb venv), {label}", ["--score-hf", str(folder),
+                     str(records_file)], True, lambda o: f"{o['tokenizer_class']}")  # fmt: skip
+        if out:
+            rows[-1] = (rows[-1][0].replace("transformers", f"transformers {out['version']}"),
+                        *rows[-1][1:])  # fmt: skip
+    for label, folder in (("as written", export), ("4.x-fixed copy", fixed)):
+        start = time.perf_counter()
+        cli, why = run_rewardbench(rb, folder, data_file, args, work)
+        seconds = time.perf_counter() - start
+        if cli is None:
+            rows.append((f"rewardbench CLI, {label}", None, None, False, seconds,
+                         f"failed: {why}"))  # fmt: skip
+        else:
+            assert cli["ids"] == [r["id"] for r in records], "rewardbench reordered the pairs"
+            rows.append((f"rewardbench CLI, {label}", cli["chosen"], cli["rejected"], False,
+                         seconds, f"its own accuracy {cli['accuracy']:.4f}"))  # fmt: skip
+    text = hf_text(export, records[0])
+    helper("rewardbench prep+pipeline on CPU, 4.x-fixed copy",
+           ["--score-rewardbench-prep", str(fixed), str(data_file)], False,
+           lambda o: f"its text = ours: {o['first_text_chosen'] == text}")  # fmt: skip
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="tiny", help="tiny, smollm2-135m, or a causal LM")
+    parser.add_argument("--data", help="a pair file (default: synthetic pairs)")
+    parser.add_argument("--train-pairs", type=int, default=400)
+    parser.add_argument("--pairs", type=int, default=100, help="held-out pairs scored")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--max-length", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, help="default: 1e-3 (tiny, full), 1e-4 (LoRA)")
+    parser.add_argument("--finetune", help="lora or full (default: full for tiny, else lora)")
+    parser.add_argument(
+        "--center-coef", type=float, default=0.01, help="reward centering: gives the head a bias"
+    )
+    parser.add_argument("--rewardbench-bin", help="the rewardbench executable of its venv")
+    parser.add_argument("--rewardbench-args", default=RB_FLAGS,
+                        help=f"extra CLI flags (default: {RB_FLAGS!r})")  # fmt: skip
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds per subprocess")
+    parser.add_argument("--work", help="folder for the RM, export and files (default: temp)")
+    parser.add_argument("--score-hf", nargs=2, metavar=("EXPORT", "RECORDS"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--score-rewardbench-prep", nargs=2, metavar=("EXPORT", "DATA"),
+                        help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--helper-out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.score_hf or args.score_rewardbench_prep:  # helper mode, in another venv
+        if args.score_hf:
+            records = json.loads(Path(args.score_hf[1]).read_text())
+            result = score_hf(args.score_hf[0], records, args.batch_size)
+        else:
+            folder, data = args.score_rewardbench_prep
+            result = score_rewardbench_prep(folder, data, args.batch_size, args.max_length)
+        Path(args.helper_out).write_text(json.dumps(result))
+        return
+    bench(args)
+
+
+def bench(args) -> None:
+    import logging
+    import warnings
+
+    import numpy as np
+    import torch
+    import transformers
+
+    import rmlens
+    from rmlens.data import SynthConfig, load_pairs, synthesize
+    from rmlens.rewards import TrainConfig, export_rm, load_rm, train
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    work = Path(args.work or tempfile.mkdtemp(prefix="rmlens-rewardbench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    n_pool = args.train_pairs + 3 * args.pairs  # spare held-out pairs: some may not fit
+    pairs = load_pairs(args.data) if args.data else synthesize(SynthConfig(n_pairs=n_pool, seed=0))
+    pairs = pairs.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    trainset, pool = pairs.iloc[: args.train_pairs], pairs.iloc[args.train_pairs :]
+    tiny = args.model == "tiny"
+    finetune = args.finetune or ("full" if tiny else "lora")
+    lr = args.lr or (1e-3 if finetune == "full" else 1e-4)
+    if tiny:
+        texts = [str(t) for col in ("prompt", "chosen", "rejected") for t in pairs[col]]
+        model = str(tiny_llama(work / "tiny-llama", texts))
+    else:
+        model = args.model
+    print(f"rmlens {rmlens.__version__}, transformers {transformers.__version__}, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} CPU threads")  # fmt: skip
+    print(f"model {args.model} ({finetune}, lr {lr}, centering {args.center_coef}), "
+          f"{len(trainset)} training pairs ({args.data or 'synthetic'}), {args.epochs} "
+          f"epoch(s), max length "
+          f"{args.max_length}; work folder {work}")  # fmt: skip
+
+    start = time.perf_counter()
+    config = TrainConfig(model=model, finetune=finetune, epochs=args.epochs, lr=lr,
+                         head_lr=max(lr, 1e-3), batch_size=args.batch_size,
+                         max_length=args.max_length, center_coef=args.center_coef,
+                         device="cpu", seed=0)  # fmt: skip
+    shutil.rmtree(work / "rm", ignore_errors=True)
+    train(trainset, config, out=work / "rm", quiet=True)
+    print(f"trained in {time.perf_counter() - start:.1f} s")
+    start = time.perf_counter()
+    export = work / "export"
+    shutil.rmtree(export, ignore_errors=True)
+    done = export_rm(work / "rm", export)
+    print(f"exported in {time.perf_counter() - start:.1f} s to {export}: {done.kind}, format "
+          f"{done.format}, offset {done.offset:+.6f}, export check max |diff| "
+          f"{done.max_abs_diff:.2e}")  # fmt: skip
+    print("  files: " + ", ".join(sorted(p.name for p in export.iterdir())))
+
+    heldout, records, tried = pick_heldout(pool, export, args.pairs, args.max_length)
+    print(f"{len(heldout)} held-out pairs ({tried - len(heldout)} of the first {tried} "
+          f"exceed {args.max_length} tokens)")  # fmt: skip
+    records_file = work / "records.json"
+    records_file.write_text(json.dumps(records))
+    data_file = work / "rewardbench-pairs.json"  # JSON lines: one pair per line
+    fields = ("id", "prompt", "chosen", "rejected")
+    data_file.write_text("".join(json.dumps({k: r[k] for k in fields}) + "\n" for r in records))
+
+    rows = []  # (name, chosen, rejected, offset added?, seconds, note)
+    start = time.perf_counter()
+    r_c, r_r = load_rm(work / "rm", device="cpu").score_pairs(heldout)
+    ref_c, ref_r = np.asarray(r_c, float), np.asarray(r_r, float)
+    rows.append(("rmlens load_rm(RM)", ref_c, ref_r, True, time.perf_counter() - start, ""))
+    start = time.perf_counter()
+    e_c, e_r = load_rm(export, device="cpu").score_pairs(heldout)
+    rows.append(("rmlens load_rm(EXPORT)", e_c, e_r, True, time.perf_counter() - start, ""))
+    start = time.perf_counter()
+    hf = score_hf(str(export), records, args.batch_size)
+    rows.append((f"transformers {hf['version']}", hf["chosen"], hf["rejected"], True,
+                 time.perf_counter() - start, ""))  # fmt: skip
+
+    rb = find_rewardbench(args.rewardbench_bin)
+    if rb is None:
+        why = (f"{args.rewardbench_bin} not found" if args.rewardbench_bin
+               else "no rewardbench executable on PATH")  # fmt: skip
+        print(f"RewardBench skipped: {why}. Install it in a separate venv (it pins "
+              f"transformers==4.51.0; its CLI needs a CUDA GPU), then pass --rewardbench-bin:"
+              f"\n  {INSTALL}\n  python benchmarks/{Path(__file__).name} --rewardbench-bin "
+              "/tmp/rbenv/bin/rewardbench")  # fmt: skip
+        rows.append(("rewardbench CLI", None, None, False, 0.0, f"skipped: {why}"))
+    else:
+        rows += rewardbench_rows(rb, export, records, records_file, data_file, args, work)
+    print(
+        f"\n{len(heldout)} held-out pairs; accuracy: chosen > rejected (a tie counts 0, as "
+        f"in RewardBench); max |diff| against rmlens load_rm(RM): rewards (offset "
+        f"{done.offset:+.4f} added where the way does not add it) and margins r+ - r-"
+    )
+    print(f"{'way':54} {'accuracy':>8} {'ties':>4} {'max|dr|':>9} {'max|dm|':>9} "
+          f"{'seconds':>7}  note")  # fmt: skip
+    for name, c, r, has_offset, seconds, note in rows:
+        if c is None:
+            print(f"{name:54} {'-':>8} {'-':>4} {'-':>9} {'-':>9} {seconds:7.1f}  {note}")
+            continue
+        c, r = np.asarray(c, float), np.asarray(r, float)
+        if not has_offset:
+            c, r = c + done.offset, r + done.offset
+        acc, ties = float(np.mean(c > r)), int(np.sum(c == r))
+        dr = max(np.abs(c - ref_c).max(), np.abs(r - ref_r).max())
+        dm = np.abs((c - r) - (ref_c - ref_r)).max()
+        print(f"{name:54} {acc:8.4f} {ties:4d} {dr:9.2e} {dm:9.2e} {seconds:7.1f}  {note}")
+
+
+def hf_text(export: Path, record: dict) -> str:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(export).apply_chat_template(
+        record["chosen"], tokenize=False
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+"""The model card (``README.md``, the hub's format) of an exported RM: how it was made, how
+to use it, and, when it came from an audit, the audit's headline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rmlens.backbones import PRESETS
+
+if TYPE_CHECKING:
+    from rmlens.rewards._export import Exported
+
+HUB_IDS = {  # the hub model each offline preset ships
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
+    "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "–"
+
+
+def _origin(source: Path | None, run: str | None) -> tuple[dict, list[str]]:
+    """Facts read beside the RM: the training record, or the audit and its run."""
+    facts: dict[str, Any] = {}
+    audit: list[str] = []
+    if source is None:
+        return facts, audit
+    if run is not None and (source / "runs" / run / "manifest.json").is_file():
+        manifest = _json(source / "runs" / run / "manifest.json") or {}
+        config = _json(source / "config.json") or {}
+        metrics = manifest.get("metrics") or {}
+        facts.update({
+            "made by": f"run {run} of the memorization audit in `{source.resolve()}`",
+            "data": f"sha1 {config.get('data_sha1', '–')}, {config.get('n_pairs', '–')} pairs",
+            "trained on": f"{manifest.get('n_train', '–')} pairs ({manifest.get('n_val', 0)} "
+                          "more for validation)",
+            "objective": metrics.get("objective", "bt"),
+            "held-out accuracy": f"{_num(metrics.get('test_accuracy'))} on this run's held-out "
+                                 "groups",
+        })  # fmt: skip
+        audit = _audit_headline(source)
+        return facts, audit
+    record = _json(source / "train.json")
+    if isinstance(record, dict):
+        cfg = record.get("train_config") or {}
+        history = _json(source / "history.json") or []
+        last = history[-1] if history and isinstance(history[-1], dict) else {}
+        held = next((last[k] for k in ("eval_accuracy", "val_accuracy") if k in last), None)
+        facts.update({
+            "made by": f"`rmlens train` in `{source.resolve()}`",
+            "data": f"sha1 {record.get('data_sha1', '–')}, {record.get('n_train', '–')} pairs",
+            "objective": f"{cfg.get('objective', 'bt')} ({cfg.get('loss', 'bradley-terry')} "
+                         f"loss, {cfg.get('finetune', '–')} fine-tune, {cfg.get('epochs', '–')} "
+                         f"epochs, lr {cfg.get('lr', '–')})",
+            "held-out accuracy": f"{_num(held)} on the evaluation pairs (last epoch)"
+            if held is not None else "– (no evaluation pairs)",
+        })  # fmt: skip
+    return facts, audit
+
+
+def _audit_headline(root: Path) -> list[str]:
+    """RM quality, memorized share and the shortcut figures the audit directory holds."""
+    lines = []
+    summary = _json(root / "summary.json") or {}
+    quality = (summary.get("rm_quality") or {}).get("held_out", {}).get("accuracy") or {}
+    if quality:
+        lines.append(f"- RM quality: held-out accuracy {_num(quality.get('mean'))} "
+                     f"± {_num(quality.get('std'))} (mean ± std over the audit's runs)")
+    counts, n = summary.get("counts") or {}, summary.get("n_pairs")
+    if counts and n:
+        lines.append(f"- Memorized: {counts.get('memorized', 0)} of {n} pairs "
+                     f"({counts.get('memorized', 0) / n:.1%}); not learned even when trained "
+                     f"on: {counts.get('not_learned', 0)} ({counts.get('not_learned', 0) / n:.1%})")
+    metrics = _json(root / "metrics.json") or {}
+    if "accuracy" in metrics:
+        lines.append(f"- `rmlens evaluate`: accuracy {_num(metrics['accuracy'])}"
+                     + (" (cross-fitted: each pair scored by runs that held it out)"
+                        if "cross_fitted" in metrics else ""))  # fmt: skip
+    for probe in metrics.get("probes") or []:
+        if probe.get("probe") in ("pad_filler", "pad_repeat") and probe.get("side") == "rejected":
+            lines.append(f"- Length shortcut ({probe['probe']} on the rejected side): "
+                         f"{_num(probe.get('flip_rate'))} of pairs flip")
+    return lines
+
+
+def _base_id(name: str) -> str | None:
+    """The hub id of the base model, for the card's metadata (None for a local path)."""
+    if name in PRESETS:
+        return HUB_IDS.get(name)
+    return None if Path(name).expanduser().exists() or name.startswith((".", "/")) else name
+
+
+def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
+               run: str | None = None) -> str:  # fmt: skip
+    """``README.md`` of an exported RM: hub metadata, usage, how it was made."""
+    bb = rm.backbone
+    source = Path(source) if source is not None else None
+    facts, audit = _origin(source, run)
+    base_id = _base_id(bb.name)
+    meta = ["---", "library_name: transformers"]
+    if exported.kind == "sequence_classification":
+        meta += ["pipeline_tag: text-classification", "tags:", "- reward-model", "- rmlens"]
+    else:
+        meta += ["pipeline_tag: text-generation", "tags:", "- implicit-reward-model",
+                 "- dpo", "- rmlens"]  # fmt: skip
+    if base_id:
+        meta.append(f"base_model: {base_id}")
+    meta.append("---")
+    formats = {"chat": "the tokenizer's chat template (prompt as user turn(s), response as "
+               "the assistant turn)", "raw": "raw text: prompt + response + EOS (TRL's text path)"}
+    rows = {
+        "base model": f"`{bb.name}` (identity {bb.identity})",
+        **facts,
+        "formatting": formats[exported.format],
+        "truncation": f"rmlens kept the last {exported.max_length} tokens of each sequence "
+                      "(prompt cut from the left); this folder truncates nothing",
+    }  # fmt: skip
+    body = [
+        "# Reward model exported by rmlens",
+        "",
+        "| | |", "|---|---|",
+        *[f"| {k} | {v} |" for k, v in rows.items()],
+        "",
+    ]
+    if exported.kind == "sequence_classification":
+        body += _use_classifier(exported)
+    else:
+        body += _use_policy(rm)
+    if audit:
+        body += ["## The audit it came from", "", *audit, ""]
+    body += [
+        "## Check at export",
+        "",
+        f"Rewards of probe pairs, reloaded from this folder with transformers, plus the offset, "
+        f"differ from rmlens's by at most {exported.max_abs_diff:.2e}.",
+        "",
+    ]
+    return "\n".join(meta + [""] + body)
+
+
+def _use_classifier(exported: Exported) -> list[str]:
+    offset = exported.offset
+    text = ("tokenizer.apply_chat_template(messages, tokenize=False)"
+            if exported.format == "chat" else "prompt + response + tokenizer.eos_token")
+    lines = [
+        "## Use it",
+        "",
+        "```python",
+        "import torch",
+        "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+        "",
+        'rm = AutoModelForSequenceClassification.from_pretrained("PATH")',
+        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
+        'messages = [{"role": "user", "content": prompt}, '
+        '{"role": "assistant", "content": response}]',
+        f"text = {text}",
+        "ids = tokenizer(text, add_special_tokens=False, return_tensors='pt')"
+        if exported.format == "chat" else "ids = tokenizer(text, return_tensors='pt')",
+        "with torch.no_grad():",
+        "    reward = rm(**ids).logits[0, 0].item()",
+        "```",
+        "",
+        "transformers (4.x and 5.x), TRL (`RewardTrainer`, GRPO's `reward_funcs`) and "
+        "RewardBench load this folder as it is (RewardBench 0.1.4 needs a CUDA GPU).",
+    ]
+    if offset:
+        lines += [
+            "",
+            f"rmlens's reward is this folder's logit plus {offset:.6g} "
+            "(`rmlens_reward_offset` in config.json): the `score` layer of this architecture "
+            "has no bias. Every difference r(chosen) - r(rejected) is unchanged.",
+        ]
+    return lines + [""]
+
+
+def _use_policy(rm: Any) -> list[str]:
+    return [
+        "## Use it",
+        "",
+        "This is the policy pi of an implicit (DPO) reward model, "
+        f"r(x, y) = beta * (log pi(y|x) - log pi_ref(y|x)) with beta = {rm.config.beta:g} and "
+        f"the reference pi_ref = `{rm.backbone.name}`, log-probabilities summed over the "
+        "response's tokens. Score with `rmlens.load_rm` on the rmlens folder, or with any DPO "
+        "implicit-reward code given this policy, the reference and beta.",
+        "",
+    ]

@@ -1,0 +1,293 @@
+"""Export an rmlens RM as a standard Hugging Face model folder (DESIGN.md section 2, Export).
+
+An explicit RM on a causal backbone, r(x, y) = w . h(x, y) + b with h the last real token's
+hidden state, is exactly what ``AutoModelForSequenceClassification`` computes for causal LMs
+(``score(hidden)[last non-pad token]``), once:
+
+- the backbone's weights (LoRA merged) are the classifier's base model;
+- the head is folded into the ``score`` layer: a linear head on standardized features,
+  w . (h - mu) / s + b, is (w / s) . h + (b - (w / s) . mu);
+- ``pad_token_id`` is a token no formatted sequence ends with (the classifier reads the
+  last token that is not padding).
+
+The ``score`` layer of causal LMs has no bias, so a constant b cannot live in it: the folder
+scores r - b. Every difference r+ - r- (what Bradley-Terry identifies, and what TRL and
+RewardBench read) is unchanged; ``config.json`` records b as ``rmlens_reward_offset`` and
+rmlens adds it back when it loads the folder. An implicit RM exports its policy as a causal
+LM, with the reference and beta in the card. Encoders are refused: no standard class
+mean-pools.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from rmlens._errors import InputError
+from rmlens._io import write_json
+from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.rewards._card import model_card
+from rmlens.rewards._ensemble import EnsembleRM
+from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifierRM
+
+PAD = "<|rmlens_pad|>"
+TOLERANCE = 1e-4  # largest |r_rmlens - (r_export + offset)| an export may show
+_PROBES = (
+    ("What is two plus two?", "Four.", "Five."),
+    ("Write a short greeting.", "Hello, nice to meet you!", "no"),
+    ("Name a colour.", "Blue is a colour of the sky and the sea.", "I cannot help with that."),
+)
+
+
+@dataclass
+class Exported:
+    """What :func:`export_rm` wrote: the folder, the kind exported, the reward offset (b,
+    the part of rmlens's reward the ``score`` layer cannot hold) and the largest difference
+    between rmlens's rewards and the reloaded folder's on probe pairs, offset added."""
+
+    path: Path
+    kind: str
+    offset: float
+    max_abs_diff: float
+    format: str
+    max_length: int
+
+
+def export_rm(
+    rm: Any, out: str | Path, *, run: str | None = None, source: str | Path | None = None
+) -> Exported:
+    """Write ``rm`` as a standard Hugging Face folder that transformers, TRL and RewardBench
+    load: ``AutoModelForSequenceClassification`` (explicit RMs) or ``AutoModelForCausalLM``
+    (the policy of an implicit RM), its tokenizer and a model card (``README.md``).
+
+    Parameters
+    ----------
+    rm : str, Path or RewardModel
+        An rmlens RM folder, an experiment directory (an audit: pick a run with ``run``),
+        or a loaded RM.
+    out : str or Path
+        The folder to write (created; files of the same names are replaced).
+    run : str, optional
+        For an ensemble or an audit: the member to export, by name (``000``) or index.
+    source : str or Path, optional
+        Where ``rm`` was loaded from, for the card (read from ``rm`` when it is a path).
+
+    Returns
+    -------
+    Exported
+        The folder and what was checked: the reloaded folder's rewards on probe pairs,
+        plus the recorded offset, equal rmlens's to ``TOLERANCE``.
+
+    Raises
+    ------
+    InputError
+        For an RM that has no standard form (an encoder, an MLP head), an ensemble without
+        ``run``, or an unknown ``run``.
+    """
+    from rmlens.rewards._load import load_rm
+    from rmlens.rewards._tuned import TunedRM
+
+    if isinstance(rm, (str, Path)):
+        source = Path(rm)
+        rm = load_rm(rm, device="cpu", cache_dir=False)
+    member, name = _member(rm, run)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    if isinstance(member, TunedRM) and member.kind == "implicit":
+        result = _export_policy(member, out)
+    elif isinstance(member, (ExplicitHeadRM, TunedRM)):
+        result = _export_explicit(member, out)
+    elif isinstance(member, SequenceClassifierRM):
+        raise InputError(f"{source or 'rm'}: already a Hugging Face sequence-classification "
+                         "model; use its folder as it is")  # fmt: skip
+    else:
+        raise InputError(f"{source or 'rm'}: a {type(member).__name__} has no standard "
+                         "Hugging Face form")  # fmt: skip
+    card = model_card(member, result, source=source, run=name)
+    (out / "README.md").write_text(card, encoding="utf-8")
+    return result
+
+
+def _member(rm: RewardModel, run: str | None) -> tuple[RewardModel, str | None]:
+    """The RM to export: ``rm`` itself, or the ensemble member named or numbered ``run``."""
+    if not isinstance(rm, EnsembleRM):
+        if run is not None:
+            raise InputError(f"`run` {run!r}: the RM is a single model, not an ensemble")
+        return rm, None
+    if run is None:
+        raise InputError(
+            f"an ensemble of {len(rm.members)} RMs ({_listing(rm.names)}): choose the one to "
+            "export with `run` (its name)"
+        )
+    if run in rm.names:
+        return rm.members[rm.names.index(run)], run
+    if run.isdigit() and int(run) < len(rm.members):
+        return rm.members[int(run)], rm.names[int(run)]
+    raise InputError(f"`run` {run!r}: no such member; the ensemble has {_listing(rm.names)}")
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+
+
+def _explicit_parts(rm: Any) -> tuple[nn.Module, np.ndarray, float]:
+    """The backbone body (LoRA merged into a copy) and the head as r = w . h + b."""
+    from rmlens.rewards._tuned import TunedRM
+
+    if isinstance(rm, TunedRM):
+        rm._activate()
+        body, head = rm.net.body, rm.net.head
+        if hasattr(body, "merge_and_unload"):  # a peft model: merge into a copy
+            body = copy.deepcopy(body).merge_and_unload()
+        w = head.weight.detach().double().numpy()[0]
+        return body, w, float(head.bias.detach().double().numpy()[0])
+    module = rm.head.head_
+    if not isinstance(module.net, nn.Linear):
+        raise InputError("an MLP head has no standard sequence-classification form (its "
+                         "`score` layer is linear): export a linear or logistic head")  # fmt: skip
+    scale = module.scale.double().numpy()
+    w = module.net.weight.detach().double().numpy()[0] / scale
+    b = float(module.net.bias.detach().double().numpy()[0] - w @ module.mean.double().numpy())
+    return rm.backbone.model, w, b
+
+
+def _export_explicit(rm: Any, out: Path) -> Exported:
+    from transformers import AutoModelForSequenceClassification
+
+    bb = rm.backbone
+    if bb.kind != "causal" or bb.pooling != "last":
+        raise InputError(
+            f"base model {bb.name!r} is an encoder whose RM mean-pools its tokens; no standard "
+            "Hugging Face sequence-classification class mean-pools, so it cannot be exported "
+            "(train on a causal LM to export)"
+        )
+    body, w, b = _explicit_parts(rm)
+    config = copy.deepcopy(body.config)
+    config.num_labels, config.architectures = 1, None
+    config.problem_type = "regression"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32)
+    base = model.base_model
+    missing, unexpected = base.load_state_dict(body.state_dict(), strict=False)
+    if missing or unexpected:
+        raise InputError(f"base model {bb.name!r}: its weights do not fit "
+                         f"{type(model).__name__} (missing {missing[:3]}, unexpected "
+                         f"{unexpected[:3]})")  # fmt: skip
+    score = _score_layer(model)
+    offset = b
+    with torch.no_grad():
+        score.weight.copy_(torch.as_tensor(w, dtype=score.weight.dtype).reshape(1, -1))
+        if score.bias is not None:
+            score.bias.fill_(b)
+            offset = 0.0
+    tokenizer = copy.deepcopy(bb.tokenizer)
+    fmt = rm.format
+    _set_pad(model, tokenizer, bb.max_length, fmt)
+    model.config.rmlens_format = fmt
+    model.config.rmlens_max_length = int(bb.max_length)
+    model.config.rmlens_reward_offset = float(offset)
+    model.eval()
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    readable_by_v4(out)
+    diff = _check(rm, out)
+    return Exported(out, "sequence_classification", float(offset), diff, fmt, int(bb.max_length))
+
+
+def _score_layer(model: nn.Module) -> nn.Linear:
+    """The classifier's own head: its one child outside the base model, a linear layer to
+    one logit (``score`` for Llama, Qwen, Mistral, GPT-2 ...)."""
+    prefix = model.base_model_prefix
+    heads = [m for n, m in model.named_children() if n != prefix and isinstance(m, nn.Linear)]
+    if len(heads) != 1 or heads[0].out_features != 1:
+        raise InputError(f"{type(model).__name__}: expected one linear score layer beside the "
+                         "base model; this architecture's head is not a single linear layer")
+    return heads[0]
+
+
+def _encode(tokenizer: Any, prompt: Any, response: Any, max_length: int, fmt: str) -> list[int]:
+    return encode_pair_text(tokenizer, prompt, response, max_length, format=fmt)
+
+
+def _set_pad(model: nn.Module, tokenizer: Any, max_length: int, fmt: str) -> None:
+    """A pad token that no formatted sequence ends with: the classifier reads the last
+    token that is not padding, rmlens the last real one."""
+    last = {_encode(tokenizer, p, r, max_length, fmt)[-1] for p, c, j in _PROBES for r in (c, j)}
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id in last:
+        tokenizer.add_special_tokens({"pad_token": PAD})
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    model.config.pad_token_id = int(tokenizer.pad_token_id)
+
+
+def _check(rm: Any, out: Path) -> float:
+    """Largest |r_rmlens - r_folder| over the probe pairs, the folder loaded back as any
+    Hugging Face RM (``load_rm``: ``AutoModelForSequenceClassification``, the recorded
+    format and offset), scored one sequence at a time and in padded batches. Raises when it
+    is above ``TOLERANCE``."""
+    from rmlens.rewards._load import load_rm
+
+    prompts = [p for p, c, j in _PROBES for _ in (c, j)]
+    responses = [r for _, c, j in _PROBES for r in (c, j)]
+    expected = np.asarray(rm.score(prompts, responses), dtype=float)
+    folder = load_rm(out, device="cpu")
+    diff = 0.0
+    for batch_size in (1, len(prompts)):
+        folder.batch_size = batch_size
+        got = np.asarray(folder.score(prompts, responses), dtype=float)
+        diff = max(diff, float(np.abs(expected - got).max()))
+    if not diff <= TOLERANCE:
+        raise RuntimeError(f"export check failed: the exported folder's rewards differ from "
+                           f"rmlens's by up to {diff:.3g} on probe pairs")
+    return diff
+
+
+def _export_policy(rm: Any, out: Path) -> Exported:
+    """An implicit RM's policy as a causal LM (LoRA merged); the card names the reference
+    and beta: r(x, y) = beta * (log pi(y|x) - log pi_ref(y|x))."""
+    rm._activate()
+    lm = rm.net.lm
+    if hasattr(lm, "merge_and_unload"):
+        lm = copy.deepcopy(lm).merge_and_unload()
+    lm.config.rmlens_implicit = {"reference": rm.backbone.name, "beta": float(rm.config.beta)}
+    lm.config.rmlens_format = rm.format
+    lm.save_pretrained(out, safe_serialization=True)
+    rm.backbone.tokenizer.save_pretrained(out)
+    readable_by_v4(out)
+    return Exported(out, "causal_lm_policy", 0.0, 0.0, rm.format, int(rm.backbone.max_length))
+
+
+def readable_by_v4(folder: Path) -> None:
+    """Add the keys transformers 4.x reads (RewardBench 0.1.4 pins 4.51) beside 5.x's.
+
+    Without them 4.x fails on the tokenizer (``TokenizersBackend`` is 5.x's class; 5.x
+    writes the extra special tokens as a list where 4.x expects a dict) or, worse, silently
+    scores with its default RoPE base (5.x writes ``rope_parameters`` only): SmolLM2's
+    100000 read as 10000 moved rewards by up to 1.4 and accuracy from 0.78 to 0.66
+    (``benchmarks/rewardbench_export.py``). The keys added are the 4.x names of the same
+    values, which 5.x reads back unchanged (the export check runs after this).
+    """
+    tok_file, config_file = folder / "tokenizer_config.json", folder / "config.json"
+    if tok_file.is_file():
+        tok = json.loads(tok_file.read_text())
+        if tok.get("tokenizer_class") == "TokenizersBackend":
+            tok["tokenizer_class"] = "PreTrainedTokenizerFast"
+        if isinstance(tok.get("extra_special_tokens"), list):
+            tok["additional_special_tokens"] = tok.pop("extra_special_tokens")
+        write_json(tok, tok_file)
+    config = json.loads(config_file.read_text())
+    rope = dict(config.get("rope_parameters") or {})
+    if rope and "rope_theta" not in config:
+        config["rope_theta"] = rope.pop("rope_theta", 10000.0)
+        config["rope_scaling"] = None if rope.get("rope_type", "default") == "default" else rope
+    if "dtype" in config and "torch_dtype" not in config:
+        config["torch_dtype"] = config["dtype"]
+    write_json(config, config_file)

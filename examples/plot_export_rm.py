@@ -13,7 +13,7 @@ rmlens and with transformers alone.
 # %%
 # Train a small RM
 # ----------------
-# A logistic head on SmolLM2's last-token features, fitted on 90 synthetic pairs whose
+# A logistic head on SmolLM2's last-token features, fitted on 60 synthetic pairs whose
 # chosen responses tend to be the better written ones. The backbone stays frozen.
 
 import tempfile
@@ -29,9 +29,9 @@ import rmlens
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig, export_rm
 
 logging.set_verbosity_error()
-pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=120, n_users=12, seed=0))
-train, test = pairs.iloc[:90], pairs.iloc[90:].reset_index(drop=True)
-trainer = FrozenHeadTrainer(HeadConfig(head="logistic"), model="smollm2-135m", max_length=128)
+pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=80, n_users=8, seed=0))
+train, test = pairs.iloc[:60], pairs.iloc[60:].reset_index(drop=True)
+trainer = FrozenHeadTrainer(HeadConfig(head="logistic"), model="smollm2-135m")
 trainer.fit(train, quiet=True)
 rm = trainer.rm_
 r_c, r_r = rm.score_pairs(test)
@@ -42,7 +42,10 @@ print(f"rmlens: held-out accuracy {np.mean(r_c > r_r):.3f} on {len(test)} pairs"
 # ------
 # The head on standardized features is folded into the classifier's ``score`` layer. That
 # layer has no bias in causal LMs, so the constant part of the reward is recorded as
-# ``rmlens_reward_offset`` in ``config.json``: every difference r+ - r- is unchanged.
+# ``rmlens_reward_offset`` in ``config.json``: every difference r+ - r- is unchanged. The
+# folder truncates nothing, so the RM was left at the model's own length limit
+# (``max_length``, the default): an RM that cut its pairs shorter scores long pairs
+# differently from the folder, and the card says so.
 
 out = Path(tempfile.mkdtemp()) / "rm-hf"
 exported = export_rm(rm, out)

@@ -127,6 +127,10 @@ def test_rm_loads_from_another_working_directory(tiny_causal_dir, tmp_path, monk
     os.chdir(tmp_path)
     again = load_rm(tmp_path / "work" / "rm").score(PAIRS.prompt, PAIRS.chosen)
     np.testing.assert_allclose(again, expected, atol=1e-6)
+    PAIRS.to_json(tmp_path / "pairs.jsonl", orient="records", lines=True)
+    result = run_cli(["evaluate", "--rm", "work/rm", "--data", "pairs.jsonl", "--out", "ev",
+                      "--probes", "none", "--quiet"])  # fmt: skip
+    assert result.exit_code == 0, result.output
     shutil.rmtree(models)
     with pytest.raises(InputError, match="base model .* not found"):
         load_rm(tmp_path / "work" / "rm")
@@ -165,3 +169,21 @@ def test_implicit_rm_exports_its_policy_with_reference_and_beta(tiny_causal_dir,
     for name, value in policy.state_dict().items():
         torch.testing.assert_close(value, merged.state_dict()[name], atol=1e-6, rtol=0)
     assert "beta = 0.2" in (tmp_path / "hf" / "README.md").read_text()
+
+
+def test_trl_grpo_takes_the_export_as_its_reward(lora_rm, tiny_causal_dir, tmp_path):
+    """TRL's GRPO loads the folder by path (``reward_funcs``) and rewards its completions."""
+    pytest.importorskip("trl", reason="TRL is a dev dependency (pip install -e '.[dev]')")
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    export_rm(lora_rm, tmp_path / "hf")
+    prompts = [{"prompt": [{"role": "user", "content": p}]} for p in PAIRS.prompt[:4]]
+    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=1, num_generations=4,
+                      per_device_train_batch_size=4, max_completion_length=4, report_to=[],
+                      logging_steps=1, use_cpu=True, save_strategy="no")  # fmt: skip
+    trainer = GRPOTrainer(model=str(tiny_causal_dir), reward_funcs=str(tmp_path / "hf"),
+                          args=args, train_dataset=Dataset.from_list(prompts))  # fmt: skip
+    trainer.train()
+    logged = next(h for h in trainer.state.log_history if "reward" in h)
+    assert np.isfinite(logged["reward"]) and logged["reward_std"] > 0

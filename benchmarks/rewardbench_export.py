@@ -15,10 +15,8 @@
      the offset;
    - with ``--rewardbench-bin PATH`` (else a ``rewardbench`` on PATH), in its venv: the
      same plain-transformers scoring (RewardBench 0.1.4 pins transformers 4.51) on the
-     folder as written, on a copy whose ``tokenizer_config.json`` 4.x can read, and on a
-     copy whose ``config.json`` also has the 4.x RoPE keys (``v4_copy``); the ``rewardbench``
-     CLI (``--model=EXPORT --dataset=FILE.json --load_json``) on the folder and on the
-     fixed copy; and RewardBench's own text preparation (``load_and_process_dataset``)
+     folder as written; the ``rewardbench`` CLI (``--model=EXPORT --dataset=FILE.json
+     --load_json``); and RewardBench's own text preparation (``load_and_process_dataset``)
      with its pipeline's tokenization (left padding, special tokens added) on CPU.
 
    Without a ``rewardbench`` executable the RewardBench rows are skipped and the install
@@ -28,7 +26,8 @@ What RewardBench 0.1.4 needs, found with this script (CPU only, torch 2.13 CPU b
 ``setuptools<81`` (rewardbench.py imports ``pkg_resources``); a tokenizer folder that
 transformers 4.51 reads (5.x writes ``tokenizer_class: TokenizersBackend`` and a list of
 ``extra_special_tokens``) and a ``config.json`` with ``rope_theta`` (4.51 ignores 5.x's
-``rope_parameters`` and silently uses RoPE base 10000); ``--not_quantized`` (else 8-bit
+``rope_parameters`` and silently uses RoPE base 10000): the export writes both
+(``readable_by_v4``); ``--not_quantized`` (else 8-bit
 bitsandbytes); a CUDA GPU: its ``RewardBenchPipeline`` moves every batch with
 ``.to("cuda")`` (rewardbench/models/pipeline.py:44), so the CLI cannot score a sequence
 classifier on a CPU-only machine. The dataset: ``chosen`` and ``rejected`` must be whole
@@ -296,42 +295,11 @@ def run_rewardbench(rb: str, export: Path, data: Path, args, work: Path) -> tupl
             "rejected": [by_id[i]["scores_rejected"] for i in by_id]}, ""  # fmt: skip
 
 
-def v4_copy(export: Path, dst: Path, config_too: bool) -> Path:
-    """A copy of ``export`` that transformers 4.x reads as 5.x does: ``tokenizer_config.json``
-    with a 4.x tokenizer class (``TokenizersBackend`` is 5.x's) and its extra special tokens
-    as ``additional_special_tokens`` (5.x writes a list that 4.x takes for a dict); with
-    ``config_too``, ``config.json`` also with the 4.x keys ``rope_theta``/``rope_scaling``
-    (5.x writes ``rope_parameters`` only; 4.x would use its default RoPE base) and
-    ``torch_dtype`` (5.x: ``dtype``)."""
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(export, dst)
-    tok = json.loads((dst / "tokenizer_config.json").read_text())
-    if tok.get("tokenizer_class") == "TokenizersBackend":
-        tok["tokenizer_class"] = "PreTrainedTokenizerFast"
-    extra = tok.pop("extra_special_tokens", None)
-    if isinstance(extra, list):
-        tok["additional_special_tokens"] = extra
-    elif extra is not None:
-        tok["extra_special_tokens"] = extra
-    (dst / "tokenizer_config.json").write_text(json.dumps(tok, indent=2))
-    if config_too:
-        config = json.loads((dst / "config.json").read_text())
-        rope = dict(config.get("rope_parameters") or {})
-        if rope and "rope_theta" not in config:
-            config["rope_theta"] = rope.pop("rope_theta", 10000.0)
-            config["rope_scaling"] = None if rope.get("rope_type", "default") == "default" else rope
-        if "dtype" in config and "torch_dtype" not in config:
-            config["torch_dtype"] = config["dtype"]
-        (dst / "config.json").write_text(json.dumps(config, indent=2))
-    return dst
-
-
 def rewardbench_rows(rb: str, export: Path, records, records_file, data_file, args, work):
-    """Rows from RewardBench's venv: transformers 4.x on the folder as written and on
-    4.x-compatible copies, the CLI on both, RewardBench's preparation on CPU."""
+    """Rows from RewardBench's venv: transformers 4.x on the folder as written (the export
+    writes the keys 4.x reads, ``rmlens.rewards._export.readable_by_v4``), the CLI, and
+    RewardBench's own text preparation on CPU."""
     python = str(Path(rb).parent / "python")
-    tok_only = v4_copy(export, work / "export-v4-tokenizer", config_too=False)
-    fixed = v4_copy(export, work / "export-v4", config_too=True)
     rows = []
 
     def helper(name, argv, has_offset, note=lambda out: ""):
@@ -348,14 +316,12 @@ def rewardbench_rows(rb: str, export: Path, records, records_file, data_file, ar
             rows.append((name, out["chosen"], out["rejected"], has_offset, seconds, note(out)))
         return out
 
-    for label, folder in (("as written", export), ("tokenizer fixed", tok_only),
-                          ("tokenizer+config fixed", fixed)):  # fmt: skip
-        out = helper(f"transformers (rb venv), {label}", ["--score-hf", str(folder),
-                     str(records_file)], True, lambda o: f"{o['tokenizer_class']}")  # fmt: skip
-        if out:
-            rows[-1] = (rows[-1][0].replace("transformers", f"transformers {out['version']}"),
-                        *rows[-1][1:])  # fmt: skip
-    for label, folder in (("as written", export), ("4.x-fixed copy", fixed)):
+    out = helper("transformers (rb venv), as written", ["--score-hf", str(export),
+                 str(records_file)], True, lambda o: f"{o['tokenizer_class']}")  # fmt: skip
+    if out:
+        rows[-1] = (rows[-1][0].replace("transformers", f"transformers {out['version']}"),
+                    *rows[-1][1:])  # fmt: skip
+    for label, folder in (("as written", export),):
         start = time.perf_counter()
         cli, why = run_rewardbench(rb, folder, data_file, args, work)
         seconds = time.perf_counter() - start
@@ -367,8 +333,8 @@ def rewardbench_rows(rb: str, export: Path, records, records_file, data_file, ar
             rows.append((f"rewardbench CLI, {label}", cli["chosen"], cli["rejected"], False,
                          seconds, f"its own accuracy {cli['accuracy']:.4f}"))  # fmt: skip
     text = hf_text(export, records[0])
-    helper("rewardbench prep+pipeline on CPU, 4.x-fixed copy",
-           ["--score-rewardbench-prep", str(fixed), str(data_file)], False,
+    helper("rewardbench prep+pipeline on CPU",
+           ["--score-rewardbench-prep", str(export), str(data_file)], False,
            lambda o: f"its text = ours: {o['first_text_chosen'] == text}")  # fmt: skip
     return rows
 

@@ -52,7 +52,7 @@ print(sorted(p.name for p in folder.iterdir()))
 # ``load_rm`` gives an object with ``score(prompts, responses)`` and ``score_pairs(pairs)``;
 # ``evaluate`` also takes the path itself (``rm="path/or/hub-id"``). ``by`` breaks the
 # accuracy down by a column, here the planted ``mechanism`` of the synthetic pairs. The
-# probes edit a seeded sample of ``probe_pairs`` pairs (default 1000; 50 here, to stay
+# probes edit a seeded sample of ``probe_pairs`` pairs (default 200; 50 here, to stay
 # fast, so their flip rates are rough).
 
 rm = rmlens.load_rm(folder)

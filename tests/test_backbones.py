@@ -215,3 +215,63 @@ def test_frozen_audit_with_a_causal_lm(tiny_causal_dir, tmp_path):
                   trainer=trainer, quiet=True)
     assert trainer.backbone_.pooling == "last" and trainer.features_.chosen.shape == (16, 32)
     assert len(table) == 16 and table.tm.notna().all() and table.tg.notna().all()
+
+
+class StopsAfter:
+    """A model that raises on its call number ``after + 1``: a crash mid-encoding."""
+
+    def __init__(self, model, after: int):
+        self.model, self.config, self.after, self.calls = model, model.config, after, 0
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def __call__(self, **kw):
+        self.calls += 1
+        if self.calls > self.after:
+            raise RuntimeError("killed")
+        return self.model(**kw)
+
+
+def test_an_interrupted_encoding_resumes_where_it_stopped(tiny_encoder_dir, tmp_path,
+                                                          monkeypatch):  # fmt: skip
+    """Shards are written every SHARD_TEXTS texts: after a crash the rerun encodes only the
+    texts not cached yet, in the batches they would have run in, and every vector equals an
+    uninterrupted run's bit for bit."""
+    import rmlens.backbones._featurize as featurize_module
+    from rmlens.backbones._cache import ids_key
+
+    rng = np.random.default_rng(0)
+    vocab = ["the", "cat", "dog", "is", "good", "bad", "sun", "moon", "big", "small", "red"]
+    pairs = pd.DataFrame({side: [" ".join(rng.choice(vocab, rng.integers(1, 12)))
+                                 for _ in range(15)] for side in ("prompt", "chosen", "rejected")})
+    backbone = load_backbone(str(tiny_encoder_dir), max_length=24)
+    whole = featurize(backbone, pairs, cache_dir=tmp_path / "whole", batch_size=2, quiet=True)
+    assert len(list((tmp_path / "whole").rglob("*.keys.npy"))) == 1  # 30 texts: one shard
+    monkeypatch.setattr(featurize_module, "SHARD_TEXTS", 4)  # a shard every 2 batches of 2
+    model = backbone.model
+    backbone.model = StopsAfter(model, after=5)
+    with pytest.raises(RuntimeError, match="killed"):
+        featurize(backbone, pairs, cache_dir=tmp_path / "cut", batch_size=2, quiet=True)
+    assert len(list((tmp_path / "cut").rglob("*.keys.npy"))) == 2  # batch 5 was not stored
+    backbone.model = model
+    seqs = [encode_pair_text(backbone.tokenizer, p, r, 24, format=backbone.format)
+            for side in ("chosen", "rejected") for p, r in zip(pairs.prompt, pairs[side])]
+    cache = EmbeddingCache(tmp_path / "cut", identity=backbone.identity,
+                           pooling=backbone.pooling, max_length=24, format=backbone.format)
+    cached = {ids_key(s) for s in seqs if ids_key(s) in cache}
+    assert len(cached) == 8
+    encoded, original = [], featurize_module.encode_ids
+
+    def recording(bb, ids, **kw):
+        encoded.extend(ids_key(s) for s in ids)
+        return original(bb, ids, **kw)
+
+    monkeypatch.setattr(featurize_module, "encode_ids", recording)
+    resumed = featurize(backbone, pairs, cache_dir=tmp_path / "cut", batch_size=2, quiet=True)
+    assert resumed.n_encoded == whole.n_encoded - 8 == len(encoded)
+    assert set(encoded) == {ids_key(s) for s in seqs} - cached  # only what was missing
+    np.testing.assert_array_equal(resumed.chosen, whole.chosen)  # bit for bit
+    np.testing.assert_array_equal(resumed.rejected, whole.rejected)
+    again = featurize(backbone, pairs, cache_dir=tmp_path / "cut", batch_size=2, quiet=True)
+    assert again.n_encoded == 0 and np.array_equal(again.chosen, whole.chosen)

@@ -19,6 +19,7 @@ from rmlens.memorization._config import audit_train
 COMMANDS = [
     ["memorize"], ["demo"], ["attribute"], ["report"], ["sweep"], ["evaluate"], ["train"],
     ["score"], ["generalize"], ["data", "inspect"], ["data", "synth"], ["compare"], ["mitigate"],
+    ["sae"],
 ]  # fmt: skip
 
 

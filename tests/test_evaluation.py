@@ -262,6 +262,43 @@ def test_evaluate_samples_pairs_for_probes():
         evaluate(pairs, rm=LengthRM(), probes="nope", quiet=True)
 
 
+class RecordingRM(LengthRM):
+    """A length RM that keeps every response it scored."""
+
+    def __init__(self):
+        self.seen = []
+
+    def score(self, prompts, responses):
+        self.seen += list(responses)
+        return super().score(prompts, responses)
+
+
+def test_probes_edit_a_seeded_sample_of_200_pairs_by_default_or_all():
+    from rmlens.evaluation._evaluate import probe_rows
+
+    pairs = pd.DataFrame({"prompt": "q", "chosen": [f"{'a' * (i % 50 + 1)} {i}" for i in
+                          range(300)], "rejected": "aaa"})  # fmt: skip
+    assert EvaluateConfig().probe_pairs == 200
+
+    def probed(**kw):
+        rm = RecordingRM()
+        metrics = evaluate(pairs, rm=rm, probes="refusal", quiet=True, **kw)
+        return [row["n"] for row in metrics["probes"]], rm.seen[2 * len(pairs):]  # the edits
+
+    n, edited = probed()
+    assert n == [200, 200] and len(set(edited[:200])) == 200  # 200 distinct chosen edits
+    assert edited == probed()[1]  # same seed, same pairs
+    assert set(edited) != set(probed(seed=1)[1])
+    assert probed(probe_pairs="all")[0] == probed(probe_pairs=0)[0] == [300, 300]
+    assert probed(probe_pairs=500)[0] == [300, 300]
+    # an int is the sample it always was (a seeded draw without replacement, sorted)
+    expected = np.sort(np.random.default_rng(7).choice(300, 40, replace=False))
+    np.testing.assert_array_equal(probe_rows(300, 40, seed=7), expected)
+    np.testing.assert_array_equal(probe_rows(300, "all", seed=7), np.arange(300))
+    with pytest.raises(ValueError, match="must be an int >= 0 or 'all'. Got 'some'"):
+        evaluate(pairs, rm=LengthRM(), probes="none", probe_pairs="some", quiet=True)
+
+
 def test_validation_pairs_are_neither_in_train_nor_held_out():
     """An audit run's validation pairs (its early stopping looked at them) count in neither."""
     from rmlens.evaluation._evaluate import membership_metrics

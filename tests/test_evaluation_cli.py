@@ -139,6 +139,8 @@ def test_cli_single_rm_json(experiment, capsys):
         ({"--by": "annotator"}, "no column 'annotator'"),
         ({"--calibrate": "spline"}, "--calibrate must be 'length' or left unset, got spline"),
         ({"--lowess-frac": "0"}, "--lowess-frac must be a float in (0, 1], got 0"),
+        ({"--probe-pairs": "lots"}, "--probe-pairs must be an int >= 0 or 'all', got lots"),
+        ({"--probe-pairs": "-3"}, "--probe-pairs must be an int >= 0 or 'all', got -3"),
     ],
 )
 def test_cli_bad_input_exits_2(experiment, capsys, change, message):
@@ -214,3 +216,100 @@ def test_probes_score_each_pair_with_its_own_members(experiment):
         own = probe_effects(ensemble.members[m], pairs[rows].reset_index(drop=True), thanks,
                             "chosen")
         np.testing.assert_allclose(effects["shift"].to_numpy()[rows], own["shift"], atol=1e-5)
+
+
+def test_cli_probe_pairs_a_number_or_all(experiment, capsys):
+    root, data, _ = experiment
+    out = root / "sampled"
+    argv = ["evaluate", "--rm", str(root / "exp"), "--data", str(data), "--out", str(out),
+            "--probes", "refusal", "--quiet"]  # fmt: skip
+    assert main([*argv, "--probe-pairs", "10"]) == 0
+    assert pd.read_parquet(out / "probes.parquet").n.tolist() == [10, 10]
+    assert "probe_pairs = 10" in (out / "config.toml").read_text()
+    assert main([*argv, "--probe-pairs", "all"]) == 0
+    assert pd.read_parquet(out / "probes.parquet").n.tolist() == [40, 40]
+    assert 'probe_pairs = "all"' in (out / "config.toml").read_text()
+    assert main([*argv, "--config", str(out / "config.toml")]) == 0  # read back: all
+    assert json.loads((out / "metrics.json").read_text())["config"]["probe_pairs"] == "all"
+
+
+class Alone:
+    """A member scored by itself: its own encoding, no cache, nothing shared (the old way)."""
+
+    def __init__(self, member):
+        self.member = member
+
+    def score(self, prompts, responses):
+        return self.member.score(prompts, responses)
+
+
+def test_calibrated_ensemble_encodes_each_text_once_for_all_members(experiment, monkeypatch,
+                                                                   tmp_path):  # fmt: skip
+    """--calibrate length: the pairs' and the probes' texts are encoded once for the five
+    members (through the cache), whether the ensemble scores its own pairs (cross-fitted)
+    or others."""
+    from collections import Counter
+
+    import rmlens.backbones._featurize as featurize_module
+    from rmlens.backbones._tokenize import encode_pair_text
+    from rmlens.evaluation import PROBES, evaluate
+
+    root, _, pairs = experiment
+    ensemble = load_rm(root / "exp", device="cpu")
+    bb, fmt = ensemble.members[0].backbone, ensemble.members[0].format
+    encoded, original = Counter(), featurize_module.encode_ids
+
+    def counting(backbone, seqs, **kw):
+        encoded.update(tuple(s) for s in seqs)
+        return original(backbone, seqs, **kw)
+
+    monkeypatch.setattr(featurize_module, "encode_ids", counting)
+    texts = [(p, r) for side in ("chosen", "rejected") for p, r in zip(pairs.prompt, pairs[side])]
+    texts += [(p, PROBES[name].apply(r)) for name in ("pad_filler", "refusal")
+              for p, r in texts[:]]  # fmt: skip
+    needed = {tuple(encode_pair_text(bb.tokenizer, p, r, bb.max_length, format=fmt))
+              for p, r in texts}  # fmt: skip
+    for k, ids in enumerate((pairs.id, "new-" + pairs.id)):  # own pairs, then other pairs
+        monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / str(k)))  # a cold cache
+        encoded.clear()
+        metrics = evaluate(pairs.assign(id=ids), rm=ensemble, calibrate="length",
+                           probes="pad_filler,refusal", quiet=True)  # fmt: skip
+        assert ("cross_fitted" in metrics) == (k == 0)
+        assert set(encoded) == needed and max(encoded.values()) == 1  # each text once
+
+
+def test_calibrated_ensemble_scores_as_its_members_one_by_one(experiment):
+    """The shared encoding changes no reward: the calibrated ensemble's rewards of edited
+    texts, and evaluate's figures, equal those of the members scored alone (to 1e-6)."""
+    from rmlens.evaluation import PROBES, LengthCalibratedRM, LengthCalibrator, evaluate
+    from rmlens.evaluation._posthoc import response_lengths
+    from rmlens.evaluation._probes import _scores
+    from rmlens.rewards import EnsembleRM
+
+    root, _, pairs = experiment
+    ensemble = load_rm(root / "exp", device="cpu")
+    rc, rr, _ = member_pair_scores(ensemble, pairs)
+    responses = list(pairs.chosen) + list(pairs.rejected)
+    calibrator = LengthCalibrator().fit(np.r_[rc.mean(0), rr.mean(0)],
+                                        response_lengths(responses))  # fmt: skip
+    scorer = LengthCalibratedRM(ensemble, calibrator)
+    edited = [PROBES["pad_filler"].apply(r) for r in pairs.rejected]
+    lengths = response_lengths(edited)
+    alone = np.stack([m.score(pairs.prompt, edited) for m in ensemble.members])  # (5, 40)
+    shared = _scores(scorer, pairs.prompt, edited)
+    np.testing.assert_allclose(shared, calibrator.transform(alone.mean(0), lengths), atol=1e-6)
+    np.testing.assert_array_equal(shared, scorer.score(pairs.prompt, edited))
+    weights = np.eye(5)[:, np.arange(40) % 5]  # pair i scored by member i % 5 alone
+    np.testing.assert_allclose(_scores(scorer, pairs.prompt, edited, weights),
+                               calibrator.transform((weights * alone).sum(0), lengths),
+                               atol=1e-6)  # fmt: skip
+    unshared = EnsembleRM([Alone(m) for m in ensemble.members], names=ensemble.names,
+                          train_ids=ensemble.train_ids, val_ids=ensemble.val_ids)  # fmt: skip
+    for ids in (pairs.id, "new-" + pairs.id):  # cross-fitted, then every member on every pair
+        kw = {"calibrate": "length", "probes": "pad_filler,refusal", "quiet": True}
+        a = evaluate(pairs.assign(id=ids), rm=ensemble, **kw)
+        b = evaluate(pairs.assign(id=ids), rm=unshared, **kw)
+        assert a["accuracy"] == b["accuracy"]
+        assert a["posthoc_calibration"] == pytest.approx(b["posthoc_calibration"], abs=1e-6)
+        for x, y in zip(a["probes"], b["probes"], strict=True):
+            assert x == pytest.approx(y, abs=1e-6)

@@ -27,6 +27,8 @@ from rmlens.report._config import ReportConfig
 from rmlens.rewards._config import ExportConfig, ScoreConfig
 from rmlens.rewards.finetune import TrainConfig
 from rmlens.rewards.frozen import HeadConfig
+from rmlens.sae._config import SAEConfig
+from rmlens.sae._debias_config import DebiasConfig
 from rmlens.tokens._config import SweepConfig
 
 CONFIG = {"--config"}
@@ -48,6 +50,7 @@ COMMANDS = {
         {"--data", "--out", "--map", "--sep", "--quiet", "--candidates"},
     ),
     "attribute": ([(AttributeConfig, ())], {"--list-features", "--json", "--quiet"}),
+    "sae": ([(SAEConfig, ()), (DebiasConfig, ())], {"--json", "--quiet", "--out"}),
     "compare": ([(CompareConfig, ())], {"--out", "--json", "--quiet"}),
     "overoptimize": ([(OveroptimizeConfig, ())], {"--candidates", "--out", "--json", "--quiet"}),
     "data candidates": (

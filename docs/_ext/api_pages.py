@@ -17,8 +17,8 @@ from pathlib import Path
 
 PACKAGES = (
     "rmlens", "rmlens.data", "rmlens.rewards", "rmlens.memorization", "rmlens.comparison",
-    "rmlens.evaluation", "rmlens.attribution", "rmlens.tokens", "rmlens.generalization",
-    "rmlens.report", "rmlens.stats", "rmlens.experiment",
+    "rmlens.evaluation", "rmlens.attribution", "rmlens.sae", "rmlens.tokens",
+    "rmlens.generalization", "rmlens.report", "rmlens.stats", "rmlens.experiment",
 )  # fmt: skip
 KINDS = ("Functions", "Configs", "Classes", "Exceptions and warnings", "Constants")
 

@@ -24,7 +24,7 @@ from rst_nodes import code, inline, section, table
 from sphinx.util.docutils import SphinxDirective
 
 SUBPACKAGES = ("data", "rewards", "memorization", "comparison", "evaluation", "attribution",
-               "tokens", "generalization", "report")  # fmt: skip
+               "sae", "tokens", "generalization", "report")  # fmt: skip
 
 
 def config_classes() -> list[type]:

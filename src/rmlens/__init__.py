@@ -31,6 +31,7 @@ __all__, __getattr__, __dir__ = attach(
         "rewards": ["HeadConfig", "TrainConfig", "load_rm", "train"],
         "memorization": ["AuditConfig", "audit"],
         "attribution": ["AttributeConfig", "attribute"],
+        "sae": ["SAEConfig", "fit_sae"],
         "evaluation": ["EvaluateConfig", "evaluate"],
         "tokens": ["SweepConfig", "sweep"],
         "generalization": ["GeneralizeConfig", "generalize"],

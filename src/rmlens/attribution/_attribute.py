@@ -20,7 +20,7 @@ from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.attribution._attributor import Attributor
-from rmlens.attribution._config import AttributeConfig
+from rmlens.attribution._config import SAE_FEATURES, AttributeConfig
 from rmlens.attribution._informative import R2_FLOOR, fit_warnings
 from rmlens.attribution._stability import (
     STABILITY_COLUMNS,
@@ -54,6 +54,11 @@ def attribute(
     plots ``attribution_importance.png``, ``attribution_beeswarm_<regressor>.png``,
     ``attribution_diff.png`` (each panel titled with its held-out R^2).
 
+    With ``sae`` in ``config.features``, the SAE latents that ``rmlens sae DIR`` wrote
+    (``DIR/sae/latents.parquet``: ``sae_<j>``, chosen minus rejected activation) join the
+    pair features, and ``attribution.json``'s ``sae`` names the SAE (``sae_sha1``), so that
+    the SAE's name cards read their SHAP shares only from an attribution of their latents.
+
     With ``config.stability`` (default), TM, TG and CM are also estimated from each half of
     the audit's runs (``run_halves``: alternating whole repeats of the plan) and every
     regressor is fit to each half's targets, to say how stable the feature ranking is; when
@@ -81,7 +86,8 @@ def attribute(
     Raises
     ------
     InputError
-        No memorization table in ``directory``, or it lacks the target columns.
+        No memorization table in ``directory``, or it lacks the target columns; ``sae``
+        in ``config.features`` before ``rmlens sae DIR`` ran.
 
     Examples
     --------
@@ -96,17 +102,30 @@ def attribute(
     record = _read_record(source)
     tokenizer, tok_note = _resolve_tokenizer(cfg.tokenizer, record)
     halves, why = _run_halves(source, record, cfg)
+    latents, sae = _sae_latents(source, cfg)
     attributor = Attributor(config=cfg).fit(table, group_by=record.get("group_by"),
-                                            tokenizer=tokenizer, halves=halves, quiet=quiet)
+                                            tokenizer=tokenizer, halves=halves, extra=latents,
+                                            quiet=quiet)
     if why:
         attributor.fit_["stability_note"] = f"not computed: {why}"
     write_parquet(attributor.importance_, out / "attribution.parquet")
     write_parquet(attributor.fit_, out / "attribution_fit.parquet")
     write_parquet(attributor.diff_, out / "attribution_diff.parquet")
     plots = _write_plots(attributor, cfg, out)
-    write_json(_attribution_record(attributor, cfg, record, table, tok_note, plots),
-               out / "attribution.json")
+    write_json({**_attribution_record(attributor, cfg, record, table, tok_note, plots),
+                "sae": sae}, out / "attribution.json")
     return attributor
+
+
+def _sae_latents(source: Path, cfg: AttributeConfig) -> tuple[pd.DataFrame | None, dict | None]:
+    """With ``sae`` in ``cfg.features``: the pair latents of ``rmlens sae`` and which SAE made
+    them (``sae_sha1``, ``data_sha1``); else None, None."""
+    if SAE_FEATURES not in cfg.features:
+        return None, None
+    from rmlens.sae import load_latents
+
+    latents, record = load_latents(source)
+    return latents, {k: record.get(k) for k in ("sae_sha1", "data_sha1", "source")}
 
 
 def _read_table(out: Path) -> pd.DataFrame:

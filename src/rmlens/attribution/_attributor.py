@@ -14,7 +14,7 @@ import pandas as pd
 from rmlens._base import Params
 from rmlens._errors import InputError
 from rmlens._params import ParamError
-from rmlens.attribution._config import AttributeConfig
+from rmlens.attribution._config import SAE_FEATURES, AttributeConfig
 from rmlens.attribution._features import pair_features
 from rmlens.attribution._fits import (
     fit_all,
@@ -103,6 +103,7 @@ class Attributor(Params):
         group_by: str | None = None,
         tokenizer=None,
         halves: Halves | None = None,
+        extra: pd.DataFrame | None = None,
         quiet: bool = True,
     ) -> Attributor:
         """Fit the regressors on ``table`` (a memorization table) and compute SHAP.
@@ -123,6 +124,10 @@ class Attributor(Params):
             TM, TG, CM from each half of the runs (``run_halves``), matched to ``table`` by
             ``id``: each regressor and SHAP are fit to each half too, and the two feature
             rankings compared (``config.stability`` turns it off).
+        extra : DataFrame, optional
+            More pair features, ``id`` and one numeric column each, matched to ``table`` by
+            ``id`` (NaN for a pair it lacks): the SAE latents of ``rmlens sae``
+            (``rmlens.sae.load_latents``).
         quiet : bool, default=True
             No progress bar.
 
@@ -139,6 +144,8 @@ class Attributor(Params):
         self.left_out_ = self._identifiers(table, groups if known_groups else None, group_by,
                                            cfg)
         self.features_ = self._features(table, features, tokenizer, cfg)
+        if extra is not None:
+            self.features_ = _joined(self.features_, table, extra)
         self.design_ = design = design_matrix(self.features_, max_categories=cfg.max_categories)
         if len(np.unique(groups)) < 2:
             groups = np.arange(len(table)).astype(str)
@@ -270,7 +277,7 @@ class Attributor(Params):
                                    max_unique_fraction=cfg.max_unique_fraction,
                                    exclude=cfg.exclude)
         usable = set(metadata_columns(table, cfg.exclude))
-        unknown = [c for c in cfg.features if c not in usable]
+        unknown = [c for c in cfg.features if c not in usable and c != SAE_FEATURES]
         if unknown:
             shown = ", ".join(found) or "none here"
             raise ParamError("features", type(cfg).__name__,
@@ -307,6 +314,20 @@ class Attributor(Params):
         imp = self.importance_
         rows = imp[(imp.target == target) & (imp.regressor == regressor)]
         return rows.nsmallest(k, "rank").feature.tolist()
+
+
+def _joined(features: pd.DataFrame, table: pd.DataFrame, extra: pd.DataFrame) -> pd.DataFrame:
+    """``features`` with the columns of ``extra`` beside them, matched on ``id``."""
+    if "id" not in table.columns or "id" not in extra.columns:
+        raise InputError("extra pair features need an 'id' column, as the table has")
+    more = extra.drop_duplicates("id")
+    more = more.set_index(more["id"].astype(str)).drop(columns="id")
+    more = more.reindex(table["id"].astype(str).to_numpy())
+    more.index = features.index
+    attrs = features.attrs
+    out = pd.concat([features, more.astype(float)], axis=1)
+    out.attrs = attrs
+    return out
 
 
 def _check_targets(table: pd.DataFrame, cfg: AttributeConfig) -> None:

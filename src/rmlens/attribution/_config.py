@@ -11,6 +11,8 @@ DEFAULT_EXCLUDE = ("mechanism",)
 
 
 TARGETS = ("tm", "tg", "cm")
+# In `features`, the keyword that adds the SAE latents of `rmlens sae DIR` (DIR/sae/).
+SAE_FEATURES = "sae"
 
 
 def _some_of(values, allowed) -> bool:
@@ -57,7 +59,9 @@ class AttributeConfig(Config):
         metadata={"help": "Identifier-like columns to use as features anyway (left out by "
                           "default: the audit's grouping column, columns named id or *_id, a "
                           "column with one value per group, text with more distinct values "
-                          "than --max-unique-fraction of the pairs), e.g. passage_id."},
+                          "than --max-unique-fraction of the pairs), e.g. passage_id; the "
+                          "keyword sae adds the SAE latents of `rmlens sae DIR` (sae_<j>: "
+                          "chosen minus rejected activation)."},
     )
     max_unique_fraction: float = field(
         default=0.5,

@@ -68,15 +68,16 @@ class EmbeddingCache:
         )
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        """Write one shard (vectors, then keys); it is read back from disk, not kept."""
         if not keys:
             return
+        index = self._load()
         name = uuid.uuid4().hex
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        write_atomic(self.dir / f"{name}.npy", lambda tmp: _save(tmp, vectors))
+        path = write_atomic(self.dir / f"{name}.npy", lambda tmp: _save(tmp, vectors))
         write_atomic(self.dir / f"{name}.keys.npy", lambda tmp: _save(tmp, np.array(keys)))
-        index = self._load()
         shard = len(self._shards)
-        self._shards.append(vectors)
+        self._shards.append(np.load(path, mmap_mode="r", allow_pickle=False))
         for row, key in enumerate(keys):
             index[key] = (shard, row)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,6 +14,8 @@ from rmlens.backbones._formats import truncation_summary
 from rmlens.backbones._load import Backbone
 from rmlens.backbones._tokenize import encode_pair
 from rmlens.progress import progress_bar
+
+SHARD_TEXTS = 2048  # texts per cache shard: a stopped cold encoding keeps what it wrote
 
 
 @dataclass
@@ -87,16 +89,20 @@ def encode_ids(
     batch_size: int = 32,
     side: str = "right",
     quiet: bool = False,
+    store: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> np.ndarray:
     """Pooled vectors (n, d) of token-id sequences, run longest first in similar-length batches.
 
     With left padding, position ids are counted from each sequence's first real token, so the
     vectors do not depend on the padding side, the batch size or the batch's other members.
+    ``store(rows, vectors)``, when given, receives the vectors as they are made: every
+    ``SHARD_TEXTS`` texts (whole batches, in the order they ran) and the rest at the end.
     """
     order = np.argsort([-len(s) for s in seqs], kind="stable")
     out = np.empty((len(seqs), backbone.hidden_size), dtype=np.float32)
     device = next(backbone.model.parameters()).device
     pad = backbone.tokenizer.pad_token_id
+    every, stored = max(1, SHARD_TEXTS // batch_size) * batch_size, 0
     with progress_bar("encoding", total=len(seqs), quiet=quiet) as advance:
         for start in range(0, len(seqs), batch_size):
             rows = order[start : start + batch_size]
@@ -109,6 +115,10 @@ def encode_ids(
             ).last_hidden_state
             out[rows] = pool(hidden, mask.to(device), backbone.pooling).float().cpu().numpy()
             advance(len(rows))
+            done = start + len(rows)
+            if store is not None and (done - stored >= every or done == len(seqs)):
+                store(order[stored:done], out[order[stored:done]])
+                stored = done
     return out
 
 
@@ -125,7 +135,9 @@ def encode_texts(
     embedding cache (``cache_dir``: its root, default ``$RMLENS_CACHE/embeddings`` or
     ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded.
     ``format``: the format the sequences were tokenized in (default the backbone's), part
-    of the cache's key so features of two formats never mix."""
+    of the cache's key so features of two formats never mix. The cache gets a shard every
+    ``SHARD_TEXTS`` texts encoded, so an interrupted encoding resumes where it stopped: the
+    texts left over run in the same batches as they would have, giving the same vectors."""
     keys = [ids_key(s) for s in seqs]
     unique: dict[bytes, list[int]] = {}
     for key, seq in zip(keys, seqs):
@@ -136,10 +148,12 @@ def encode_texts(
                                max_length=backbone.max_length,
                                format=format or backbone.format)  # fmt: skip
     missing = [k for k in unique if cache is None or k not in cache]
-    vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size, quiet=quiet)
+    store = None if cache is None else (
+        lambda rows, vectors: cache.put([missing[i] for i in rows], vectors))  # fmt: skip
+    vectors = encode_ids(backbone, [unique[k] for k in missing], batch_size=batch_size,
+                         quiet=quiet, store=store)  # fmt: skip
     table = dict(zip(missing, vectors))
     if cache is not None:
-        cache.put(missing, vectors)
         have = [k for k in unique if k not in table]
         if have:
             table.update(zip(have, cache.get(have)))

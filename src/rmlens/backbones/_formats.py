@@ -15,8 +15,6 @@ import warnings
 from dataclasses import field
 from typing import Any
 
-import numpy as np
-
 from rmlens._errors import InputError, RmlensWarning
 
 FORMATS = ("auto", "chat", "raw", "pair")  # what `format` takes; all but auto are resolved
@@ -104,6 +102,8 @@ def truncation_of(max_length: int, lengths) -> dict:
     """:func:`truncation_summary` of examples with any number of sequences each (a ranking's
     K responses): ``lengths`` holds each example's lengths before truncation; an example
     counts in ``pairs_cut`` when any of its sequences was cut."""
+    import numpy as np  # here, not at the top: the configs read this module's FORMATS
+
     cut = [np.clip(np.asarray(row, dtype=np.int64) - max_length, 0, None) for row in lengths]
     cuts = np.concatenate(cut) if cut else np.zeros(0, dtype=np.int64)
     cuts = cuts[cuts > 0]

@@ -27,6 +27,7 @@ from rmlens.cli import (
     mitigate,
     overoptimize,
     report,
+    sae,
     sweep,
     train,
 )
@@ -71,8 +72,8 @@ def _root(
 
 
 for _module in (
-    memorize, data, attribute, report, sweep, evaluate, train, export, generalize, compare,
-    mitigate, overoptimize,
+    memorize, data, attribute, sae, report, sweep, evaluate, train, export, generalize,
+    compare, mitigate, overoptimize,
 ):  # fmt: skip
     _module.register(app)
 

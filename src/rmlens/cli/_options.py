@@ -14,8 +14,10 @@ the user typed it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
+import types
 import typing
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
@@ -51,7 +53,7 @@ class Section:
         return _field_default(self.cls, name)
 
     def names(self) -> list[str]:
-        nested = {s for s, h in typing.get_type_hints(self.cls).items() if _is_config(h)}
+        nested = {s for s, h in _hints(self.cls).items() if _is_config(h)}
         return [
             f.name
             for f in fields(self.cls)
@@ -71,7 +73,7 @@ def sections(cls: type, *, defaults: Any = None, skip: tuple[str, ...] = ()) -> 
     sets itself, dotted for a nested one (``"head.objective"``).
     """
     top = Section(cls, skip=tuple(s for s in skip if "." not in s), defaults=defaults)
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     nested = []
     for key, spec in cls._nested.items():
         inner = tuple(s.split(".", 1)[1] for s in skip if s.startswith(key + "."))
@@ -81,6 +83,14 @@ def sections(cls: type, *, defaults: Any = None, skip: tuple[str, ...] = ()) -> 
                     defaults=default)
         )  # fmt: skip
     return [top, *nested]
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, evaluated once per class: the annotations are strings
+    (``from __future__ import annotations``), and evaluating them per field made building
+    every command's options the bulk of ``rmlens --help``. Read it, never change it."""
+    return typing.get_type_hints(cls)
 
 
 def _field_default(cls: type, name: str) -> Any:
@@ -113,7 +123,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
     params = []
     for name, where in owners.items():
         first = where[0]
-        hint = typing.get_type_hints(first.cls)[name]
+        hint = _hints(first.cls)[name]
         meta = {f.name: f for f in fields(first.cls)}[name].metadata
         help_ = meta.get("help", "")
         decls = _declarations(name, hint, meta)
@@ -121,6 +131,10 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         if listed:
             hint = list[str]
             help_ += " Repeat the option or separate values with commas."
+        metavar = None
+        if not listed and _choice_of_types(hint):  # read back by _parsed: <int|str>
+            metavar = "<" + "|".join(t.__name__ for t in _choice_of_types(hint)) + ">"
+            hint = str
         defaults = {s.when[1] if s.when else "": s.default_of(name) for s in where}
         if listed:
             defaults = {k: ",".join(map(str, v)) for k, v in defaults.items()}
@@ -140,7 +154,7 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         applies = [s.when for s in where if s.when]
         if len(applies) == len(where):
             help_ += " (" + ", ".join(f"{flag(k)} {v}" for k, v in applies) + ")"
-        option = typer.Option(default, *decls, help=help_, show_default=shown)
+        option = typer.Option(default, *decls, help=help_, show_default=shown, metavar=metavar)
         annotation = hint if default is not None or hint is bool else hint | None
         params.append(
             inspect.Parameter(
@@ -238,7 +252,7 @@ def resolve(
     }
     owner = {n: s for s in reversed(sections) for n in s.names()}
     given = typed_flags(ctx, {k: v for k, v in options.items() if k in owner})
-    given = {k: _listed(v, owner[k], k) for k, v in given.items()}
+    given = {k: _parsed(_listed(v, owner[k], k), owner[k], k) for k, v in given.items()}
 
     values = _defaults(top)
     origin: dict[tuple[str | None, str], str] = {}
@@ -284,7 +298,7 @@ def _listed(value: Any, section: Section, name: str) -> Any:
     if not isinstance(value, (list, tuple)):
         return value
     items = [v.strip() for item in value for v in str(item).split(",") if v.strip()]
-    kind = (typing.get_args(typing.get_type_hints(section.cls)[name]) or (str,))[0]
+    kind = (typing.get_args(_hints(section.cls)[name]) or (str,))[0]
     if kind in (int, float):
         try:
             return [kind(v) for v in items]
@@ -293,6 +307,29 @@ def _listed(value: Any, section: Section, name: str) -> Any:
                 f"{flag(name)} must be {kind.__name__}s, got {','.join(items)}"
             ) from None
     return items
+
+
+def _choice_of_types(hint: Any) -> tuple[type, ...]:
+    """The types of a field that takes one of several (``int | str``: ``(int, str)``), else
+    ``()``; None is left out (``str | None`` is one type)."""
+    if typing.get_origin(hint) not in (typing.Union, types.UnionType):
+        return ()
+    options = tuple(h for h in typing.get_args(hint) if h is not type(None))
+    return options if len(options) > 1 else ()
+
+
+def _parsed(value: Any, section: Section, name: str) -> Any:
+    """A typed flag's text as the first of its field's types that reads it: ``--probe-pairs
+    500`` -> 500, ``--probe-pairs all`` -> ``"all"`` (the field's check judges the rest)."""
+    if not isinstance(value, str):
+        return value
+    for kind in _choice_of_types(_hints(section.cls)[name]):
+        if kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                continue
+    return value
 
 
 def _sets_anything(section: Section, table: dict[str, Any]) -> bool:

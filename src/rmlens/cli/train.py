@@ -21,8 +21,7 @@ from rmlens.cli._options import (
     sections,
     with_parameters,
 )
-from rmlens.rewards._config import ScoreConfig
-from rmlens.rewards.finetune import TrainConfig
+from rmlens.rewards._config import ScoreConfig, TrainConfig
 
 TRAIN = sections(TrainConfig)
 SCORE = sections(ScoreConfig)

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-# pandas and the schema are imported when a function runs: AuditConfig (and so ``rmlens
-# --help``) reads DEDUPE without them
+# numpy, pandas and the schema are imported when a function runs: AuditConfig (and so
+# ``rmlens --help``) reads DEDUPE without them
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 DEDUPE = ("none", "pairs", "texts")
@@ -106,6 +105,7 @@ def join_groups(pairs: pd.DataFrame, groups: Any) -> np.ndarray:
     >>> join_groups(pairs, ["u1", "u2", "u3"]).tolist()
     ['u1+u2', 'u1+u2', 'u3']
     """
+    import numpy as np
     import pandas as pd
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import connected_components
@@ -177,6 +177,7 @@ def dedupe_pairs(
     >>> kept.tolist(), record["pairs_dropped"]
     ([True, False, True], {'count': 1, 'ids': ['y']})
     """
+    import numpy as np
     import pandas as pd
 
     if how not in DEDUPE:

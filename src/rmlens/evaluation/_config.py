@@ -9,6 +9,7 @@ from rmlens.rewards._config import ScoreConfig
 
 POSTHOC_METHODS = ("length",)
 LOWESS_FRAC = 0.5  # Huang et al. 2024's setting; statsmodels' own default is 2/3
+PROBE_PAIRS = 200  # as `compare`; the 8 probes encode up to 16 edited texts per pair
 
 
 @dataclass
@@ -30,9 +31,11 @@ class EvaluateConfig(ScoreConfig):
         metadata={"help": "Share of pairs to fit a temperature on (0: none); ECE before/after "
                   "is measured on the rest."},
     )  # fmt: skip
-    probe_pairs: int = field(
-        default=1000, metadata={"help": "Pairs per probe, a seeded sample (0: all pairs)."}
-    )
+    probe_pairs: int | str = field(
+        default=PROBE_PAIRS,
+        metadata={"help": "Pairs the probes edit: a seeded sample of this many, or all (0 "
+                  "too); each probe encodes up to 2 edited texts per pair."},
+    )  # fmt: skip
     seed: int = field(default=0, metadata={"help": "Seed of the probe sample and the split."})
     calibrate: str | None = field(
         default=None,
@@ -51,7 +54,7 @@ class EvaluateConfig(ScoreConfig):
                "a list of column names"),
         "n_bins": (lambda x: non_negative_int(x) and x >= 1, "an int >= 1"),
         "calibrate_frac": (unit_interval, "a float in [0, 1)"),
-        "probe_pairs": (non_negative_int, "an int >= 0"),
+        "probe_pairs": (lambda x: x == "all" or non_negative_int(x), "an int >= 0 or 'all'"),
         "seed": (non_negative_int, "an int >= 0"),
         "calibrate": (lambda x: x is None or x in POSTHOC_METHODS,
                       " or ".join(map(repr, POSTHOC_METHODS)) + " or left unset"),

@@ -122,6 +122,14 @@ def _calibrate(r_chosen, r_rejected, pairs: pd.DataFrame, frac: float):
     return cal[0], cal[1], calibrator, lengths, block
 
 
+def probe_rows(n_pairs: int, probe_pairs: int | str, seed: int) -> np.ndarray:
+    """Sorted rows of the pairs the probes edit: a seeded sample of ``probe_pairs`` of the
+    ``n_pairs``, or all of them (``"all"``, 0, or no more pairs than that)."""
+    if probe_pairs in ("all", 0) or n_pairs <= probe_pairs:
+        return np.arange(n_pairs)
+    return np.sort(np.random.default_rng(seed).choice(n_pairs, probe_pairs, replace=False))
+
+
 def _describe(rm: Any, source: Any) -> dict:
     info = {"class": type(rm).__name__, "source": str(source) if source is not None else None,
             "format": getattr(rm, "format", None)}  # fmt: skip
@@ -285,13 +293,8 @@ def evaluate(
         if split:
             metrics.update(split)
 
-    sample = data
-    if config.probe_pairs and len(data) > config.probe_pairs:
-        rows = np.sort(np.random.default_rng(config.seed).choice(
-            len(data), config.probe_pairs, replace=False))  # fmt: skip
-        sample = data.iloc[rows].reset_index(drop=True)
-    else:
-        rows = np.arange(len(data))
+    rows = probe_rows(len(data), config.probe_pairs, config.seed)
+    sample = data.iloc[rows].reset_index(drop=True) if rows.size < len(data) else data
     scorer = rm if calibrator is None else LengthCalibratedRM(rm, calibrator)  # probes too
     table = run_probes(
         scorer, sample, chosen_probes, r_chosen=r_c[rows], r_rejected=r_r[rows], quiet=quiet,

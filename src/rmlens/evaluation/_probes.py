@@ -182,14 +182,16 @@ for _probe in (
 
 def _scores(rm: Any, prompts, responses, weights=None) -> np.ndarray:
     """Rewards (n,) of texts: the members' mean, or their ``weights`` (n_members, n) per text;
-    a length-calibrated RM (``rm.calibrator``) subtracts its f(length) from either."""
-    inner = getattr(rm, "rm", rm) if hasattr(rm, "calibrator") else rm
-    if weights is None:
-        if inner is rm:
-            return member_scores(rm, prompts, responses).mean(axis=0)
-        return np.asarray(rm.score(prompts, responses), dtype=float)
-    raw = (weights * member_scores(inner, prompts, responses)).sum(axis=0)
-    if inner is rm:
+    a length-calibrated RM (``rm.calibrator``) subtracts its f(length) from either.
+
+    The members are scored together (``member_scores``: heads on one backbone share one
+    encoding of each text, through the cache), a calibrated RM's inner ensemble too: the
+    calibration applies to the rewards, not to each member's scoring.
+    """
+    calibrated = hasattr(rm, "calibrator") and hasattr(rm, "rm")
+    scores = member_scores(rm.rm if calibrated else rm, prompts, responses)  # (n_members, n)
+    raw = scores.mean(axis=0) if weights is None else (weights * scores).sum(axis=0)
+    if not calibrated:
         return raw
     from rmlens.evaluation._posthoc import response_lengths
 

@@ -17,10 +17,7 @@ from rmlens._params import (
 from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
 from rmlens.data._dedupe import DEDUPE
 from rmlens.memorization._regime import audit_head, audit_train, regime_words
-from rmlens.rewards._config import MODEL_HELP
-from rmlens.rewards._influence import OBJECTIVES as INFLUENCE_OBJECTIVES
-from rmlens.rewards.finetune import TrainConfig
-from rmlens.rewards.frozen import HeadConfig
+from rmlens.rewards._config import INFLUENCE_OBJECTIVES, MODEL_HELP, HeadConfig, TrainConfig
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with

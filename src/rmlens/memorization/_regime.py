@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
+from rmlens.rewards._config import HeadConfig, TrainConfig
 
-from rmlens.rewards.finetune import TrainConfig
-from rmlens.rewards.frozen import HeadConfig
-
+# numpy is imported when a function runs: AuditConfig (and so ``rmlens --help``) reads
+# this module's defaults without it
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -130,6 +129,8 @@ def planned_validation(
     """(validation groups, training groups) of the runs of one repeat of a plan over
     ``n_groups`` groups: ``make_plan`` splits the groups into near-equal parts (K folds, or
     two halves) and ``carve_validation`` takes whole groups from each run's training part."""
+    import numpy as np
+
     k = folds if kind == "kfold" else 2
     held = [len(part) for part in np.array_split(np.arange(n_groups), k)]
     return [(validation_count(fraction, n_groups - n_out), n_groups - n_out) for n_out in held]
@@ -138,6 +139,8 @@ def planned_validation(
 def plan_validation(plan: pd.DataFrame) -> list[tuple[int, int]] | None:
     """(validation groups, training groups with them) of each run of a plan as written to
     plan.parquet; None when the plan has no ``validation`` column."""
+    import numpy as np
+
     if plan is None or not {"run", "in_train", "validation"} <= set(plan.columns):
         return None
     val = plan["validation"].to_numpy(bool)

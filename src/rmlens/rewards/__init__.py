@@ -3,6 +3,8 @@
 - ``frozen``: :class:`HeadConfig` and :class:`FrozenHeadTrainer` (heads on frozen features).
 - ``finetune``: :class:`TrainConfig`, :class:`ExplicitRMTrainer`, :class:`ImplicitRMTrainer`
   (``make_trainer`` picks one) and ``train`` (``rmlens train``).
+- Both configs are defined in ``_config``, which imports nothing heavy (the command line
+  reads them), and re-exported by ``frozen`` and ``finetune``.
 - Every trainer follows one contract (``Trainer``): ``Trainer(config).fit(pairs) -> self``,
   the fitted RM in ``rm_``, ``score(pairs)``; ``prepare`` + ``fit_score`` per audit run.
 - Every RM is a :class:`RewardModel` (texts in, rewards out: ``score(prompts, responses)``,
@@ -17,8 +19,9 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "frozen": ["FrozenHeadTrainer", "HeadConfig"],
-        "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "TrainConfig", "make_trainer"],
+        "_config": ["HeadConfig", "TrainConfig"],  # light: no numpy, scipy or torch
+        "frozen": ["FrozenHeadTrainer"],
+        "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
         "_trainer": ["Trainer"],
         "_train": ["train"],
         "_head": ["HeadRM"],

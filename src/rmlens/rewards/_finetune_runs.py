@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmlens._errors import InputError
-from rmlens.rewards._influence import DAMPING, OBJECTIVES
+from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
+from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._trainer import RunScores, dropped_ids, group_codes, objective_inputs
 

@@ -44,7 +44,8 @@ from rmlens.rewards._convex import group_rows, one_blas_thread
 # scale of phi): 1e-4 to 1e4 in half-decades (a fine-tuned RM's head on few pairs, d above
 # n, needs the large end).
 DAMPING = tuple(float(x) for x in 10.0 ** np.arange(-4, 4.01, 0.5))
-OBJECTIVES = ("bt", "label_smoothing")  # objectives whose last layer is the logistic problem
+# The objectives whose last layer is the logistic problem: INFLUENCE_OBJECTIVES in
+# rmlens.rewards._config (the configs read it without numpy or scipy).
 
 
 def bt_terms(config, margin) -> tuple[np.ndarray | None, float]:

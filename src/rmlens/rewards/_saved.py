@@ -62,8 +62,19 @@ class RewardModel:
         return None
 
     def truncation(self, pairs: pd.DataFrame) -> dict | None:
-        """What truncation to its ``max_length`` cuts from ``pairs`` when this RM scores
-        them (``rmlens.backbones._formats.truncation_summary``); None when unknown."""
+        """What truncation to its ``max_length`` cuts from ``pairs`` when this RM scores them.
+
+        Parameters
+        ----------
+        pairs : DataFrame
+            ``prompt``, ``chosen`` and ``rejected`` of the pairs to score.
+
+        Returns
+        -------
+        dict or None
+            ``rmlens.backbones._formats.truncation_summary`` of the pairs as this RM
+            tokenizes them; None when the RM does not say how it tokenizes.
+        """
         if self.encoding is None:
             return None
         tokenizer, max_length, fmt = self.encoding

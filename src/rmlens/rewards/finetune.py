@@ -10,33 +10,20 @@ an objective of ``losses``) or rankings (Plackett-Luce). Both follow the trainer
 
 The epoch loop is ``_loop.train_loop`` (its checkpoints ``_checkpoint``), the pieces that
 need torch (networks, examples, reset, influence) ``_finetune_parts``; both are imported when
-a trainer runs, so the command line reads ``TrainConfig`` without torch.
+a trainer runs. ``TrainConfig`` is defined in ``rmlens.rewards._config`` (which imports
+nothing heavy: the command line builds its options from it) and re-exported here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rmlens._errors import InputError
-from rmlens._params import (
-    Config,
-    ParamError,
-    non_negative,
-    non_negative_int,
-    positive,
-    positive_int,
-    unit_interval,
-)
-from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field, warn_truncation
-from rmlens.rewards._config import (
-    MODEL_HELP,
-    OBJECTIVE_CONSTRAINTS,
-    WEIGHTED_OBJECTIVES,
-    objective_field,
-)
+from rmlens._params import ParamError
+from rmlens.backbones._formats import warn_truncation
+from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._finetune_runs import PerRun
 from rmlens.rewards._trainer import (
     Trainer,
@@ -54,162 +41,6 @@ if TYPE_CHECKING:
 _STRUCTURE = ("model", "rm", "finetune", "lora_r", "lora_alpha", "lora_dropout",
               "lora_targets", "beta", "max_length", "format", "packing", "device",
               "bf16")  # fmt: skip
-
-
-@dataclass
-class TrainConfig(Config):
-    """How a reward model is fine-tuned (DESIGN.md section 2).
-
-    Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
-    full), the LoRA shape, ``beta``, ``max_length`` and ``format``. Loss: ``loss``, ``use_margin``,
-    ``center_coef``. Training: epochs, batch size, accumulation, learning rates and schedule,
-    evaluation split, early stopping, checkpoints, device and precision, seed.
-    """
-
-    model: str = field(
-        default="minilm",
-        metadata={"help": MODEL_HELP},
-    )
-    rm: str = field(
-        default="explicit",
-        metadata={
-            "help": "explicit: linear head on the pooled hidden state; implicit: "
-            "beta * (log pi(y|x) - log pi_ref(y|x)) of a causal LM (DPO)."
-        },
-    )
-    finetune: str = field(
-        default="lora", metadata={"help": "lora: adapters (and the head) through peft; full."}
-    )
-    lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
-    lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha."})
-    lora_dropout: float = field(default=0.0, metadata={"help": "Dropout inside LoRA layers."})
-    lora_targets: str = field(
-        default="all-linear",
-        metadata={"help": "Modules that get adapters: all-linear or comma-separated names."},
-    )
-    beta: float = field(
-        default=0.1, metadata={"help": "Implicit RM: reward = beta * log-ratio to the reference."}
-    )
-    max_length: int | None = field(
-        default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
-    )
-    format: str = format_field()
-    loss: str = field(
-        default="bradley-terry",
-        metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
-    )
-    use_margin: bool = objective_field("use_margin")
-    center_coef: float = objective_field("center_coef")
-    objective: str = objective_field("objective")
-    smoothing: float = objective_field("smoothing")
-    bias_features: tuple[str, ...] = objective_field("bias_features")
-    gamma: float = objective_field("gamma")
-    dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float | None = objective_field("dro_step")
-    guide_folds: int = objective_field("guide_folds")
-    curate_weight: float = objective_field("curate_weight")
-    epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
-    batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
-    grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the backbone."})
-    head_lr: float = field(default=1e-3, metadata={"help": "Learning rate of the reward head."})
-    lr_grid: tuple[float, ...] = field(
-        default=(),
-        metadata={
-            "help": "Learning rates tried per run (each from the base weights), the one with "
-            "the lowest validation loss kept; empty: --lr only. Needs validation pairs."
-        },
-    )
-    schedule: str = field(
-        default="linear", metadata={"help": "Decay after warmup: constant, linear or cosine."}
-    )
-    warmup_ratio: float = field(
-        default=0.1, metadata={"help": "Share of optimizer steps with a linear warmup."}
-    )
-    weight_decay: float = field(default=0.0, metadata={"help": "AdamW weight decay."})
-    max_grad_norm: float = field(
-        default=1.0, metadata={"help": "Gradient clipping norm (0: no clipping)."}
-    )
-    eval_fraction: float = field(
-        default=0.0,
-        metadata={"help": "Share of training pairs held out to evaluate each epoch."},
-    )
-    patience: int = field(
-        default=0,
-        metadata={"help": "Early stopping: epochs without a lower eval loss (0: off)."},
-    )
-    save_steps: int = field(
-        default=0, metadata={"help": "Checkpoint every N optimizer steps (0: each epoch)."}
-    )
-    packing: bool = field(
-        default=True,
-        metadata={"help": "Causal LMs: encode the shared prompt once per pair (block mask)."},
-    )
-    device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
-    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (autocast)."})
-    ensemble: int = field(default=1, metadata={"help": "rmlens train: members of a seed ensemble."})
-    seed: int = field(default=0, metadata={"help": "Seed of initialisation and batch order."})
-
-    _constraints = {
-        "rm": ("explicit", "implicit"),
-        "finetune": ("lora", "full"),
-        "lora_r": (positive_int, "an int > 0"),
-        "lora_alpha": (positive, "a float > 0"),
-        "lora_dropout": (unit_interval, "a float in [0, 1)"),
-        "lora_targets": (lambda x: isinstance(x, str) and x.strip() != "", "a non-empty string"),
-        "beta": (positive, "a float > 0"),
-        "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
-        "format": FORMAT_CONSTRAINT,
-        "loss": ("bradley-terry", "plackett-luce"),
-        "use_margin": (True, False),
-        "center_coef": (non_negative, "a float >= 0"),
-        "epochs": (positive_int, "an int > 0"),
-        "batch_size": (positive_int, "an int > 0"),
-        "grad_accum": (positive_int, "an int > 0"),
-        "lr": (positive, "a float > 0"),
-        "head_lr": (positive, "a float > 0"),
-        "lr_grid": (
-            lambda g: isinstance(g, tuple) and all(positive(x) for x in g),
-            "a tuple of floats > 0",
-        ),
-        "schedule": ("constant", "linear", "cosine"),
-        "warmup_ratio": (unit_interval, "a float in [0, 1)"),
-        "weight_decay": (non_negative, "a float >= 0"),
-        "max_grad_norm": (non_negative, "a float >= 0"),
-        "eval_fraction": (unit_interval, "a float in [0, 1)"),
-        "patience": (non_negative_int, "an int >= 0"),
-        "save_steps": (non_negative_int, "an int >= 0"),
-        "packing": (True, False),
-        "device": (
-            lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
-            "auto, cpu, cuda, cuda:N or mps",
-        ),
-        "bf16": (True, False),
-        "ensemble": (positive_int, "an int > 0"),
-        "seed": (non_negative_int, "an int >= 0"),
-        **OBJECTIVE_CONSTRAINTS,
-    }
-
-    def _check_more(self) -> None:
-        if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight" and (
-            self.rm != "explicit"
-        ):
-            raise ParamError(
-                "objective", type(self).__name__,
-                f"bt, label_smoothing, poe, reweight or group_dro for an implicit RM (the loss "
-                f"weights of {self.objective} come from an explicit head on the backbone's "
-                "frozen features)", self.objective,
-            )  # fmt: skip
-        if self.loss == "plackett-luce" and self.objective != "bt":
-            raise ParamError(
-                "objective", type(self).__name__, "bt with loss='plackett-luce'", self.objective
-            )
-        if len(self.lr_grid) > 1 and not (self.patience or self.eval_fraction):
-            raise ParamError(
-                "lr_grid", type(self).__name__,
-                "a single rate unless there are validation pairs (patience > 0 in an audit, "
-                "or eval_fraction > 0)", self.lr_grid,
-            )  # fmt: skip
 
 
 class _TunedTrainer(PerRun, Trainer):

@@ -5,30 +5,21 @@ convex ``logistic`` head) is trained on the pooled features, once (``fit``) or o
 audit run (``prepare`` + ``fit_score``, with paired counterfactuals where the head allows).
 How a head is fitted is in ``_head_fit`` (AdamW epochs, the convex path), the head network
 and the fitted head in ``_head``, the convex problem in ``_convex``, last-layer influence in
-``_influence``. Imports of those are deferred: this module is read by the command line,
-which builds its options from ``HeadConfig`` without torch.
+``_influence``. ``HeadConfig`` is defined in ``rmlens.rewards._config`` (which imports
+nothing heavy: the command line builds its options from it) and re-exported here.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rmlens._errors import InputError
-from rmlens._params import (
-    Config,
-    ParamError,
-    non_negative,
-    non_negative_int,
-    positive,
-    positive_int,
-    unit_interval,
-)
-from rmlens.rewards._config import L2_GRID, OBJECTIVE_CONSTRAINTS, STEP_FIELDS, objective_field
+from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
+from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._frozen_paired import convex_paired, head_influence
-from rmlens.rewards._influence import DAMPING, OBJECTIVES
+from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._trainer import (
     RunScores,
@@ -42,111 +33,6 @@ from rmlens.rewards._trainer import (
 
 if TYPE_CHECKING:
     import pandas as pd
-
-
-@dataclass
-class HeadConfig(Config):
-    """How a reward head is built and trained on cached features.
-
-    ``linear`` and ``mlp`` heads: AdamW with weight decay, at most ``epochs`` passes; with
-    validation pairs (an audit carves them from each run's own training groups) training
-    stops after ``patience`` epochs without a lower validation loss and the best epoch's
-    weights are kept, so heads stop where held-out pairs say rather than interpolate their
-    training pairs. Without validation pairs every epoch is trained.
-
-    ``logistic`` (the audit's default head): the linear Bradley-Terry head with an L2 penalty,
-    solved to its optimum by Newton's method (``rmlens.rewards._convex``), so a run's head
-    depends on its training pairs alone (no seed, no stopping epoch), and the head with one
-    group removed or added is one Newton step away: the paired estimator's counterfactual.
-    lambda is chosen per run from ``l2_grid`` by the validation loss.
-    """
-
-    head: str = field(
-        default="linear",
-        metadata={
-            "help": "Reward head: logistic (linear Bradley-Terry with an L2 penalty, solved to "
-            "its optimum: no learning rate, epochs or seed; lambda chosen from --l2-grid on "
-            "validation pairs; an audit's default), linear or mlp (AdamW with early stopping)."
-        },
-    )
-    hidden_dim: int = field(default=256, metadata={"help": "Hidden units of the MLP head."})
-    dropout: float = field(default=0.0, metadata={"help": "Dropout on the head's input."})
-    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate."})
-    epochs: int = field(
-        default=200,
-        metadata={"help": "Most passes over the training pairs (early stopping ends sooner)."},
-    )
-    batch_size: int = field(default=128, metadata={"help": "Pairs per optimizer step."})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay."})
-    patience: int = field(
-        default=5,
-        metadata={
-            "help": "Early stopping: epochs without a lower validation loss before training "
-            "stops; the best epoch's weights are kept (0: train every epoch)."
-        },
-    )
-    use_margin: bool = objective_field("use_margin")
-    center_coef: float = objective_field("center_coef")
-    objective: str = objective_field("objective")
-    smoothing: float = objective_field("smoothing")
-    bias_features: tuple[str, ...] = objective_field("bias_features")
-    gamma: float = objective_field("gamma")
-    dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float | None = objective_field("dro_step")
-    guide_folds: int = objective_field("guide_folds")
-    curate_weight: float = objective_field("curate_weight")
-    l2_grid: tuple[float, ...] = field(
-        default=L2_GRID,
-        metadata={
-            "help": "Logistic head: penalties lambda tried per run (objective: sum of the "
-            "pair losses + lambda/2 |w|^2 on standardized features), the one with the lowest "
-            "validation loss kept; one value: no choice, no validation pairs needed."
-        },
-    )
-    seed: int = field(default=0, metadata={"help": "Seed of initialisation and shuffling."})
-
-    _constraints = {
-        "head": ("logistic", "linear", "mlp"),
-        "l2_grid": (
-            lambda g: isinstance(g, tuple) and len(g) > 0 and all(positive(x) for x in g),
-            "a non-empty tuple of floats > 0",
-        ),
-        "hidden_dim": (positive_int, "an int > 0"),
-        "dropout": (unit_interval, "a float in [0, 1)"),
-        "lr": (positive, "a float > 0"),
-        "epochs": (positive_int, "an int > 0"),
-        "batch_size": (positive_int, "an int > 0"),
-        "weight_decay": (non_negative, "a float >= 0"),
-        "patience": (non_negative_int, "an int >= 0"),
-        "use_margin": (True, False),
-        "center_coef": (non_negative, "a float >= 0"),
-        "seed": (non_negative_int, "an int >= 0"),
-        **OBJECTIVE_CONSTRAINTS,
-    }
-
-    @property
-    def convex(self) -> bool:
-        """Whether the head is solved to an optimum (``logistic``), not trained by steps."""
-        return self.head == "logistic"
-
-    @property
-    def validates(self) -> bool:
-        """Whether training reads validation pairs: early stopping, or the choice of lambda."""
-        return len(self.l2_grid) > 1 if self.convex else self.patience > 0
-
-    def _check_more(self) -> None:
-        if not self.convex:
-            return
-        for name in STEP_FIELDS:
-            value, default = getattr(self, name), HeadConfig.__dataclass_fields__[name].default
-            if value != default:
-                raise ParamError(
-                    name, "HeadConfig",
-                    f"left at {default!r} with the logistic head (`head` 'logistic' is solved "
-                    "to its optimum by Newton's method: no steps, epochs or dropout, and lambda "
-                    "from `l2_grid`; `head` 'linear' or 'mlp' train by AdamW)",
-                    value,
-                )  # fmt: skip
 
 
 class FrozenHeadTrainer(Trainer):

@@ -168,9 +168,7 @@ class TopKSAE(nn.Module):
         -------
         ndarray of shape (n, n_latents), float32
         """
-        x = torch.as_tensor(np.asarray(x, dtype=np.float32))
-        out = [self.encode(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
-        return torch.cat(out).numpy() if out else np.zeros((0, self.n_latents), np.float32)
+        return _batched(self.encode, x, batch_size, self.n_latents)
 
     @torch.inference_mode()
     def reconstruct(self, x, batch_size: int = 4096) -> np.ndarray:
@@ -185,9 +183,14 @@ class TopKSAE(nn.Module):
         -------
         ndarray of shape (n, d), float32
         """
-        x = torch.as_tensor(np.asarray(x, dtype=np.float32))
-        out = [self(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
-        return torch.cat(out).numpy() if out else np.zeros((0, self.d), np.float32)
+        return _batched(self, x, batch_size, self.d)
+
+
+def _batched(fn, x, batch_size: int, width: int) -> np.ndarray:
+    """``fn`` over the rows of ``x`` in batches, as one float32 array (n, width)."""
+    x = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    out = [fn(x[i : i + batch_size]) for i in range(0, len(x), batch_size)]
+    return torch.cat(out).numpy() if out else np.zeros((0, width), np.float32)
 
 
 def fvu(x, x_hat) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import rmlens
@@ -118,14 +119,24 @@ def attribute(
 
 
 def _sae_latents(source: Path, cfg: AttributeConfig) -> tuple[pd.DataFrame | None, dict | None]:
-    """With ``sae`` in ``cfg.features``: the pair latents of ``rmlens sae`` and which SAE made
-    them (``sae_sha1``, ``data_sha1``); else None, None."""
+    """With ``sae`` in ``cfg.features``: the pair latents of ``rmlens sae`` (the
+    ``cfg.sae_latents`` whose pair activations vary most) and which SAE made them
+    (``sae_sha1``, ``data_sha1``) with how many latents joined; else None, None."""
     if SAE_FEATURES not in cfg.features:
         return None, None
     from rmlens.sae import load_latents
 
     latents, record = load_latents(source)
-    return latents, {k: record.get(k) for k in ("sae_sha1", "data_sha1", "source")}
+    columns = [c for c in latents.columns if c != "id"]
+    kept = columns
+    if 0 < cfg.sae_latents < len(columns):
+        variance = latents[columns].var(ddof=0).to_numpy()
+        kept = [columns[i] for i in np.sort(np.argsort(-variance, kind="stable")[:cfg.sae_latents])]
+    sae = {k: record.get(k) for k in ("sae_sha1", "data_sha1", "source")}
+    sae |= {"latents_kept": len(kept), "latents_active": len(columns),
+            "rule": "all active latents" if kept is columns else
+                    f"the {len(kept)} of {len(columns)} latents whose pair activations vary most"}
+    return latents[["id", *kept]], sae
 
 
 def _read_table(out: Path) -> pd.DataFrame:

@@ -63,6 +63,13 @@ class AttributeConfig(Config):
                           "keyword sae adds the SAE latents of `rmlens sae DIR` (sae_<j>: "
                           "chosen minus rejected activation)."},
     )
+    sae_latents: int = field(
+        default=64,
+        metadata={"help": "With the keyword sae in --features: how many latents join the pair "
+                          "features, those whose pair activations vary most (0: every active "
+                          "latent; the MLP's permutation SHAP grows with the square of the "
+                          "features' count)."},
+    )
     max_unique_fraction: float = field(
         default=0.5,
         metadata={"help": "A text column with more distinct values than this share of the "
@@ -87,6 +94,7 @@ class AttributeConfig(Config):
         "shap_rows": (positive_int, "an int > 0"),
         "mlp_shap_rows": (positive_int, "an int > 0"),
         "shap_background": (positive_int, "an int > 0"),
+        "sae_latents": (non_negative_int, "an int >= 0"),
         "max_categories": (lambda k: positive_int(k) and k >= 2, "an int >= 2"),
         "n_jobs": (lambda n: isinstance(n, int) and not isinstance(n, bool) and n != 0,
                    "a nonzero int"),

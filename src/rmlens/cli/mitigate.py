@@ -38,11 +38,16 @@ def mitigate(
     Writes OUT/<objective>/ (an experiment directory each) and OUT/compare.parquet,
     compare.json, compare_*.png and compare.html. Audit options are those of `rmlens
     memorize`; comparison options those of `rmlens compare`. With --candidates, also
-    OUT/overoptimization.* (options of `rmlens overoptimize`). Started again on the same OUT,
-    finished runs are kept.
+    OUT/overoptimization.* (options of `rmlens overoptimize`). With --debias sae (frozen
+    mode, a linear or logistic head, bt among --objectives), also OUT/bt/sae/ (the SAE lens,
+    as `rmlens sae OUT/bt`) and OUT/sae_debias/: the bt runs' heads with the shortcut
+    latents projected out, no retraining (as `rmlens sae OUT/bt --out OUT/sae_debias`),
+    compared (and scored on the candidates) as a row sae_debias. Started again on the same
+    OUT, finished runs are kept (and the SAE reused).
     """
     from rmlens.cli.compare import print_comparison
     from rmlens.comparison import mitigate as run_mitigate
+    from rmlens.comparison._mitigate import check_debias
     from rmlens.report import write_compare_report
 
     config = resolve(ctx, AUDIT, options, ignore=("mitigate", "compare", "overoptimize"))
@@ -51,10 +56,12 @@ def mitigate(
         seed=config.seed, n_boot=config.n_boot
     )
     oo_config = resolve(ctx, OVEROPTIMIZE, options, table="overoptimize")
+    check_debias(config, plan.debias)  # before the data are read
     pairs = load_table(data, column_map, sep=sep)
     result = run_mitigate(pairs, config, out=out, objectives=plan.objectives,
-                          compare_config=compare_config, candidates=candidates,
-                          overoptimize_config=oo_config, quiet=quiet)  # fmt: skip
+                          debias=plan.debias, compare_config=compare_config,
+                          candidates=candidates, overoptimize_config=oo_config,
+                          quiet=quiet)  # fmt: skip
     tables = {"mitigate": plan, "compare": compare_config}
     if candidates is not None:
         tables["overoptimize"] = oo_config

@@ -13,6 +13,7 @@ from rmlens.sae._config import SAEConfig
 
 SAE = sections(SAEConfig)
 TOP = 10  # latents shown, by |head weight|
+DRIVERS = 5  # latents shown per target, by SHAP share
 SNIPPET = 70  # characters of a latent's top response
 
 
@@ -25,15 +26,55 @@ def _top(cards: list[dict]) -> list[dict]:
     return sorted(cards, key=_weight, reverse=True)[:TOP]
 
 
-def _print(lens, directory: Path, as_json: bool) -> None:
-    record, top = lens.record, _top(lens.cards)
-    if as_json:
-        typer.echo(json.dumps({"sae": record, "top_latents": top}, indent=2, default=str))
-        return
+def _drivers(cards: list[dict], target: str) -> list[dict]:
+    """The ``DRIVERS`` latents with the largest SHAP share of ``target`` (informative fits)."""
+    def share(card: dict) -> float:
+        entry = (card.get("shap") or {}).get(target)
+        ok = entry and entry.get("informative", True) and math.isfinite(entry["share"])
+        return entry["share"] if ok else -1.0
+
+    return [c for c in sorted(cards, key=share, reverse=True)[:DRIVERS] if share(c) >= 0]
+
+
+def _table(cards: list[dict], title: str, shap: str | None = None):
+    """Latents as rows: head weight, strongest correlate, SHAP share (of ``shap``), top
+    response."""
     from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.cli._talk import Console, keep_whole
+    from rmlens.cli._talk import keep_whole
+
+    table = Table(title=title, show_lines=True)
+    share = f"{shap.upper()} SHAP" if shap else None
+    for col in ("latent", "head weight", "correlate (ρ)", *((share,) if share else ()),
+                "top response"):
+        table.add_column(col, overflow="fold")
+    for card in cards:
+        hw = card["head_weight"]
+        weight = "–" if _weight(card) < 0 else f"{hw['mean']:+.3f}\n± {hw['std']:.3f}"
+        best = card["correlates"][:1]
+        correlate = f"{best[0]['feature']}\n{best[0]['spearman']:+.2f}" if best else "–"
+        text = card["top_responses"][0]["text"] if card["top_responses"] else ""
+        if card["top_responses"] and not text.strip():
+            text = "(empty response)"
+        snippet = text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
+        cells = [card["name"], weight, escape(correlate)]
+        if shap:
+            entry = card["shap"][shap]
+            cells.append(f"{entry['share']:.4f}\n#{entry['rank']} of all")
+        table.add_row(*cells, escape(snippet))
+    keep_whole(table, "latent", "head weight", "correlate (ρ)", *((share,) if share else ()))
+    return table
+
+
+def _print(lens, directory: Path, as_json: bool) -> None:
+    record, top = lens.record, _top(lens.cards)
+    if as_json:
+        drivers = {t: _drivers(lens.cards, t) for t in ("tg", "cm")}
+        typer.echo(json.dumps({"sae": record, "top_latents": top, "drivers": drivers}, indent=2,
+                              default=str))  # fmt: skip
+        return
+    from rmlens.cli._talk import Console
 
     source = {"trained here": "trained here"}.get(record["source"], f"from {record['source']}")
     if record.get("reused"):
@@ -45,25 +86,13 @@ def _print(lens, directory: Path, as_json: bool) -> None:
     console.print(f"FVU on {record['n_heldout']} {held} responses: {record['fvu']:.3f} "
                   f"({record['fvu_standardized']:.3f} on standardized features); dead "
                   f"latents: {record['dead_latents']} of {lens.sae.n_latents}")
-    shap = any(c.get("shap") for c in top)
-    table = Table(title=f"Top {len(top)} latents by |weight in the audited heads| (mean ± "
-                        f"std over {record['n_runs']} runs)", show_lines=True)
-    for col in ("latent", "head weight", "correlate (ρ)", *(("TG SHAP",) if shap else ()),
-                "top response"):
-        table.add_column(col, overflow="fold")
-    for card in top:
-        hw = card["head_weight"]
-        weight = "–" if _weight(card) < 0 else f"{hw['mean']:+.3f}\n± {hw['std']:.3f}"
-        best = card["correlates"][:1]
-        correlate = f"{best[0]['feature']}\n{best[0]['spearman']:+.2f}" if best else "–"
-        text = card["top_responses"][0]["text"] if card["top_responses"] else ""
-        snippet = text if len(text) <= SNIPPET else text[: SNIPPET - 1] + "…"
-        tg = (card.get("shap") or {}).get("tg")
-        shap_cell = (f"rank {tg['rank_among_latents']}\n{tg['share']:.3f}",) if shap and tg \
-            else (("–",) if shap else ())  # fmt: skip
-        table.add_row(card["name"], weight, escape(correlate), *shap_cell, escape(snippet))
-    keep_whole(table, "latent", "head weight", "correlate (ρ)", "TG SHAP")
-    console.print(table)
+    console.print(_table(top, f"Top {len(top)} latents by |weight in the audited heads| (mean "
+                             f"± std over {record['n_runs']} runs)"))
+    for target, words in (("tg", "TG (generalization)"), ("cm", "CM (memorization)")):
+        driving = _drivers(lens.cards, target)
+        if driving:
+            console.print(_table(driving, f"Latents that drive {words}: largest SHAP share",
+                                 shap=target))
     console.print(f"results in {lens.folder}/ (cards.json, latents.parquet, "
                   "correlations.parquet, config.json, the SAE in sae-lens's format)")
     if record.get("shap", "").startswith("SHAP"):

@@ -116,14 +116,36 @@ class CompareConfig(Config):
                              f"distinct names ({', '.join(twice)} given twice)", self.labels)
 
 
+DEBIAS_METHODS = ("sae",)
+
+
 @dataclass
 class MitigateConfig(Config):
-    """Which training objectives ``rmlens mitigate`` audits (one audit each)."""
+    """Which training objectives ``rmlens mitigate`` audits (one audit each), and which
+    training-free debiasings of the Bradley-Terry audit it adds as reference rows.
+
+    Attributes
+    ----------
+    objectives : tuple of str, default=all objectives
+        The objectives to audit, one experiment directory each.
+    debias : tuple of str, default=()
+        Training-free debiasings of the ``bt`` audit, each an experiment directory compared
+        beside the objectives: ``sae`` fits the SAE lens on OUT/bt (``rmlens sae``) and
+        projects its shortcut latents out of every run's head into OUT/sae_debias. Needs
+        ``bt`` among ``objectives``, and a frozen audit with a linear or logistic head.
+    """
 
     objectives: tuple[str, ...] = field(
         default=OBJECTIVE_NAMES,
         metadata={"help": "Objectives to audit, one experiment directory each (group_dro is "
                   "left out, with a note, when the data has no group column)."},
+    )  # fmt: skip
+    debias: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Training-free debiasings of the bt audit, compared beside the "
+                  "objectives: sae (the SAE lens on OUT/bt, its shortcut latents projected "
+                  "out of every run's head into OUT/sae_debias; frozen mode, a linear or "
+                  "logistic head, bt among --objectives)."},
     )  # fmt: skip
 
     _constraints = {
@@ -131,7 +153,19 @@ class MitigateConfig(Config):
             lambda t: isinstance(t, tuple) and len(t) > 0 and all(x in OBJECTIVE_NAMES for x in t),
             f"a non-empty tuple of objectives among {', '.join(OBJECTIVE_NAMES)}",
         ),
+        "debias": (
+            lambda t: isinstance(t, tuple) and all(x in DEBIAS_METHODS for x in t),
+            f"a tuple of debiasings among {', '.join(DEBIAS_METHODS)} (or empty)",
+        ),
     }
+
+    def _check_more(self) -> None:
+        if self.debias and "bt" not in self.objectives:
+            raise ParamError("objectives", type(self).__name__,
+                             f"a tuple holding bt with `debias` {','.join(self.debias)}, which "
+                             "debiases the Bradley-Terry audit OUT/bt (add bt, or leave out "
+                             "`debias`)", self.objectives)  # fmt: skip
+
     # What mitigate sets in the configs it builds (so not options of `rmlens mitigate`): in
     # the audit, the trainer's objective (each of `objectives` in turn) and no target
     # reliability (one plan for every objective); in the comparison and the best-of-n

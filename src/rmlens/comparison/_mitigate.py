@@ -4,6 +4,11 @@ OUT/<objective>/ is an experiment directory of ``rmlens memorize`` for each obje
 OUT/compare.* compares them. The backbone is loaded once and the pairs are encoded once (the
 embedding cache serves every later audit), so k objectives cost about one encoding plus k
 times the heads. Each audit resumes on its own; started again, finished runs are kept.
+
+With ``debias`` ``sae``, the SAE lens is then fitted on OUT/bt and its shortcut latents are
+projected out of every bt run's head into OUT/sae_debias (as ``rmlens sae OUT/bt --out
+OUT/sae_debias``, no retraining), a reference row ``sae_debias`` beside the objectives;
+started again, the saved SAE and the finished debiased runs are kept.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
 from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import Comparison, compare
-from rmlens.comparison._config import CompareConfig, OveroptimizeConfig
+from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.comparison._overoptimize import overoptimize
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
@@ -55,12 +60,27 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
     return kept, notes
 
 
+def check_debias(config: AuditConfig, debias: Sequence[str]) -> None:
+    """Refuse, before any training, a debiasing the audits will not support: the SAE
+    debiasing projects directions out of the linear heads of a frozen audit."""
+    if "sae" not in debias:
+        return
+    if config.mode != "frozen":
+        raise InputError(f"`debias` sae projects SAE latents out of a frozen audit's heads, and "
+                         f"`mode` is {config.mode}; use `mode` frozen or leave out `debias`")
+    if config.head.head not in ("linear", "logistic"):
+        raise InputError(f"`debias` sae projects SAE latents out of a linear head's weights, "
+                         f"and `head` is {config.head.head}; use `head` linear or logistic, or "
+                         "leave out `debias`")
+
+
 def mitigate(
     pairs: pd.DataFrame,
     config: AuditConfig | None = None,
     *,
     out: str | Path | None = None,
     objectives: Sequence[str] = OBJECTIVES,
+    debias: Sequence[str] = (),
     compare_config: CompareConfig | None = None,
     candidates=None,
     overoptimize_config: OveroptimizeConfig | None = None,
@@ -84,8 +104,17 @@ def mitigate(
         Default: all of ``bt, label_smoothing, poe, reweight, group_dro, low_margin,
         complementary, curate`` that the data supports (``group_dro`` needs a group
         column).
+    debias : sequence of str, default=()
+        Training-free debiasings of the ``bt`` audit, compared beside the objectives.
+        ``"sae"``: after the audits, fit the SAE lens on ``out/bt`` (:func:`rmlens.sae.fit_sae`,
+        default settings; a saved one is reused) and project its shortcut latents out of
+        every run's head (:func:`rmlens.sae.debias`, default ``DebiasConfig``) into
+        ``out/sae_debias``, labelled ``sae_debias`` in the comparison and the best-of-n
+        curves. Needs ``bt`` among ``objectives``, ``mode`` frozen and a linear or logistic
+        head; refused before any training otherwise. Started again, the SAE and the
+        finished debiased runs are kept.
     compare_config : CompareConfig, optional
-        Options of the comparison; its labels are the objectives.
+        Options of the comparison; its labels are the objectives (and ``sae_debias``).
     candidates : path or DataFrame, optional
         A candidate pool with a gold reward (``rmlens data candidates``): then best-of-n
         curves of every objective's runs and ensembles too (:func:`overoptimize`, into
@@ -103,22 +132,33 @@ def mitigate(
     -------
     Comparison
 
+    Raises
+    ------
+    InputError
+        An unknown objective, none that applies to the data; ``debias`` without ``bt``
+        among ``objectives`` (a ``ParamError``), in finetune mode or with an MLP head.
+
     Examples
     --------
     >>> result = mitigate(pairs, out="mitigate", objectives=("bt", "poe"))  # doctest: +SKIP
     >>> result.wide()  # doctest: +SKIP
+    >>> mitigate(pairs, out="m", objectives=("bt", "poe"), debias=("sae",))  # doctest: +SKIP
     """
     config = resolve_config("mitigate", AuditConfig, config, overrides).check()
     out = Path(needed_out("mitigate", out))
     kept, notes = usable_objectives(pairs, config, objectives)
+    debias = tuple(dict.fromkeys(debias))
+    if debias:  # known values, bt among the objectives (each known: usable_objectives)
+        MitigateConfig(objectives=tuple(objectives), debias=debias).check()
+    check_debias(config, debias)
     for note in notes:
         warnings.warn(note, RmlensNote, stacklevel=2)
     nested = "head" if config.mode == "frozen" else "train"
     trainer_config = getattr(config, nested)
     needs_bias = next((o for o in kept if o in BIAS_OBJECTIVES), "bt")
     bias = objective_bias(pairs, trainer_config.replace(objective=needs_bias))
-    write_json({"objectives": kept, "left_out": notes, "audit": config.to_dict()},
-               out / "mitigate.json")  # fmt: skip
+    write_json({"objectives": kept, "left_out": notes, "debias": list(debias),
+                "audit": config.to_dict()}, out / "mitigate.json")  # fmt: skip
     backbone = None
     for name in kept:
         run_config = config.replace(**{nested: trainer_config.replace(objective=name)})
@@ -129,13 +169,32 @@ def mitigate(
             status(f"objective {name}: auditing into {out / name}")
         audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
         backbone = getattr(trainer, "backbone_", None)
-    compare_config = (compare_config or CompareConfig()).replace(labels=tuple(kept))
-    dirs = [out / name for name in kept]
+    labels, dirs = list(kept), [out / name for name in kept]
+    if "sae" in debias:
+        dirs.append(debias_sae(out, quiet=quiet))
+        labels.append(dirs[-1].name)
+    compare_config = (compare_config or CompareConfig()).replace(labels=tuple(labels))
     result = compare(dirs, compare_config, out=out, quiet=quiet)
     if candidates is not None:
         oo_config = (overoptimize_config or OveroptimizeConfig()).replace(
-            labels=tuple(kept), seed=compare_config.seed, n_boot=compare_config.n_boot,
+            labels=tuple(labels), seed=compare_config.seed, n_boot=compare_config.n_boot,
             level=compare_config.level)  # fmt: skip
         result.overoptimization = overoptimize(dirs, candidates, oo_config, out=out, quiet=quiet)
         result.files += result.overoptimization.files
     return result
+
+
+def debias_sae(out: Path, *, quiet: bool = False) -> Path:
+    """The SAE lens on ``out/bt`` (reused when saved with the same settings), then its
+    shortcut latents projected out of every bt run's head into ``out/sae_debias`` (finished
+    runs kept); returns that directory."""
+    from rmlens.sae import debias, fit_sae
+    from rmlens.sae._debias_dir import OBJECTIVE
+
+    source, target = out / "bt", out / OBJECTIVE
+    if not quiet:
+        status(f"debias sae: fitting the SAE lens on {source}, then projecting its shortcut "
+               f"latents out of every run's head into {target}")
+    fit_sae(source, quiet=quiet)
+    debias(source, out=target, quiet=quiet)
+    return target

@@ -50,6 +50,8 @@ class _Experiment:
     runs: pd.DataFrame | None = None
     attribution: pd.DataFrame | None = None
     attribution_fit: pd.DataFrame | None = None
+    sae: Any = None  # sae/config.json
+    sae_cards: Any = None  # sae/cards.json
     sweeps: list[tuple[str, pd.DataFrame, dict[str, Any]]] = field(default_factory=list)
     metrics: Any = None
     probes: pd.DataFrame | None = None
@@ -177,6 +179,8 @@ def load_experiment(out_dir: str | Path) -> _Experiment:
     exp.attribution_fit = _read_table(
         root / "attribution_fit.parquet", ("target", "regressor", "r2"), exp
     )
+    exp.sae = _read_json(root / "sae" / "config.json", exp)
+    exp.sae_cards = _read_json(root / "sae" / "cards.json", exp)
     for path in sorted(root.glob("sweep*/sweep.parquet")):
         frame = _read_table(path, ("token", "score"), exp)
         if frame is not None:
@@ -335,6 +339,7 @@ def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_c
             "prefer its chosen response. Click a row for details.",
         ),
         sec.attribution_section(exp.attribution, exp.attribution_fit),
+        sec.sae_section(exp.sae, exp.sae_cards),
         sec.sweep_section(exp.sweeps),
         sec.evaluation_section(exp.metrics, exp.probes),
         sec.generalization_section(exp.generalization),

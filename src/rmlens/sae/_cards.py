@@ -142,7 +142,9 @@ def shap_shares(directory: Path, sae_sha1: str) -> tuple[dict[str, dict], str | 
                 "rank": int(row.rank), "rank_among_latents": int(r),
                 "informative": bool(getattr(row, "informative", True)),
             }
-    return out, f"SHAP of {regressor}, from attribution.parquet"
+    joined = (record.get("sae") or {}).get("rule")
+    note = f"SHAP of {regressor}, from attribution.parquet"
+    return out, note + (f" ({joined})" if joined else "")
 
 
 def name_cards(

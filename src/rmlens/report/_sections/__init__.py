@@ -2,8 +2,8 @@
 
 One module per group of sections, in page order: ``_quality`` (the reward models),
 ``_summary`` (the dataset), ``_pairs`` (most and least memorized pairs), ``_attribution``,
-``_results`` (token sweeps, generalization), ``_evaluation``, ``_overoptimization`` (best-of-n)
-and ``_appendix`` (plots, config).
+``_sae`` (the SAE lens), ``_results`` (token sweeps, generalization), ``_evaluation``,
+``_overoptimization`` (best-of-n) and ``_appendix`` (plots, config).
 """
 
 from ._appendix import config_section, plots_section
@@ -14,6 +14,7 @@ from ._overoptimization import overoptimization_section
 from ._pairs import pair_table_section
 from ._quality import quality_line, quality_section
 from ._results import generalization_section, sweep_section
+from ._sae import sae_section
 from ._summary import summary_section
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "plots_section",
     "quality_line",
     "quality_section",
+    "sae_section",
     "summary_section",
     "sweep_section",
 ]

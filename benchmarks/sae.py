@@ -4,8 +4,8 @@ Synthetic pairs (``rmlens.synthesize``: a signature phrase opens every response 
 signature model, which wins its pairs; padded, longer responses win others) audited on the
 offline ``minilm`` backbone with the audit's defaults (frozen logistic heads, 25 runs), then
 ``rmlens sae`` on its defaults, ``rmlens attribute --features sae`` on its defaults but for
-``--regressors`` (LightGBM only unless told: the MLP's permutation SHAP costs time in
-proportion to the features, and the SAE adds hundreds), and ``rmlens sae`` again (the SAE
+``--regressors`` (LightGBM only unless told; ``--sae-latents``'s default 64 latents join, so
+both regressors take about 6 minutes on 2 cores), and ``rmlens sae`` again (the SAE
 reused; the cards now read the SHAP shares). Prints:
 
 - the SAE: FVU on held-out responses (raw and standardized features), dead latents;
@@ -144,7 +144,8 @@ def main() -> None:
     by_weight = sorted(cards, key=lambda c: -abs(c["head_weight"]["mean"] or 0))
     weight_rank = {c["latent"]: i + 1 for i, c in enumerate(by_weight)}
     n_latents = len(cards)
-    print(f"\nrecovery (rule: rank <= {TOP} among the {n_latents} SAE latents by mean |SHAP| "
+    print(f"\nrecovery (rule: rank <= {TOP} among the SAE latents ({n_latents} active, the "
+          f"--sae-latents most varied joined) by mean |SHAP| "
           "of LightGBM for TG)")
     ok = True
     for what, feature, signed in (("signature", f"model={synth.signature_model}", True),

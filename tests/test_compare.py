@@ -371,7 +371,7 @@ def many_audits(labels):
     """A Comparison shaped like `rmlens mitigate`'s: every metric and probe per audit, signed
     differences, figures without an interval, missing ones, a few-pairs slice, flags."""
     from rmlens.comparison import _metrics as M
-    from rmlens.comparison._compare import Comparison
+    from rmlens.comparison._result import Comparison
 
     rng = np.random.default_rng(0)
     rows = []

@@ -206,7 +206,7 @@ def test_generalize_fits_the_console_and_keeps_split_names_whole(width, monkeypa
 
 def test_compare_agreement_keeps_figures_and_labels_whole(tmp_path, monkeypatch):
     from rmlens.cli.compare import print_comparison
-    from rmlens.comparison._compare import Comparison
+    from rmlens.comparison._result import Comparison
 
     labels = ["label_smoothing", "complementary + length calibration"]
     figures = pd.DataFrame([{"audit": a, "family": "heldout", "metric": "heldout_accuracy",

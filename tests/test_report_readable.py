@@ -17,11 +17,11 @@ from rich.console import Console
 from rmlens.cli.memorize import quality_table
 from rmlens.evaluation import evaluate
 from rmlens.memorization import AuditConfig
+from rmlens.memorization._config import regime_words
 from rmlens.memorization._plan import carve_validation, make_plan
 from rmlens.memorization._regime import (
     plan_validation,
     planned_validation,
-    regime_words,
     validation_words,
 )
 from rmlens.report import write_report

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from rmlens import stats
-from rmlens._io import jsonable
+from rmlens._io import json_digest, json_sha1, jsonable
 from rmlens.stats import (
     bootstrap_runs,
     log_loss,
@@ -19,6 +19,8 @@ from rmlens.stats import (
     run_weights,
     spearman,
     spearman_brown,
+    spearman_rows,
+    spearman_test,
 )
 
 
@@ -78,6 +80,72 @@ def test_spearman_matches_scipy_to_the_bit_with_swapped_arguments():
         a = rng.normal(size=50 + k)
         b = np.round(a + rng.normal(size=a.size), 1)  # with ties
         assert spearman(b, a) == float(spearmanr(a, b).statistic)
+
+
+def test_spearman_test_by_hand_and_as_scipy():
+    # ranks (1, 2, 3) and (1, 3, 2): 1 - 6 (0 + 1 + 1) / (3 (9 - 1)) = 1/2; t = 1/2 sqrt(1 / (3/4))
+    # = 1/sqrt(3) on 1 dof (Cauchy): p = 1 - (2 / pi) atan(1/sqrt(3)) = 1 - 1/3
+    rho, p = spearman_test([1, 2, 3], [1, 3, 2])
+    assert rho == pytest.approx(0.5) and p == pytest.approx(2 / 3)
+    rho, p = spearman_test([1, 2], [5, 3])  # n = 2: -1, no p-value (spearman() says NaN)
+    assert rho == pytest.approx(-1.0) and math.isnan(p)
+    assert all(math.isnan(v) for v in spearman_test([1, 2, np.nan, 4], [1, 2, 3, 4]))
+    with pytest.warns(RuntimeWarning):  # scipy's ConstantInputWarning
+        assert all(math.isnan(v) for v in spearman_test([1, 1, 1], [1, 2, 3]))
+    rng = np.random.default_rng(5)
+    for n in (3, 4, 10, 57):
+        a, b = np.round(rng.normal(size=(2, n)), 1)  # with ties
+        res = spearmanr(a, b)
+        assert spearman_test(a, b) == (float(res.statistic), float(res.pvalue))  # to the bit
+
+
+def test_spearman_rows_by_hand_and_per_row():
+    assert spearman_rows([[1, 2, 3], [3, 2, 1]], [1, 3, 2]).tolist() == [0.5, -0.5]
+    # ties: (1, 2.5, 2.5) against (1, 2, 3): 1.5 / sqrt(1.5 * 2)
+    assert spearman_rows([1, 2, 2], [1, 2, 3]) == pytest.approx(1.5 / math.sqrt(3.0))
+    out = spearman_rows([[1, 1, 1], [1, 2, np.nan]], [[1, 2, 3], [1, 2, 3]])
+    assert np.isnan(out).all()  # a constant row, a row with a NaN
+    rng = np.random.default_rng(2)
+    a = np.round(rng.normal(size=(4, 6, 20)), 1)  # (R, P, N), with ties
+    b = np.round(rng.normal(size=(6, 20)), 1)
+    rows = spearman_rows(a, b)
+    assert rows.shape == (4, 6)
+    for r in range(4):
+        for q in range(6):
+            assert rows[r, q] == pytest.approx(spearman(a[r, q], b[q]), abs=1e-12)
+    from scipy.stats import rankdata
+
+    ranked = spearman_rows(a, rankdata(b, axis=-1), b_ranked=True)
+    assert np.array_equal(ranked, rows)
+
+
+def test_log_loss_of_margins_is_the_calibration_figure():
+    from rmlens.evaluation import calibration_metrics
+
+    # -log sigmoid(0) = log 2, -log sigmoid(log 3) = -log(3/4): mean log(8/3) / 2
+    d = np.array([0.0, math.log(3.0)])
+    assert log_loss(d, logits=True) == pytest.approx(math.log(8 / 3) / 2)
+    assert calibration_metrics(d)["log_loss"] == log_loss(d, logits=True)
+
+
+def test_json_sha1_is_the_one_fingerprint():
+    import hashlib
+    import json
+
+    obj = {"b": [1, 2.5, None], "a": {"y": True, "x": "é"}}
+    text = json.dumps(obj, sort_keys=True)
+    assert json_sha1(obj) == hashlib.sha1(text.encode()).hexdigest()
+    assert json_sha1(obj, 16) == hashlib.sha1(text.encode()).hexdigest()[:16]
+    assert json_sha1(obj, 12) == json_sha1(dict(reversed(obj.items())), 12)  # sorted keys
+    unsorted = {"z": 1, "a": 2}
+    assert json_sha1(unsorted, sort_keys=False) == hashlib.sha1(b'{"z": 1, "a": 2}').hexdigest()
+    assert json_sha1(unsorted, sort_keys=False) != json_sha1(unsorted)
+    with pytest.raises(TypeError):
+        json_sha1({"p": Path("/a")})
+    assert json_sha1({"p": Path("/a")}, default=str) == json_sha1({"p": "/a"})
+    digest = json_digest([1], default=str)
+    digest.update(b"more")
+    assert digest.hexdigest() == hashlib.sha1(b"[1]more").hexdigest()
 
 
 def test_spearman_brown_and_prophecy_by_hand():

@@ -1,8 +1,10 @@
 """Atomic writes: write to a temporary name in the same folder, then rename (DESIGN.md 6);
-and :func:`jsonable`, the one turn of numpy/pandas values into JSON-ready Python."""
+:func:`jsonable`, the one turn of numpy/pandas values into JSON-ready Python; and
+:func:`json_sha1`, the one fingerprint of settings (the sha1 of their JSON text)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -58,6 +60,45 @@ def write_text(text: str, path: str | Path) -> Path:
 
 def write_bytes(data: bytes, path: str | Path) -> Path:
     return write_atomic(path, lambda tmp: tmp.write_bytes(data))
+
+
+def json_digest(obj: Any, *, sort_keys: bool = True,
+                default: Callable[[Any], Any] | None = None):  # fmt: skip
+    """sha1 (a ``hashlib`` object, to update further) of ``json.dumps(obj, sort_keys=sort_keys,
+    default=default)``, UTF-8 encoded: :func:`json_sha1` before its hex digest."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=sort_keys, default=default).encode())
+
+
+def json_sha1(obj: Any, length: int | None = None, *, sort_keys: bool = True,
+              default: Callable[[Any], Any] | None = None) -> str:  # fmt: skip
+    """Fingerprint of JSON-able settings: the sha1 hex digest of their JSON text.
+
+        json_sha1(obj, n) == sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:n]
+
+    Parameters
+    ----------
+    obj : JSON-able
+        The settings (dicts, lists, strings, numbers, None).
+    length : int, optional
+        Hex digits kept; all 40 by default.
+    sort_keys : bool, default=True
+        Passed to ``json.dumps``: True makes the key order of dicts irrelevant; False keeps
+        it in the text (and so in the fingerprint).
+    default : callable, optional
+        Passed to ``json.dumps``: how to write what JSON cannot (``str`` for paths, dtypes).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> json_sha1({"b": 1, "a": [1, 2]}, 12) == json_sha1({"a": [1, 2], "b": 1}, 12)
+    True
+    >>> json_sha1([])  # sha1 of the text "[]"
+    '97d170e1550eee4afc0af065b78cda302a97674c'
+    """
+    return json_digest(obj, sort_keys=sort_keys, default=default).hexdigest()[:length]
 
 
 def jsonable(value: Any, *, missing: bool = True) -> Any:

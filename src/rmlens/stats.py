@@ -5,7 +5,8 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
 
 - :func:`pairwise_correct`, :func:`pairwise_accuracy`: tie-aware accuracy (a tie counts 1/2)
 - :func:`log_loss`: the Bradley-Terry negative log-likelihood of preference probabilities
-- :func:`spearman`: rank correlation, ties by average ranks
+- :func:`spearman`: rank correlation, ties by average ranks; :func:`spearman_test`: with its
+  p-value, exactly as ``scipy.stats.spearmanr``; :func:`spearman_rows`: row by row, vectorised
 - :func:`spearman_brown`, :func:`prophecy_factor`: reliability of a longer test, and its inverse
 - :func:`bootstrap_runs`, :func:`run_weights`, :func:`percentile_interval`: the percentile
   bootstrap over runs (runs are the unit of randomness; pairs and groups are fixed)
@@ -21,7 +22,7 @@ from typing import Literal
 
 import numpy as np
 from scipy.special import gammaln
-from scipy.stats import rankdata
+from scipy.stats import rankdata, spearmanr
 
 __all__ = [
     "best_of_n",
@@ -36,6 +37,8 @@ __all__ = [
     "run_weights",
     "spearman",
     "spearman_brown",
+    "spearman_rows",
+    "spearman_test",
 ]
 
 
@@ -194,6 +197,70 @@ def spearman(a, b, *, nan_policy: Literal["omit", "propagate"] = "omit") -> floa
     if ra.std() == 0 or rb.std() == 0:
         return float("nan")
     return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def spearman_test(a, b) -> tuple[float, float]:
+    """Spearman's rho and its two-sided p-value, exactly as ``scipy.stats.spearmanr(a, b)``.
+
+        rho = corr(rank(a), rank(b)),  p = 2 P(T_{n-2} > |rho| sqrt((n - 2) / (1 - rho^2)))
+
+    Use it where scipy's own figures are wanted, p-value included; unlike :func:`spearman`,
+    it leaves no entry out and has no floor on ``n``.
+
+    Parameters
+    ----------
+    a, b : array-like of shape (n,)
+
+    Returns
+    -------
+    (float, float)
+        rho and p. Both NaN when either side holds a NaN (scipy's ``nan_policy="propagate"``),
+        is constant (with scipy's ``ConstantInputWarning``) or for n < 2; rho is +-1 (to rounding)
+        with a NaN p-value for n = 2.
+
+    Examples
+    --------
+    >>> spearman_test([1, 2, 3], [1, 3, 2])[0]  # 1 - 6 (0 + 1 + 1) / (3 (9 - 1))
+    0.5
+    >>> spearman_test([1, 2, np.nan, 4], [1, 2, 3, 4])
+    (nan, nan)
+    """
+    res = spearmanr(a, b)
+    return float(res.statistic), float(res.pvalue)
+
+
+def spearman_rows(a, b, *, b_ranked: bool = False) -> np.ndarray:
+    """Spearman correlation of ``a`` and ``b`` along the last axis: one rho per row, at once.
+
+        rho = sum (ra - mean ra)(rb - mean rb) / sqrt(sum (ra - mean ra)^2 sum (rb - mean rb)^2)
+
+    with ra, rb the average ranks of each row. It matches :func:`spearman` row by row up to
+    rounding (it sums the centred ranks directly rather than through ``numpy.corrcoef``).
+
+    Parameters
+    ----------
+    a : array-like of shape (..., n)
+    b : array-like of shape (..., n), broadcast against ``a``
+        Its rows, or their average ranks with ``b_ranked=True`` (rank a row once for many).
+    b_ranked : bool, default=False
+        Whether ``b`` already holds average ranks along its last axis.
+
+    Returns
+    -------
+    ndarray of shape ``a.shape[:-1]`` (broadcast with ``b``'s), float
+        NaN where a row is constant or holds a NaN.
+
+    Examples
+    --------
+    >>> spearman_rows([[1, 2, 3], [3, 2, 1], [1, 1, 1]], [1, 3, 2]).tolist()
+    [0.5, -0.5, nan]
+    """
+    a = rankdata(a, axis=-1)
+    a = a - a.mean(axis=-1, keepdims=True)
+    b = np.asarray(b) if b_ranked else rankdata(b, axis=-1)
+    b = b - b.mean(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (a * b).sum(-1) / np.sqrt((a**2).sum(-1) * (b**2).sum(-1))
 
 
 def spearman_brown(r, factor):

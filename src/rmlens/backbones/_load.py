@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +11,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokeniz
 from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError, RmlensWarning
+from rmlens._io import json_digest
 from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
 
@@ -79,7 +78,7 @@ def model_identity(source: str, config: dict) -> str:
     The config's ``_name_or_path`` (the path as typed) is left out: the same model reached by
     a relative or an absolute path is the same model."""
     config = {k: v for k, v in config.items() if k != "_name_or_path"}
-    digest = hashlib.sha1(json.dumps(config, sort_keys=True, default=str).encode())
+    digest = json_digest(config, default=str)
     path = Path(source)
     if path.is_dir():
         for f in sorted(path.rglob("*")):

@@ -5,7 +5,6 @@ checks before the SAE is fitted, and what it prints."""
 from __future__ import annotations
 
 import inspect
-import json
 from dataclasses import fields
 from pathlib import Path
 
@@ -52,22 +51,18 @@ def request(ctx: typer.Context, options: dict, directory: Path) -> tuple[Path, D
     return Path(out), config
 
 
-def run(lens, directory: Path, asked: tuple[Path, DebiasConfig], *, as_json: bool,
-        quiet: bool) -> None:  # fmt: skip
-    """Debias, then print the lens and what the debiasing did (one JSON with ``--json``)."""
-    from rmlens.cli.sae import _print, _top
+def run(directory: Path, asked: tuple[Path, DebiasConfig], *, quiet: bool):
+    """Debias the audit in ``directory`` as ``asked`` (:func:`request`); what it did."""
     from rmlens.sae import debias
 
     out, config = asked
-    found = debias(directory, config, out=out, quiet=quiet)
-    result = {"out": str(found.out), "latents": found.latents, "why": found.record["why"],
-              "figures": found.figures}  # fmt: skip
-    if as_json:
-        typer.echo(json.dumps({"sae": lens.record, "top_latents": _top(lens.cards),
-                               "debias": result}, indent=2, default=str))  # fmt: skip
-        return
-    _print(lens, directory, False)
-    say(found, directory)
+    return debias(directory, config, out=out, quiet=quiet)
+
+
+def result(found) -> dict:
+    """What the debiasing did, for ``--json``."""
+    return {"out": str(found.out), "latents": found.latents, "why": found.record["why"],
+            "figures": found.figures}  # fmt: skip
 
 
 def say(found, directory: Path) -> None:

@@ -134,8 +134,16 @@ def sae(
     save_config(config, directory / "sae" / "sae.toml")
     if asked is None:
         _print(lens, directory, as_json)
-    else:
-        _debias.run(lens, directory, asked, as_json=as_json, quiet=quiet)
+        return
+    # debias, then print the lens and what the debiasing did (one JSON with --json)
+    found = _debias.run(directory, asked, quiet=quiet)
+    if as_json:
+        typer.echo(json.dumps({"sae": lens.record, "top_latents": _top(lens.cards),
+                               "debias": _debias.result(found)}, indent=2,
+                              default=str))  # fmt: skip
+        return
+    _print(lens, directory, False)
+    _debias.say(found, directory)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,8 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_config": ["CompareConfig", "MitigateConfig", "OveroptimizeConfig"],
-        "_compare": ["Comparison", "compare"],
+        "_compare": ["compare"],
+        "_result": ["Comparison"],
         "_audit": ["Audit", "load_audit"],
         "_mitigate": ["mitigate"],
         "_overoptimize": ["Overoptimization", "overoptimize"],

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import rankdata
 
-from rmlens.stats import best_of_n, bootstrap_runs, kl_best_of_n, percentile_interval, run_weights
+from rmlens.stats import (
+    best_of_n,
+    bootstrap_runs,
+    kl_best_of_n,
+    percentile_interval,
+    run_weights,
+    spearman_rows,
+)
 
 _trapezoid = getattr(np, "trapezoid", None) or np.trapz  # numpy 2 renamed it
 
@@ -61,16 +68,6 @@ def combine_runs(z: np.ndarray, kind: str, weights: np.ndarray | None = None,
         return mean
     var = np.tensordot(w, (z - mean) ** 2, axes=1) / w.sum()
     return mean - lam * var
-
-
-def within_spearman(score: np.ndarray, gold_ranks: np.ndarray) -> np.ndarray:
-    """Spearman correlation of a score (..., P, N) with gold within each prompt: (..., P);
-    ``gold_ranks``: gold's average ranks (P, N). NaN where either is constant."""
-    a = rankdata(score, axis=-1)
-    a = a - a.mean(axis=-1, keepdims=True)
-    b = gold_ranks - gold_ranks.mean(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return (a * b).sum(-1) / np.sqrt((a**2).sum(-1) * (b**2).sum(-1))
 
 
 @dataclass
@@ -127,7 +124,7 @@ class PoolCurves:
     def runs(self, z: np.ndarray) -> Curves:
         """The mean of single-RM curves over runs z (R, P, N)."""
         per = np.stack([self._per_prompt(zr) for zr in z])  # (R, 1 + k, P, K)
-        rho = within_spearman(z, self.gold_ranks)  # (R, P)
+        rho = spearman_rows(z, self.gold_ranks, b_ranked=True)  # (R, P): within prompts
         per_run = per.mean(axis=2)
         names = ("proxy", *self.names)
         draws = rho_draws = None
@@ -146,7 +143,7 @@ class PoolCurves:
         """Best-of-n by an ensemble of runs z (R, P, N); each draw rebuilds it from its runs."""
         score = combine_runs(z, kind, lam=lam)
         per = self._per_prompt(score)
-        rho = within_spearman(score, self.gold_ranks)
+        rho = spearman_rows(score, self.gold_ranks, b_ranked=True)
         names = ("proxy", *self.names)
         draws = rho_draws = None
         if self.n_boot:
@@ -157,7 +154,7 @@ class PoolCurves:
                 score = combine_runs(z, kind, run_w[b], lam)
                 v = self.prompt_w[b]
                 draws[b] = self._mean(self._per_prompt(score), v)
-                r = within_spearman(score, self.gold_ranks)
+                r = spearman_rows(score, self.gold_ranks, b_ranked=True)
                 rho_draws[b] = np.dot(np.nan_to_num(r), v) / np.dot(np.isfinite(r), v)
         return Curves(names, per.mean(axis=1), draws, float(np.nanmean(rho)), rho_draws)
 

@@ -23,9 +23,10 @@ from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError, RmlensNote
 from rmlens._io import write_json
 from rmlens.attribution._bias import objective_bias
-from rmlens.comparison._compare import Comparison, compare
+from rmlens.comparison._compare import compare
 from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.comparison._overoptimize import overoptimize
+from rmlens.comparison._result import Comparison
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.progress import status

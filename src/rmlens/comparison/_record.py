@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import rmlens
 from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.comparison import _metrics as M
 from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._margin import METRICS as MARGIN_METRICS
-
-if TYPE_CHECKING:
-    from rmlens.comparison._compare import Comparison
+from rmlens.comparison._result import Comparison
 
 
 def write_comparison(result: Comparison, out: Path, config: CompareConfig) -> None:

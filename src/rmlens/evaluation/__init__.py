@@ -12,7 +12,6 @@ __all__, __getattr__, __dir__ = attach(
             "calibration_metrics",
             "expected_calibration_error",
             "fit_temperature",
-            "log_loss",
             "reliability_bins",
             "temperature_scaling",
         ],

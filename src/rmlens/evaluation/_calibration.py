@@ -128,27 +128,9 @@ def brier_score(p, y=None) -> float:
     return float(np.mean((p - _labels(p, y)) ** 2))
 
 
-def log_loss(margin, y=None) -> float:
-    """Bradley-Terry negative log-likelihood of margins: mean -log sigmoid(+-margin), as
-    :func:`rmlens.stats.log_loss` with ``logits=True``.
-
-    Parameters
-    ----------
-    margin : array of shape (n,)
-        r+ - r- of each pair.
-    y : array of shape (n,), optional
-        Outcomes; default all ones.
-
-    Returns
-    -------
-    float
-        NaN for no pairs.
-    """
-    return stats.log_loss(margin, y, logits=True)
-
-
 def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)) -> float:
-    """Temperature T minimizing the log-loss of sigmoid(margin / T) (Guo et al. 2017).
+    """Temperature T minimizing the log-loss of sigmoid(margin / T) (Guo et al. 2017; the
+    log-loss is :func:`rmlens.stats.log_loss` of the margins).
 
     Parameters
     ----------
@@ -170,7 +152,7 @@ def fit_temperature(margin, y=None, *, bounds: tuple[float, float] = (1e-2, 1e3)
         raise ValueError("fit_temperature needs at least one pair")
     lo, hi = np.log(bounds[0]), np.log(bounds[1])
     result = minimize_scalar(
-        lambda log_t: log_loss(d / np.exp(log_t), y),
+        lambda log_t: stats.log_loss(d / np.exp(log_t), y, logits=True),
         bounds=(lo, hi),
         method="bounded",
         options={"xatol": 1e-6},
@@ -197,7 +179,7 @@ def calibration_metrics(margin, *, n_bins: int = 10) -> dict:
     return {
         "ece": expected_calibration_error(p, n_bins=n_bins),
         "brier": brier_score(p),
-        "log_loss": log_loss(margin),
+        "log_loss": stats.log_loss(margin, logits=True),
         "bins": reliability_bins(p, n_bins=n_bins).to_dict("records"),
     }
 

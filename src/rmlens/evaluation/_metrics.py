@@ -8,7 +8,7 @@ import pandas as pd
 from scipy import stats
 
 from rmlens.evaluation._calibration import calibration_metrics
-from rmlens.stats import pairwise_accuracy
+from rmlens.stats import pairwise_accuracy, spearman_test
 
 # RewardBench (Lambert et al. 2024, allenai/reward-bench rewardbench/constants.py): subsets
 # grouped into four sections; a section's score is the example-count-weighted mean of its
@@ -145,8 +145,8 @@ def margin_spearman(r_chosen, r_rejected, margin) -> dict:
     n = int(ok.sum())
     if n < 3 or np.ptp(m[ok]) == 0 or np.ptp(d[ok]) == 0:
         return {"rho": float("nan"), "p_value": float("nan"), "n": n}
-    rho, p = stats.spearmanr(d[ok], m[ok])
-    return {"rho": float(rho), "p_value": float(p), "n": n}
+    rho, p = spearman_test(d[ok], m[ok])
+    return {"rho": rho, "p_value": p, "n": n}
 
 
 def reward_distribution(

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import pandas as pd
 import rmlens
 from rmlens._base import resolve_config
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
+from rmlens._io import json_sha1, write_json, write_parquet
 from rmlens.data._fingerprint import data_sha1
 from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir
@@ -127,7 +126,7 @@ def _prepare_dir(out: Path, record: dict) -> None:
 def _splits_sha1(splits: dict[str, pd.DataFrame]) -> str:
     """Every split by name, each by ``data_sha1`` (``data._fingerprint``: pairs, margins)."""
     parts = {name: data_sha1(frame) for name, frame in splits.items()}
-    return hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
+    return json_sha1(parts, 16, sort_keys=False)  # unsorted: the splits in their order
 
 
 def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: bool):

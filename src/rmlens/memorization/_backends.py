@@ -95,12 +95,3 @@ class LocalBackend:
                     continue
                 tb = format_traceback(error)
                 yield job, RunFailure(job.run, attempts, describe(error), tb, error)
-
-
-def make_backend(config: AuditConfig):
-    """The backend that ``config.backend`` names."""
-    if config.backend == "ray":
-        from rmlens.memorization._ray import RayBackend
-
-        return RayBackend(config)
-    return LocalBackend(config)

@@ -16,7 +16,13 @@ from rmlens._params import (
 )
 from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
 from rmlens.data._dedupe import DEDUPE
-from rmlens.memorization._regime import audit_head, audit_train, regime_words
+from rmlens.memorization._regime import (
+    audit_head,
+    audit_train,
+    objective_words,
+    planned_validation,
+    validation_words,
+)
 from rmlens.rewards._config import INFLUENCE_OBJECTIVES, MODEL_HELP, HeadConfig, TrainConfig
 
 BACKENDS = ("local", "ray")
@@ -406,3 +412,56 @@ class AuditConfig(Config):
                 for nested, spec in self._nested.items()
             }
         )
+
+
+def regime_words(config: AuditConfig, *, n_groups: int | None = None,
+                 folds: int | None = None) -> str:  # fmt: skip
+    """The training regime of every run of ``config``, in words (``config.json``'s ``regime``).
+
+    With ``n_groups`` (and the ``folds`` the plan used, default ``config.folds``) the
+    validation groups are counted as the plan draws them (``validation_words``); without,
+    the share is stated with its rounding rule.
+    """
+    share = validation_words(
+        config.val_fraction,
+        None if n_groups is None else planned_validation(
+            n_groups, kind=config.plan, folds=folds or config.folds,
+            fraction=config.val_fraction),
+    )  # fmt: skip
+    if config.mode == "frozen" and config.head.convex:
+        grid = ", ".join(f"{x:g}" for x in config.head.l2_grid)
+        what = (
+            f"frozen {config.model} features, one logistic head per run: linear "
+            "Bradley-Terry with an L2 penalty solved to its optimum (Newton's method), "
+            f"lambda from {{{grid}}}"
+        )
+    elif config.mode == "frozen":
+        h = config.head
+        what = (
+            f"frozen {config.model} features, one {h.head} head per run: AdamW lr {h.lr:g}, "
+            f"weight decay {h.weight_decay:g}, batch {h.batch_size}, at most {h.epochs} epochs"
+        )
+    else:
+        t = config.train
+        what = (
+            f"{config.model} fine-tuned ({t.finetune}, {t.rm} RM) per run: lr {t.lr:g}, "
+            f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
+            "epochs"
+        )
+    what += objective_words(config.head if config.mode == "frozen" else config.train)
+    if config.mode == "frozen" and config.head.convex:
+        if not config.validates:
+            return what + "; the largest lambda (no validation pairs)"
+        return what + (
+            f", the one with the lowest validation loss on validation pairs from {share}, "
+            "never from its held-out groups; a run trains only on its other training pairs, "
+            "and its validation pairs count neither in nor out"
+        )
+    if not config.validates:
+        return what + "; every epoch trained (no early stopping, no validation pairs)"
+    return what + (
+        f"; early stopping with patience {config.patience} on the validation loss of "
+        f"validation pairs from {share}, never from its held-out groups, keeping the best "
+        "epoch's weights; a run takes gradients only on its other training pairs, and its "
+        "validation pairs count neither in nor out"
+    )

@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization._estimate import run_sides, side_means
+from rmlens.memorization._reliability import split_half
+from rmlens.memorization._sides import run_sides, side_means
 from rmlens.stats import spearman
 
 
@@ -126,8 +127,6 @@ def brute_agreement(cm: np.ndarray, m, reliability: dict, units, folds: int, see
     The runs are shared, so this checks the calibrated estimator on the audit's own data;
     it is no substitute for a disjoint brute-force reference (``benchmarks/paired_cm.py``).
     """
-    from rmlens.memorization._reliability import split_half
-
     brute = brute_cm(m.p, m.member, m.val)
     rel_brute = split_half(m.p, m.member, m.val, units, folds=folds, seed=seed)["cm"]
     rel_brute = rel_brute["spearman_brown"]

@@ -30,8 +30,8 @@ from rmlens.memorization._config import (
     GROWTH_FIELDS,
     RESOLVED_FIELDS,
     AuditConfig,
+    regime_words,
 )
-from rmlens.memorization._regime import regime_words
 
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
 # system, no permission, a path through a regular file

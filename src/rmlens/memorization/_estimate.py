@@ -26,47 +26,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from rmlens.memorization._damping import calibrate, grid_matrix
+from rmlens.memorization._sides import run_sides, side_means
 from rmlens.stats import bootstrap_runs, run_weights
 
 MIN_RUNS_FOR_INTERVAL = 2
 COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
-
-
-def run_sides(
-    p: np.ndarray, member: np.ndarray, val: np.ndarray | None = None, p_cf: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The in-side and out-side probability of every (pair, run), NaN where a run gives none.
-
-    ``p``, ``member``, ``val``, ``p_cf``: (n_pairs, n_runs). A run's validation pairs
-    (``val``) are neither in nor out. Brute force (``p_cf`` None): p is in-side where the
-    run trained on the pair, else out-side. Paired: the run's p is one side and its
-    counterfactual p_cf the other.
-    """
-    if val is not None:
-        p = np.where(val, np.nan, p)
-    if p_cf is None:
-        return np.where(member, p, np.nan), np.where(member, np.nan, p)
-    if val is not None:
-        p_cf = np.where(val, np.nan, p_cf)
-    return np.where(member, p, p_cf), np.where(member, p_cf, p)
-
-
-def side_means(
-    p_in: np.ndarray, p_out: np.ndarray, weights: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """TM, TG for run weights (n_runs, n_draws): (n_pairs, n_draws) each.
-
-    Weighted means of the in-side and out-side probabilities (:func:`run_sides`); only runs
-    that gave a side count for it (a NaN is no run of that side).
-    """
-    has_in, has_out = ~np.isnan(p_in), ~np.isnan(p_out)
-    w32 = weights.astype(np.float32)
-    n_in = (has_in.astype(np.float32) @ w32).astype(np.float64)  # exact: integer counts
-    n_out = (has_out.astype(np.float32) @ w32).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tm = (np.where(has_in, p_in, 0.0) @ weights) / n_in
-        tg = (np.where(has_out, p_out, 0.0) @ weights) / n_out
-    return tm, tg
 
 
 def _nanquantiles(draws: np.ndarray, qs: np.ndarray) -> np.ndarray:
@@ -224,8 +189,6 @@ def estimate(
         val = membership.validation.to_numpy(bool)[ok]
         p[m_row[ok][val], m_col[ok][val]] = np.nan  # neither in nor out
     if "p_cf_grid" in scores:
-        from rmlens.memorization._damping import calibrate, grid_matrix
-
         grid = grid_matrix(scores.p_cf_grid, p.shape, (row, col))
         p_cf, _ = calibrate(p, grid, member, np.zeros(p.shape, dtype=bool))
     table = memorization_scores(p, member, p_cf=p_cf, n_boot=n_boot, seed=seed)

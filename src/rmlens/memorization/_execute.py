@@ -13,17 +13,23 @@ from scipy.special import expit
 
 from rmlens._errors import InputError, RmlensWarning
 from rmlens.experiment import ExperimentDir
-from rmlens.memorization._backends import RunJob, make_backend
+from rmlens.memorization._backends import LocalBackend, RunJob
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import output_errors
 from rmlens.memorization._notes import run_failed, systematic_failure
 from rmlens.memorization._quality import run_quality
+from rmlens.memorization._ray import RayBackend
 from rmlens.memorization._runs import RunFailure, RunOutput, write_run
 from rmlens.progress import progress_bar
 from rmlens.rewards import FrozenHeadTrainer, make_trainer
 from rmlens.rewards._trainer import Trainer as PairTrainer
 
 STACK = 5  # warnings point at audit()'s caller: audit > run_plan > run > _give_up_or_go_on
+
+
+def make_backend(config: AuditConfig):
+    """The backend that ``config.backend`` names."""
+    return RayBackend(config) if config.backend == "ray" else LocalBackend(config)
 
 
 def run_seed(seed: int, run: int) -> int:

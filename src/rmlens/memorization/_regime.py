@@ -1,8 +1,8 @@
 """What each run of an audit trains: the trainers' defaults, and the regime in words.
 
 ``audit_head`` and ``audit_train`` are the defaults of :class:`AuditConfig`'s ``head`` and
-``train`` (so of ``rmlens memorize``'s options); :func:`regime_words` is ``config.json``'s
-``regime``.
+``train`` (so of ``rmlens memorize``'s options); the words here (the objective, the
+validation groups) make up ``config.json``'s ``regime`` (``_config.regime_words``).
 """
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ from rmlens.rewards._config import HeadConfig, TrainConfig
 # this module's defaults without it
 if TYPE_CHECKING:
     import pandas as pd
-
-    from rmlens.memorization._config import AuditConfig
 
 
 def audit_head() -> HeadConfig:
@@ -59,59 +57,6 @@ def objective_words(trainer: HeadConfig | TrainConfig) -> str:
     if name == "low_margin":
         return "; objective low_margin (weights 2 - margin quantile)"
     return ""
-
-
-def regime_words(config: AuditConfig, *, n_groups: int | None = None,
-                 folds: int | None = None) -> str:  # fmt: skip
-    """The training regime of every run of ``config``, in words (``config.json``'s ``regime``).
-
-    With ``n_groups`` (and the ``folds`` the plan used, default ``config.folds``) the
-    validation groups are counted as the plan draws them (``validation_words``); without,
-    the share is stated with its rounding rule.
-    """
-    share = validation_words(
-        config.val_fraction,
-        None if n_groups is None else planned_validation(
-            n_groups, kind=config.plan, folds=folds or config.folds,
-            fraction=config.val_fraction),
-    )  # fmt: skip
-    if config.mode == "frozen" and config.head.convex:
-        grid = ", ".join(f"{x:g}" for x in config.head.l2_grid)
-        what = (
-            f"frozen {config.model} features, one logistic head per run: linear "
-            "Bradley-Terry with an L2 penalty solved to its optimum (Newton's method), "
-            f"lambda from {{{grid}}}"
-        )
-    elif config.mode == "frozen":
-        h = config.head
-        what = (
-            f"frozen {config.model} features, one {h.head} head per run: AdamW lr {h.lr:g}, "
-            f"weight decay {h.weight_decay:g}, batch {h.batch_size}, at most {h.epochs} epochs"
-        )
-    else:
-        t = config.train
-        what = (
-            f"{config.model} fine-tuned ({t.finetune}, {t.rm} RM) per run: lr {t.lr:g}, "
-            f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
-            "epochs"
-        )
-    what += objective_words(config.head if config.mode == "frozen" else config.train)
-    if config.mode == "frozen" and config.head.convex:
-        if not config.validates:
-            return what + "; the largest lambda (no validation pairs)"
-        return what + (
-            f", the one with the lowest validation loss on validation pairs from {share}, "
-            "never from its held-out groups; a run trains only on its other training pairs, "
-            "and its validation pairs count neither in nor out"
-        )
-    if not config.validates:
-        return what + "; every epoch trained (no early stopping, no validation pairs)"
-    return what + (
-        f"; early stopping with patience {config.patience} on the validation loss of "
-        f"validation pairs from {share}, never from its held-out groups, keeping the best "
-        "epoch's weights; a run takes gradients only on its other training pairs, and its "
-        "validation pairs count neither in nor out"
-    )
 
 
 def validation_count(fraction: float, n_train: int) -> int:

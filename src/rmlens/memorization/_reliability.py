@@ -31,7 +31,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization._estimate import run_sides, side_means
+from rmlens.memorization._sides import run_sides, side_means
 from rmlens.stats import prophecy_factor, spearman, spearman_brown
 
 SCORES = ("tm", "tg", "cm")

@@ -37,7 +37,7 @@ from rmlens.memorization._damping import (
     grid_matrix,
     run_sums,
 )
-from rmlens.memorization._estimate import run_sides
+from rmlens.memorization._sides import run_sides
 
 
 @dataclass
@@ -148,7 +148,7 @@ class RunMatrices:
         return "brute" if self.p_cf is None else "paired"
 
     def sides(self) -> tuple[np.ndarray, np.ndarray]:
-        """In-side and out-side probabilities (``_estimate.run_sides``)."""
+        """In-side and out-side probabilities (``_sides.run_sides``)."""
         return run_sides(self.p, self.member, self.val, self.p_cf)
 
 

@@ -4,18 +4,30 @@ to use it, and, when it came from an audit, the audit's headline."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmlens.backbones import PRESETS
-
-if TYPE_CHECKING:
-    from rmlens.rewards._export import Exported
 
 HUB_IDS = {  # the hub model each offline preset ships
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
     "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
 }
+
+
+@dataclass
+class Exported:
+    """What :func:`export_rm` wrote: the folder, the kind exported, the reward offset (b,
+    the part of rmlens's reward the ``score`` layer cannot hold) and the largest difference
+    between rmlens's rewards and the reloaded folder's on probe pairs, offset added."""
+
+    path: Path
+    kind: str
+    offset: float
+    max_abs_diff: float
+    format: str
+    max_length: int
 
 
 def _json(path: Path) -> Any:

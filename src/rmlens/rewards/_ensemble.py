@@ -10,7 +10,8 @@ Members that are explicit heads on one shared backbone are scored from one featu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +19,13 @@ import numpy as np
 import pandas as pd
 
 import rmlens
+from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones import featurize
 from rmlens.backbones._featurize import encode_texts
 from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.experiment import ExperimentDir
+from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
 
 
@@ -297,9 +301,58 @@ class EnsembleRM(RewardModel):
         EnsembleRM
             One member per finished run.
         """
-        from rmlens.rewards._load import load_experiment
+        path = Path(out)
+        if not ExperimentDir(path).is_experiment:
+            raise InputError(f"{path}: not an experiment directory (expected config.json and "
+                             "runs/)")
+        options = rm_options(**kwargs)
 
-        return load_experiment(out, **kwargs)
+        def load(folder: Path) -> RewardModel:  # an RM folder by its kind, as load_rm does
+            config = read_rm_config(folder)
+            if config["kind"] == "ensemble":
+                return ensemble_folder(folder, config, load)
+            return SINGLE_LOADERS[config["kind"]](folder, config, **options)
+
+        return load(path) if (path / RM_CONFIG).is_file() else experiment_ensemble(path, load)
+
+
+def ensemble_folder(path: Path, config: dict, load: Callable[[Path], Any]) -> EnsembleRM:
+    """An ``ensemble`` RM folder (:meth:`EnsembleRM.save`): its members, each loaded by
+    ``load``."""
+    members = config.get("members")
+    if not isinstance(members, list) or not members or not all(
+        isinstance(m, str) for m in members
+    ):
+        raise InputError(f"{path / RM_CONFIG}: field 'members' must be a non-empty list of "
+                         f"member folders, got {members!r}")
+    names = config.get("names") or [Path(m).name for m in members]
+    train_ids = None
+    if (path / "train_ids.json").is_file():
+        train_ids = json.loads((path / "train_ids.json").read_text())
+    return EnsembleRM([load(path / m) for m in members], names=names,
+                      train_ids=train_ids)
+
+
+def experiment_ensemble(path: Path, load: Callable[[Path], Any]) -> EnsembleRM:
+    """Each finished run's saved RM (``runs/<run>/rm/``) as one ensemble member, named by
+    its run folder and knowing the pairs its run trained on and validated with; ``load``
+    loads a run's ``rm/`` folder."""
+    exp = ExperimentDir(path)
+    runs = [r for r in exp.run_numbers()
+            if exp.run_done(r) and (exp.run_dir(r) / "rm" / RM_CONFIG).is_file()]  # fmt: skip
+    if not runs:
+        raise InputError(
+            f"{path}: an experiment directory without saved RMs (expected "
+            f"runs/<run>/rm/{RM_CONFIG} beside runs/<run>/manifest.json)"
+        )
+    members, names, train_ids, val_ids = [], [], [], []
+    for run in runs:
+        manifest = exp.manifest(run)
+        members.append(load(exp.run_dir(run) / "rm"))
+        names.append(exp.run_dir(run).name)
+        train_ids.append(manifest.get("train_ids", []))
+        val_ids.append(manifest.get("val_ids", []))
+    return EnsembleRM(members, names=names, train_ids=train_ids, val_ids=val_ids)
 
 
 def _head_stack(rm: Any):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import json
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ from torch import nn
 from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones._tokenize import encode_pair_text
-from rmlens.rewards._card import model_card
+from rmlens.rewards._card import Exported, model_card
 from rmlens.rewards._ensemble import EnsembleRM
 from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifierRM
 
@@ -45,20 +44,6 @@ _PROBES = (
     ("Write a short greeting.", "Hello, nice to meet you!", "no"),
     ("Name a colour.", "Blue is a colour of the sky and the sea.", "I cannot help with that."),
 )
-
-
-@dataclass
-class Exported:
-    """What :func:`export_rm` wrote: the folder, the kind exported, the reward offset (b,
-    the part of rmlens's reward the ``score`` layer cannot hold) and the largest difference
-    between rmlens's rewards and the reloaded folder's on probe pairs, offset added."""
-
-    path: Path
-    kind: str
-    offset: float
-    max_abs_diff: float
-    format: str
-    max_length: int
 
 
 def export_rm(

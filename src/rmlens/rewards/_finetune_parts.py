@@ -7,14 +7,13 @@ command line reads ``TrainConfig`` without torch).
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 
 import numpy as np
 import pandas as pd
 import torch
 
 from rmlens._errors import InputError
+from rmlens._io import json_sha1
 from rmlens.backbones import Backbone
 from rmlens.data._fingerprint import data_sha1
 from rmlens.rewards._implicit import ImplicitNet
@@ -204,7 +203,7 @@ def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | 
     settings = {k: v for k, v in cfg.to_dict().items() if k not in skip}
     parts = [settings, identity, data_sha1(data)]
     parts.append(None if eval_data is None else data_sha1(eval_data))
-    return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    return json_sha1(parts, 16)
 
 
 def influence_scores(trainer, fit_index, eval_index):

@@ -10,14 +10,13 @@ import numpy as np
 
 from rmlens._errors import InputError
 from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
+from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._trainer import RunScores, dropped_ids, group_codes, objective_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from rmlens.rewards.finetune import TrainConfig
 
 
 class PerRun:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -17,12 +16,9 @@ from torch import nn
 
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
-from rmlens.rewards._config import GROUP_OBJECTIVES
+from rmlens.rewards._config import GROUP_OBJECTIVES, HeadConfig
 from rmlens.rewards._convex import EXPERT_PENALTY, LogisticProblem
 from rmlens.rewards.losses import BIAS_OBJECTIVES, PairExtras, reweight_raw
-
-if TYPE_CHECKING:
-    from rmlens.rewards.frozen import HeadConfig
 
 
 def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
@@ -250,7 +246,6 @@ class HeadRM:
         HeadRM
             The fitted head.
         """
-        from rmlens.rewards.frozen import HeadConfig
 
         path = Path(path)
         saved = json.loads((path / "head_config.json").read_text())

@@ -6,7 +6,6 @@ convex head's path of L2 penalties. ``rmlens.rewards.frozen.FrozenHeadTrainer`` 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -14,7 +13,7 @@ from scipy.special import log_expit
 
 from rmlens._errors import InputError
 from rmlens.rewards._activity import objective_activity
-from rmlens.rewards._config import WEIGHTED_OBJECTIVES, dro_step
+from rmlens.rewards._config import WEIGHTED_OBJECTIVES, HeadConfig, dro_step
 from rmlens.rewards._convex import (
     PATH_TOLERANCE,
     LogisticProblem,
@@ -31,9 +30,6 @@ from rmlens.rewards._guided import (
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
 from rmlens.rewards.losses import Objective, PairExtras, centering_loss, reweight_raw
-
-if TYPE_CHECKING:
-    from rmlens.rewards.frozen import HeadConfig
 
 PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops
 DRO_ROUNDS = 20  # logistic head, group_dro: exponentiated-gradient rounds per lambda
@@ -147,7 +143,6 @@ def loss_weights(config, x_chosen, x_rejected, margin=None, groups=None, *,
     the weights (n,), how they were made (JSON-ready) and the per-pair ``tm``, ``tg`` and
     ``q`` (margin quantile) behind them (``tm``, ``tg`` NaN for ``low_margin``).
     """
-    from rmlens.rewards.frozen import HeadConfig
 
     fields = ("objective", "use_margin", "gamma", "guide_folds", "curate_weight", "seed")
     cfg = HeadConfig(head="logistic", **{k: getattr(config, k) for k in fields}).check()
@@ -170,7 +165,6 @@ def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple:
     the validation pairs, as the run's own head) gives the model margin where the data has
     none, and the lambda of the nested audit.
     """
-    from rmlens.rewards.frozen import HeadConfig
 
     grid = cfg.l2_grid if cfg.convex else HeadConfig.__dataclass_fields__["l2_grid"].default
     bt = HeadRM(HeadConfig(head="logistic", use_margin=cfg.use_margin, l2_grid=grid))

@@ -23,7 +23,6 @@ Explicit heads that name the same backbone share one loaded backbone (an experim
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from importlib import resources
@@ -32,9 +31,9 @@ from typing import Any
 
 from rmlens._errors import InputError
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards._config import resolve_device
-from rmlens.rewards._ensemble import EnsembleRM
-from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel, SequenceClassifierRM
+from rmlens.rewards._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
+from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
+from rmlens.rewards._saved import RM_CONFIG, RewardModel, SequenceClassifierRM
 
 RM_PRESETS = ("smollm2-135m-hh",)
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -85,9 +84,8 @@ def load_rm(
     >>> r_chosen, r_rejected = rm.score_pairs(pairs)               # doctest: +SKIP
     >>> ensemble = load_rm("runs/demo")  # an experiment directory  # doctest: +SKIP
     """
-    options = {"device": resolve_device(device), "cache_dir": cache_dir,
-               "score_index": score_index, "trust_remote_code": trust_remote_code,
-               "backbones": {}}  # fmt: skip
+    options = rm_options(device=device, cache_dir=cache_dir, score_index=score_index,
+                         trust_remote_code=trust_remote_code)
     return _load(path_or_preset, options)
 
 
@@ -140,129 +138,12 @@ def _half_rm(folder: Path) -> str | None:
     return None
 
 
-def read_rm_config(folder: Path) -> dict:
-    """``rm_config.json`` of an RM folder, checked: a JSON object with a known ``kind``."""
-    file = folder / RM_CONFIG
-    try:
-        config = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
-        raise InputError(f"{file}: expected JSON, got a parse error: {err}") from err
-    found = config.get("kind") if isinstance(config, dict) else type(config).__name__
-    if not isinstance(config, dict) or found not in LOADERS:
-        raise InputError(f"{file}: field 'kind' must be one of {', '.join(LOADERS)}, "
-                         f"got {found!r}")
-    return config
-
-
-def _load_explicit(
-    path: Path, config: dict, *, device: str = "cpu", cache_dir: Any = None,
-    backbones: dict | None = None, trust_remote_code: bool = False, **_: Any,
-) -> ExplicitHeadRM:  # fmt: skip
-    from rmlens.backbones import load_backbone
-    from rmlens.backbones._presets import check_base
-    from rmlens.rewards._saved import read_head
-
-    if "backbone" not in config:
-        raise InputError(f"{path / RM_CONFIG}: field 'backbone' is missing")
-    pooling = config.get("pooling")
-    if pooling not in (None, "last", "mean"):
-        raise InputError(f"{path / RM_CONFIG}: field 'pooling' must be 'last' or 'mean', "
-                         f"got {pooling!r}")
-    check_base(config["backbone"], str(path / RM_CONFIG))
-    backbones = {} if backbones is None else backbones
-    key = (config["backbone"], config.get("max_length"), pooling, device)
-    if key not in backbones:
-        backbone = load_backbone(config["backbone"], device=device,
-                                 max_length=config.get("max_length"),
-                                 trust_remote_code=trust_remote_code)
-        backbone.pooling = pooling or backbone.pooling
-        backbones[key] = backbone
-    backbone = backbones[key]
-    return ExplicitHeadRM(backbone, read_head(path, backbone), cache_dir=cache_dir)
-
-
-def _load_tuned(path: Path, config: dict, *, device: str = "cpu", **kwargs: Any):
-    from rmlens.rewards._tuned import load_tuned
-
-    if config["kind"] == "implicit" and "policy" in config:
-        return _load_implicit_pair(path, config, device=device, **kwargs)
-    return load_tuned(path, config, device=device)
-
-
-def _load_implicit_pair(
-    path: Path, config: dict, *, device: str = "cpu", trust_remote_code: bool = False, **_: Any
-):
-    """An implicit RM named by two causal LMs: beta * (log pi(y|x) - log pi_ref(y|x))."""
-    from rmlens.backbones import Backbone
-    from rmlens.rewards._implicit import ImplicitNet
-    from rmlens.rewards._nets import load_causal_lm
-    from rmlens.rewards._tuned import TunedRM
-    from rmlens.rewards.finetune import TrainConfig
-
-    for key in ("policy", "reference"):
-        if key not in config:
-            raise InputError(f"{path / RM_CONFIG}: field {key!r} is missing (implicit RM)")
-    policy = load_causal_lm(config["policy"], trust_remote_code=trust_remote_code)
-    reference = load_causal_lm(config["reference"], trust_remote_code=trust_remote_code)
-    if reference.tokenizer.get_vocab() != policy.tokenizer.get_vocab():
-        raise InputError(f"{path / RM_CONFIG}: policy and reference must share a tokenizer")
-    beta = float(config.get("beta", 0.1))
-    net = ImplicitNet(policy.model, beta, reference.model)
-    net.eval().requires_grad_(False).to(device)
-    reference.model.requires_grad_(False).eval().to(device)
-    # Saved again, this is a full fine-tune of `reference` whose weights are the policy's.
-    train = TrainConfig(model=config["reference"], rm="implicit", finetune="full", beta=beta)
-    backbone = Backbone(name=config["reference"], identity=reference.identity,
-                        tokenizer=policy.tokenizer, model=policy.model, kind="causal",
-                        pooling="last", max_length=policy.max_length)  # fmt: skip
-    return TunedRM(net, backbone, train)
-
-
 def _load_ensemble(path: Path, config: dict, **options: Any) -> EnsembleRM:
-    members = config.get("members")
-    if not isinstance(members, list) or not members or not all(
-        isinstance(m, str) for m in members
-    ):
-        raise InputError(f"{path / RM_CONFIG}: field 'members' must be a non-empty list of "
-                         f"member folders, got {members!r}")
-    names = config.get("names") or [Path(m).name for m in members]
-    train_ids = None
-    if (path / "train_ids.json").is_file():
-        train_ids = json.loads((path / "train_ids.json").read_text())
-    return EnsembleRM([_load(path / m, options) for m in members], names=names,
-                      train_ids=train_ids)
-
-
-def load_experiment(path: str | Path, **kwargs: Any) -> EnsembleRM:
-    """The saved RMs of an experiment directory's finished runs as one ensemble.
-
-    Same as ``load_rm(path, **kwargs)`` on an experiment directory.
-    """
-    path = Path(path)
-    if not ExperimentDir(path).is_experiment:
-        raise InputError(f"{path}: not an experiment directory (expected config.json and runs/)")
-    return load_rm(path, **kwargs)
+    return ensemble_folder(path, config, lambda member: _load(member, options))
 
 
 def _load_experiment(path: Path, options: dict) -> EnsembleRM:
-    """Each finished run's saved RM (``runs/<run>/rm/``) as one ensemble member, named by
-    its run folder and knowing the pairs its run trained on and validated with."""
-    exp = ExperimentDir(path)
-    runs = [r for r in exp.run_numbers()
-            if exp.run_done(r) and (exp.run_dir(r) / "rm" / RM_CONFIG).is_file()]  # fmt: skip
-    if not runs:
-        raise InputError(
-            f"{path}: an experiment directory without saved RMs (expected "
-            f"runs/<run>/rm/{RM_CONFIG} beside runs/<run>/manifest.json)"
-        )
-    members, names, train_ids, val_ids = [], [], [], []
-    for run in runs:
-        manifest = exp.manifest(run)
-        members.append(_load(exp.run_dir(run) / "rm", options))
-        names.append(exp.run_dir(run).name)
-        train_ids.append(manifest.get("train_ids", []))
-        val_ids.append(manifest.get("val_ids", []))
-    return EnsembleRM(members, names=names, train_ids=train_ids, val_ids=val_ids)
+    return experiment_ensemble(path, lambda rm: _load(rm, options))
 
 
 def _load_sequence_classifier(
@@ -307,10 +188,5 @@ def _load_sequence_classifier(
         raise InputError(f"{spec} with score index {score_index}: {err}") from err
 
 
-LOADERS: dict[str, Callable[..., RewardModel]] = {
-    "explicit_head": _load_explicit,
-    "explicit_finetuned": _load_tuned,
-    "implicit": _load_tuned,
-    "ensemble": _load_ensemble,
-}
+LOADERS: dict[str, Callable[..., RewardModel]] = {**SINGLE_LOADERS, "ensemble": _load_ensemble}
 """Loader of each ``rm_config.json`` kind: ``loader(folder, config, **options)``."""

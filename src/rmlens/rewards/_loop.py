@@ -8,21 +8,17 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from rmlens.progress import progress_bar
 from rmlens.rewards._checkpoint import restore, save
-from rmlens.rewards._config import dro_step
+from rmlens.rewards._config import TrainConfig, dro_step
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._packing import Example, collate, length_batches
 from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
 from rmlens.stats import pairwise_correct
-
-if TYPE_CHECKING:
-    from rmlens.rewards.finetune import TrainConfig
 
 
 @dataclass

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -16,10 +15,8 @@ from rmlens.backbones import Backbone, load_backbone, resolve_model
 from rmlens.backbones._featurize import pool
 from rmlens.backbones._load import default_max_length, is_causal, model_identity
 from rmlens.backbones._presets import unloadable
+from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._packing import Batch
-
-if TYPE_CHECKING:
-    from rmlens.rewards.finetune import TrainConfig
 
 
 class ExplicitNet(nn.Module):

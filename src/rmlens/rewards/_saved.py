@@ -25,7 +25,8 @@ from rmlens.backbones._featurize import collate, encode_ids
 from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import portable_name
 from rmlens.backbones._tokenize import encode_pair_text, pairs_truncation
-from rmlens.rewards._head import HeadRM
+from rmlens.rewards._config import HeadConfig
+from rmlens.rewards._head import HeadRM, RewardHead
 
 RM_CONFIG = "rm_config.json"
 
@@ -331,9 +332,6 @@ def save_head_rm(
 
 def linear_head_rm(weight: Any, bias: Any = None) -> HeadRM:
     """A fitted linear ``HeadRM`` computing r = w . h + b (no feature scaling)."""
-    from rmlens.rewards._head import RewardHead
-    from rmlens.rewards.frozen import HeadConfig
-
     w = torch.as_tensor(np.asarray(weight, dtype=np.float32)).reshape(1, -1)  # (1, d)
     b = torch.as_tensor(np.asarray(0.0 if bias is None else bias, np.float32)).reshape(1)
     rm = HeadRM(HeadConfig(head="linear"))

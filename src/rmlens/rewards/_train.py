@@ -23,7 +23,8 @@ from rmlens._io import write_atomic, write_json
 from rmlens.data._fingerprint import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
-from rmlens.rewards.finetune import TrainConfig, make_trainer
+from rmlens.rewards._config import TrainConfig
+from rmlens.rewards.finetune import make_trainer
 
 
 def train(

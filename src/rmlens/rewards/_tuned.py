@@ -17,7 +17,7 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,15 +29,12 @@ from rmlens._errors import RmlensWarning
 from rmlens._io import write_json
 from rmlens.backbones import Backbone
 from rmlens.backbones._presets import portable_name
-from rmlens.rewards._config import resolve_device
+from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._loop import Runtime, score_examples
 from rmlens.rewards._nets import ExplicitNet, load_trainable
 from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._saved import RewardModel
-
-if TYPE_CHECKING:
-    from rmlens.rewards.finetune import TrainConfig
 
 GROUP = 8  # responses per packed example when scoring pairs
 
@@ -303,7 +300,6 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     from rmlens.backbones import load_backbone
     from rmlens.backbones._presets import check_base
     from rmlens.rewards._nets import load_causal_lm
-    from rmlens.rewards.finetune import TrainConfig
 
     path = Path(path)
     config = TrainConfig.from_dict(saved["train_config"])

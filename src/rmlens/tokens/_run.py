@@ -16,7 +16,6 @@ prompts already finished by an interrupted run are kept (``<model>/parts``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -29,7 +28,7 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_parquet
+from rmlens._io import json_sha1, write_json, write_parquet
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
@@ -73,7 +72,7 @@ def model_slug(spec: str, taken: set[str]) -> str:
 
 
 def _key(*items) -> str:
-    return hashlib.sha1(json.dumps(items, sort_keys=True).encode()).hexdigest()[:12]
+    return json_sha1(items, 12)
 
 
 def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bool) -> dict:

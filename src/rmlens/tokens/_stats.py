@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rmlens.stats import spearman_test
+
 
 def moments(scores) -> dict:
     """Mean, standard deviation, skewness and excess kurtosis of the scores.
@@ -171,7 +173,7 @@ def agreement(frames: dict[str, pd.DataFrame], p: float = 0.9) -> pd.DataFrame:
                    "n_shared": int(len(both))}
             if len(both) >= 2:
                 row["kendall_tau"] = float(stats.kendalltau(both.score_a, both.score_b)[0])
-                row["spearman"] = float(stats.spearmanr(both.score_a, both.score_b)[0])
+                row["spearman"] = spearman_test(both.score_a, both.score_b)[0]
                 order_a = both.sort_values(["score_a", "decoded"], ascending=[False, True])
                 order_b = both.sort_values(["score_b", "decoded"], ascending=[False, True])
                 row["rbo"] = rank_biased_overlap(order_a.decoded, order_b.decoded, p)
@@ -208,7 +210,7 @@ def framing(frame: pd.DataFrame, k: int = 100) -> pd.DataFrame:
         rows.append({
             "prompt_a": pa, "prompt_b": pb, "n": int(len(pair)),
             "pearson": float(stats.pearsonr(xa, xb)[0]) if len(pair) > 2 else float("nan"),
-            "spearman": float(stats.spearmanr(xa, xb)[0]) if len(pair) > 2 else float("nan"),
+            "spearman": spearman_test(xa, xb)[0] if len(pair) > 2 else float("nan"),
             "kendall_tau": float(stats.kendalltau(xa, xb)[0]) if len(pair) > 2 else float("nan"),
             "mean_diff": float(np.mean(xb - xa)) if len(pair) else float("nan"),
             "top_overlap": len(top_a & top_b) / max(min(k, len(pair)), 1),

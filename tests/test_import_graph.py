@@ -1,0 +1,98 @@
+"""No import cycle inside any rmlens subpackage.
+
+Each package is layered: a module imports only modules below it (configs at the bottom, then
+what they configure, then what trains, loads, saves or prints). The graph counts every
+``import`` and ``from ... import`` of a sibling module, at module level or inside a function
+or ``TYPE_CHECKING`` block alike: an import moved into a function still ties the modules.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = SRC / "rmlens"
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every rmlens module and the rmlens modules it imports (anywhere in its code)."""
+    files = {_module(p): p for p in sorted(ROOT.rglob("*.py"))}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    module = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    module = node.module or ""
+                targets = [module, *(f"{module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph[name] |= {t for t in targets if t in files and t != name}
+    return graph
+
+
+def _subpackages(graph: dict[str, set[str]]) -> list[str]:
+    """Every package below ``rmlens`` (``rmlens.data.converters`` too)."""
+    return sorted(name for name in graph
+                  if name != "rmlens" and (SRC / name.replace(".", "/")).is_dir())
+
+
+def find_cycle(graph: dict[str, set[str]], nodes: set[str]) -> list[str] | None:
+    """One cycle of ``graph`` restricted to ``nodes`` (its modules, first repeated last), or
+    None. Depth-first search: an edge back to a module still on the path closes a cycle."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for start in sorted(nodes):
+        if start in state:
+            continue
+        path, stack = [start], [iter(sorted(graph[start] & nodes))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt] & nodes)))
+    return None
+
+
+def test_the_graph_sees_every_kind_of_import():
+    graph = import_graph()
+    assert "rmlens.rewards._config" in graph["rmlens.rewards.finetune"]  # module level
+    assert "rmlens.cli._debias" in graph["rmlens.cli.sae"]  # in a function, `from cli import`
+    assert "rmlens.comparison._metrics" in graph["rmlens.comparison._record"]
+    assert "rmlens.report._assets" in graph["rmlens.report._compare"]  # relative
+    assert len(_subpackages(graph)) >= 10
+
+
+def test_find_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph, set(graph)) == ["a", "b", "c", "a"]
+    assert find_cycle(graph, {"a", "b", "d"}) is None
+    assert find_cycle({"a": {"b"}, "b": set()}, {"a", "b"}) is None
+
+
+def test_no_import_cycle_inside_a_subpackage():
+    graph = import_graph()
+    cycles = {}
+    for package in _subpackages(graph):
+        inside = {name for name in graph if name.startswith(f"{package}.")}
+        cycle = find_cycle(graph, inside)
+        if cycle:
+            cycles[package] = " -> ".join(m.rpartition(".")[2] for m in cycle)
+    assert not cycles, f"import cycles (lower modules must not import higher ones): {cycles}"

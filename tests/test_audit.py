@@ -158,6 +158,30 @@ def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
     pd.testing.assert_frame_equal(resumed, whole)
 
 
+def test_a_finished_audit_started_again_returns_its_tables_untouched(trainer_factory, tmp_path):
+    pairs = make_pairs()
+    out = tmp_path / "done"
+    first = audit(pairs, config(), out=out, trainer=trainer_factory(), quiet=True)
+    outputs = [out / n for n in ("memorization.parquet", "summary.json", "memorization_map.png",
+                                 "config.json", "plan.parquet")]
+    stamps = [p.stat().st_mtime_ns for p in outputs]
+    counting = CrashingTrainer(trainer_factory(), at=-1)
+    again = audit(pairs, config(), out=out, trainer=counting, quiet=True)
+    assert counting.calls == 0
+    assert [p.stat().st_mtime_ns for p in outputs] == stamps  # nothing rewritten
+    pd.testing.assert_frame_equal(again, first)
+    # another execution option (it resumes): config.json changes, so the tables are made again
+    stamp = (out / "summary.json").stat().st_mtime_ns
+    audit(pairs, config(retries=3), out=out, trainer=trainer_factory(), quiet=True)
+    assert (out / "summary.json").stat().st_mtime_ns > stamp
+    # a run written after the tables (here: its manifest rewritten) also finishes again
+    stamp = (out / "summary.json").stat().st_mtime_ns
+    manifest = out / "runs" / "003" / "manifest.json"
+    manifest.write_text(manifest.read_text())
+    audit(pairs, config(retries=3), out=out, trainer=trainer_factory(), quiet=True)
+    assert (out / "summary.json").stat().st_mtime_ns > stamp
+
+
 def test_other_config_in_same_dir_is_refused(trainer_factory, tmp_path):
     from rmlens._errors import InputError
 

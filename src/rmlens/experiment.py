@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -425,6 +425,29 @@ class ExperimentDir:
         try:
             return "train_ids" in json.loads(manifest.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
+            return False
+
+    def outputs_current(self, outputs: Sequence[str], n_runs: int) -> bool:
+        """Whether every file of ``outputs`` exists and was written after the record, the
+        plan and every run's manifest: then nothing has changed since they were made.
+
+        Parameters
+        ----------
+        outputs : sequence of str
+            File names inside the folder (``"memorization.parquet"``, ...).
+        n_runs : int
+            Runs 0 to ``n_runs`` - 1 whose manifests count.
+
+        Returns
+        -------
+        bool
+        """
+        inputs = [self.path / self.record_name, self.path / PLAN,
+                  *(self.run_dir(r) / MANIFEST for r in range(n_runs))]  # fmt: skip
+        try:
+            newest = max(p.stat().st_mtime_ns for p in inputs)
+            return all((self.path / name).stat().st_mtime_ns >= newest for name in outputs)
+        except OSError:  # a file is missing
             return False
 
     def finished_runs(self, n_runs: int | None = None) -> list[int]:

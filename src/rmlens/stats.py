@@ -13,7 +13,8 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
 - :func:`best_of_n`, :func:`best_of_n_weights`, :func:`kl_best_of_n`: the exact expectation of
   best-of-n selection from a pool of N candidates, and its KL bound (DESIGN.md section 8)
 
-A bottom module: it imports numpy and scipy only.
+A bottom module: it imports numpy, and scipy where a function needs it (so that code
+which reads finished results starts without scipy's import time).
 """
 
 from __future__ import annotations
@@ -21,8 +22,6 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from scipy.special import gammaln
-from scipy.stats import rankdata, spearmanr
 
 __all__ = [
     "best_of_n",
@@ -193,6 +192,7 @@ def spearman(a, b, *, nan_policy: Literal["omit", "propagate"] = "omit") -> floa
         a, b = a[ok], b[ok]
     if a.size < 3:
         return float("nan")
+    from scipy.stats import rankdata
     ra, rb = rankdata(a), rankdata(b)
     if ra.std() == 0 or rb.std() == 0:
         return float("nan")
@@ -225,6 +225,7 @@ def spearman_test(a, b) -> tuple[float, float]:
     >>> spearman_test([1, 2, np.nan, 4], [1, 2, 3, 4])
     (nan, nan)
     """
+    from scipy.stats import spearmanr
     res = spearmanr(a, b)
     return float(res.statistic), float(res.pvalue)
 
@@ -255,6 +256,7 @@ def spearman_rows(a, b, *, b_ranked: bool = False) -> np.ndarray:
     >>> spearman_rows([[1, 2, 3], [3, 2, 1], [1, 1, 1]], [1, 3, 2]).tolist()
     [0.5, -0.5, nan]
     """
+    from scipy.stats import rankdata
     a = rankdata(a, axis=-1)
     a = a - a.mean(axis=-1, keepdims=True)
     b = np.asarray(b) if b_ranked else rankdata(b, axis=-1)
@@ -425,6 +427,7 @@ def best_of_n_weights(n_candidates: int, n: int) -> np.ndarray:
     i = np.arange(1, n_candidates + 1, dtype=float)
     log_w = np.full(n_candidates, -np.inf)
     k = i >= n  # log C(i-1, n-1) - log C(N, n), by log-gamma (N = 256 overflows floats)
+    from scipy.special import gammaln
     log_w[k] = (gammaln(i[k]) - gammaln(n) - gammaln(i[k] - n + 1)
                 - gammaln(n_candidates + 1) + gammaln(n + 1) + gammaln(n_candidates - n + 1))
     return np.exp(log_w)

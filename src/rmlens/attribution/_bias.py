@@ -10,7 +10,7 @@ import pandas as pd
 
 from rmlens._errors import InputError, RmlensNote
 from rmlens.attribution._features import _REGISTRY, pair_features
-from rmlens.rewards.losses import BIAS_OBJECTIVES
+from rmlens.rewards._config import BIAS_OBJECTIVES
 
 
 def _model_identity(pairs: pd.DataFrame) -> pd.DataFrame | None:

@@ -23,12 +23,15 @@ directory raises ``InputError`` (one line; exit code 2 on the command line).
 
 from __future__ import annotations
 
+import copy
+import json
 from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
 
 from rmlens._base import resolve_config
+from rmlens._io import jsonable
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import (
@@ -54,7 +57,10 @@ from rmlens.memorization._planning import (
     write_plan,
 )
 from rmlens.memorization._runs import load_runs
+from rmlens.progress import status
 from rmlens.rewards._trainer import Trainer as PairTrainer
+
+FINISHED = ("memorization.parquet", "summary.json", "memorization_map.png")  # what finish writes
 
 # the audit, and the steps other packages import from here
 __all__ = [
@@ -146,6 +152,11 @@ def audit(
         if saved and key in saved:
             record[key] = saved[key]
     n_runs = start_runs(config, saved, first, k)
+    if _nothing_to_do(exp, record, saved, n_runs, config):
+        if not quiet:
+            status(f"{exp.path}: every run is finished and the tables are up to date")
+        say_summary(exp.read_json("summary.json"))
+        return exp.read_table("memorization.parquet")
     say_start(pairs, grouping.groups, grouping.note, estimator_note, warning, quiet)
     with ExitStack() as session:
         executor = Executor(exp, pairs, grouping.groups, config, estimator, session=session,
@@ -159,6 +170,20 @@ def audit(
         table = finish(pairs, grouping.groups, config, exp, quiet=quiet)
     say_summary(exp.read_json("summary.json"))
     return table
+
+
+def _nothing_to_do(exp: ExperimentDir, record: dict, saved: dict | None, n_runs: int,
+                   config: AuditConfig) -> bool:  # fmt: skip
+    """A finished audit started again with the same settings on the same data: every run
+    done and the tables written after the last of them, so finishing again would rewrite
+    the same files (an audit with a target reliability is always checked again)."""
+    if saved is None or config.target_reliability is not None:
+        return False
+    expected = copy.deepcopy(record)
+    expected["audit"]["runs"] = n_runs  # as write_plan records it
+    if json.loads(json.dumps(jsonable(expected))) != saved:
+        return False
+    return len(exp.finished_runs(n_runs)) == n_runs and exp.outputs_current(FINISHED, n_runs)
 
 
 def _rows(bias, kept):

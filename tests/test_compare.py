@@ -329,7 +329,7 @@ def test_synthetic_quality_slices_from_the_planted_mechanism():
 
 
 def test_figure_text_marks_few_pairs():
-    from rmlens.comparison._metrics import figure_text
+    from rmlens.comparison.metrics import figure_text
 
     assert figure_text(0.5, 0.25, 0.75, 40) == "0.500 [0.250, 0.750]"
     # a single pair's accuracy: its n, never a bare 0.000 [0.000, 0.000]
@@ -370,7 +370,7 @@ PROBES = ["compliance", "markdown", "pad_filler", "pad_repeat", "politeness", "r
 def many_audits(labels):
     """A Comparison shaped like `rmlens mitigate`'s: every metric and probe per audit, signed
     differences, figures without an interval, missing ones, a few-pairs slice, flags."""
-    from rmlens.comparison import _metrics as M
+    from rmlens.comparison import metrics as M
     from rmlens.comparison._result import Comparison
 
     rng = np.random.default_rng(0)
@@ -395,7 +395,7 @@ def many_audits(labels):
 
 
 def shown(result, audit: str, metric: str) -> str:
-    from rmlens.comparison._metrics import DIFFERENCES, figure_text
+    from rmlens.comparison.metrics import DIFFERENCES, figure_text
 
     r = figure(result, metric, audit)
     text = figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs, metric in DIFFERENCES)

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from rmlens.comparison import compare
-from rmlens.comparison._metrics import (
+from rmlens.comparison.metrics import (
     NO_DIRECTION,
     cm_margin_direction,
     direction_floor,

@@ -18,7 +18,7 @@ from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._figures import cost_figures
 from rmlens.comparison._heldout import low_margin_accuracy
 from rmlens.comparison._margin import METRICS, margin_figures, margin_terciles
-from rmlens.comparison._metrics import DIFFERENCES, figure_text, label
+from rmlens.comparison.metrics import DIFFERENCES, figure_text, label
 from rmlens.report import write_compare_report
 from rmlens.report._compare_glance import glance_section
 from test_compare import D, config, figure, write_audit

@@ -11,9 +11,10 @@ import pandas as pd
 import pytest
 
 from rmlens._errors import InputError
+from rmlens.cli._common import parse_column_map
 from rmlens.data import load_pairs, load_rankings, save_pairs
 from rmlens.data._layouts import split_messages, split_transcripts
-from rmlens.data._schema import parse_column_map, to_text
+from rmlens.data._schema import to_text
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 HH = SHARED / "hh-rlhf-harmless-base-test.jsonl.gz"

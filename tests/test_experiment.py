@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from rmlens._errors import InputError
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import ExperimentDir, UnusableFile
 
 
 def record(**settings):
@@ -120,3 +120,53 @@ def test_stale_temporary_files_are_removed(tmp_path):
     (tmp_path / "kept.json").write_text(json.dumps({}))
     exp.clean_stale()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.json"]
+
+
+def test_optional_tables_and_needed_columns(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    assert exp.read_table("absent.parquet", required=False) is None
+    with pytest.raises(InputError, match=r"absent.parquet: not found"):
+        exp.read_table("absent.parquet")
+    exp.write_table(pd.DataFrame({"a": [1], "b": [2.0]}), "good.parquet")
+    frame = exp.read_table("good.parquet", required=False, needed=("a", "b"))
+    assert list(frame.columns) == ["a", "b"]
+    with pytest.raises(UnusableFile) as err:
+        exp.read_table("good.parquet", needed=("a", "c", "d"))
+    assert str(err.value) == f"{tmp_path / 'good.parquet'}: missing column(s) c, d, found a, b"
+    assert err.value.problem == "missing column(s) c, d, found a, b"
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 half a file")
+    with pytest.raises(UnusableFile, match=r"broken.parquet: not a readable Parquet file") as err:
+        exp.read_table("broken.parquet", required=False)
+    assert err.value.path == tmp_path / "broken.parquet" and isinstance(err.value, InputError)
+
+
+def test_an_unusable_json_file_says_what_is_wrong_apart_from_what_to_do(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    assert exp.read_json("absent.json", required=False) is None
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(UnusableFile) as err:
+        exp.read_json("broken.json", required=False)
+    assert str(err.value).endswith("; delete it") and err.value.problem.startswith("not valid JSON")
+    (tmp_path / "list.json").write_text("[1]")
+    assert exp.read_json("list.json") == [1]
+    with pytest.raises(UnusableFile, match="expected a JSON object, found list"):
+        exp.read_json("list.json", mapping=True)
+
+
+def test_scores_manifests_and_missing_files_of_runs(tmp_path):
+    exp = ExperimentDir(tmp_path)
+    assert exp.manifest(0, required=False) is None
+    with pytest.raises(InputError, match="manifest.json: not found"):
+        exp.manifest(0)
+    with pytest.raises(InputError, match="scores.parquet: not found"):
+        exp.read_scores(0)
+    exp.write_table(pd.DataFrame({"id": ["p", "q"], "r_chosen": [1.0, 2.0]}),
+                    "runs/000/scores.parquet")  # fmt: skip
+    assert exp.read_scores(0, columns=["id"])["id"].tolist() == ["p", "q"]
+    (exp.run_dir(1)).mkdir()
+    (exp.run_dir(1) / "manifest.json").write_text("{trunc")
+    with pytest.raises(UnusableFile, match=r"001/manifest.json: not valid JSON"):
+        exp.manifest(1, required=False)
+    assert exp.missing(["plan.parquet", "runs/000/scores.parquet", "config.json"]) == [
+        "plan.parquet", "config.json"]
+    assert ExperimentDir(tmp_path / "nowhere").missing(["config.json"]) == ["config.json"]

@@ -352,7 +352,8 @@ def test_cli_train_and_score(tiny_causal_dir, tmp_path, capsys):
     assert code == 0
     scored = pd.read_parquet(out)
     assert {"r_chosen", "r_rejected", "user_id", "margin"} <= set(scored)
-    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = capsys.readouterr().out  # train's lines, then score's --json (indented)
+    summary = json.loads(printed[printed.index("{\n"):])
     assert summary["n_pairs"] == len(PAIRS)
     assert main(args + ["--lora-r", "0"]) == 2
     assert "error: --lora-r must be an int > 0, got 0" in capsys.readouterr().err

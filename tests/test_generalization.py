@@ -163,7 +163,7 @@ def test_generalize_end_to_end(tiny_causal_dir, tmp_path, capsys):
         "--json",
     ]
     assert main(args) == 0
-    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    rows = json.loads(capsys.readouterr().out)  # --json: the table's records, alone on stdout
     table = pd.read_parquet(out / "generalization.parquet")
     assert list(table.columns) == ["rm", "split", "accuracy", "norm_margin", "n"]
     assert set(table.rm) == {"explicit", "implicit"}

@@ -4,6 +4,11 @@ Each package's ``__init__`` maps its public names to the private modules that de
 the module is imported on first attribute access (PEP 562). This keeps ``rmlens --help``
 and every ``--help`` fast: the command line reads config dataclasses without importing
 torch, transformers or pandas.
+
+A type checker or an IDE cannot follow a name that ``__getattr__`` makes, so each such
+package has an ``__init__.pyi`` stub beside it that declares every exported name as
+``from .module import name as name``: a name added to ``exports`` goes into the stub too
+(``tests/test_stubs.py`` checks that they agree).
 """
 
 from __future__ import annotations

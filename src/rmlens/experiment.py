@@ -53,6 +53,27 @@ def shown(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (str, list, dict, type(None))) else str(value)
 
 
+class UnusableFile(InputError):
+    """A file of an experiment directory that is there but cannot be used.
+
+    ``str(err)`` reads ``<path>: <problem>; <advice>``; a reader that can do without the
+    file (the report) words its own consequence from ``path`` and ``problem``.
+
+    Parameters
+    ----------
+    path : Path
+        The file.
+    problem : str
+        What is wrong with it (``"not valid JSON (...)"``).
+    advice : str, default=""
+        What to do about it (``"delete it"``), for the message.
+    """
+
+    def __init__(self, path: Path, problem: str, advice: str = ""):
+        self.path, self.problem = path, problem
+        super().__init__(f"{path}: {problem}" + (f"; {advice}" if advice else ""))
+
+
 class ExperimentDir:
     """The folder ``path`` of one experiment (see the module docstring).
 
@@ -125,7 +146,8 @@ class ExperimentDir:
         Returns
         -------
         object or None
-            The parsed JSON; an unparsable file is an :class:`InputError`.
+            The parsed JSON; an unreadable or unparsable file is an :class:`UnusableFile`
+            (an :class:`InputError`).
         """
         path = self.path / name
         if not path.is_file():
@@ -134,10 +156,12 @@ class ExperimentDir:
             return None
         try:
             value = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as err:
-            raise InputError(f"{path}: not valid JSON ({err}); delete it") from None
+        except ValueError as err:  # UnicodeDecodeError too
+            raise UnusableFile(path, f"not valid JSON ({err})", "delete it") from None
+        except OSError as err:
+            raise UnusableFile(path, f"not readable ({err.strerror or err})") from None
         if mapping and not isinstance(value, dict):
-            raise InputError(f"{path}: expected a JSON object, found {type(value).__name__}")
+            raise UnusableFile(path, f"expected a JSON object, found {type(value).__name__}")
         return value
 
     def write_json(self, obj: Any, name: str) -> Path:
@@ -157,8 +181,16 @@ class ExperimentDir:
         """
         return write_json(obj, self.path / name)
 
-    def read_table(self, name: str, columns: list[str] | None = None) -> pd.DataFrame:
-        """The Parquet table ``name`` (``"memorization.parquet"``).
+    def read_table(
+        self,
+        name: str,
+        columns: list[str] | None = None,
+        *,
+        required: bool = True,
+        needed: Sequence[str] = (),
+    ) -> pd.DataFrame | None:
+        """The Parquet table ``name`` (``"memorization.parquet"``); None when absent and not
+        ``required``.
 
         Parameters
         ----------
@@ -166,19 +198,31 @@ class ExperimentDir:
             File name inside the folder.
         columns : list of str, optional
             Read only these columns.
+        required : bool, default=True
+            Raise :class:`InputError` when the file is absent.
+        needed : sequence of str, default=()
+            Columns the table must have.
 
         Returns
         -------
-        DataFrame
-            The table; a missing or unreadable file is an :class:`InputError`.
+        DataFrame or None
+            The table; an unreadable file, or one without a ``needed`` column, is an
+            :class:`UnusableFile` (an :class:`InputError`).
         """
         path = self.path / name
         if not path.is_file():
-            raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
+            if required:
+                raise InputError(f"{path}: not found (is {self.path} an experiment directory?)")
+            return None
         try:
-            return pd.read_parquet(path, columns=columns)
+            frame = pd.read_parquet(path, columns=columns)
         except Exception as err:  # noqa: BLE001 - any reader failure is bad input
-            raise InputError(f"{path}: not a readable Parquet file ({err})") from None
+            raise UnusableFile(path, f"not a readable Parquet file ({err})") from None
+        missing = [c for c in needed if c not in frame.columns]
+        if missing:
+            raise UnusableFile(path, f"missing column(s) {', '.join(missing)}, found "
+                                     f"{', '.join(map(str, frame.columns))}")  # fmt: skip
+        return frame
 
     def write_table(self, frame: pd.DataFrame, name: str) -> Path:
         """Write ``frame`` as the Parquet table ``name``, atomically.
@@ -196,6 +240,21 @@ class ExperimentDir:
             The file written.
         """
         return write_parquet(frame, self.path / name)
+
+    def missing(self, names: Sequence[str]) -> list[str]:
+        """The files of ``names`` that the folder lacks (all of them when it does not exist).
+
+        Parameters
+        ----------
+        names : sequence of str
+            File names inside the folder (``(RECORD, PLAN, "memorization.parquet")``).
+
+        Returns
+        -------
+        list of str
+            Those that are not a file there, in the order given.
+        """
+        return [name for name in names if not (self.path / name).is_file()]
 
     def clean_stale(self, folder: Path | None = None) -> None:
         """Remove the ``.*.tmp`` files and folders that a killed writer left in ``folder``.
@@ -466,20 +525,41 @@ class ExperimentDir:
         n_runs = self.n_runs() if n_runs is None else n_runs
         return [r for r in range(n_runs) if self.run_done(r)]
 
-    def manifest(self, run: int) -> dict:
-        """The manifest of a finished run (``runs/<run>/manifest.json``).
+    def manifest(self, run: int, *, required: bool = True) -> Any:
+        """The manifest of run ``run`` (``runs/<run>/manifest.json``).
 
         Parameters
         ----------
         run : int
             The run number.
+        required : bool, default=True
+            Raise :class:`InputError` when the run has no manifest (yet); None otherwise.
 
         Returns
         -------
-        dict
-            Its training and validation ids, metrics and settings.
+        dict or None
+            Its training and validation ids, metrics and settings (as parsed: an unfinished
+            run's may be anything); an unparsable file is an :class:`UnusableFile`.
         """
-        return json.loads((self.run_dir(run) / MANIFEST).read_text())
+        return self.read_json(f"runs/{run:03d}/{MANIFEST}", required=required)
+
+    def read_scores(self, run: int, columns: list[str] | None = None) -> pd.DataFrame:
+        """The scores of run ``run`` (``runs/<run>/scores.parquet``).
+
+        Parameters
+        ----------
+        run : int
+            The run number.
+        columns : list of str, optional
+            Read only these columns.
+
+        Returns
+        -------
+        DataFrame
+            ``id, r_chosen, r_rejected`` (and ``p`` with ``p_cf`` or ``p_cf_grid`` for a
+            paired audit); a missing or unreadable file is an :class:`InputError`.
+        """
+        return self.read_table(f"runs/{run:03d}/{SCORES}", columns)
 
     def scores_path(self, run: int) -> Path:
         """The scores file of run ``run`` (``runs/<run>/scores.parquet``).

@@ -202,7 +202,7 @@ def spearman(a, b, *, nan_policy: Literal["omit", "propagate"] = "omit") -> floa
 def spearman_test(a, b) -> tuple[float, float]:
     """Spearman's rho and its two-sided p-value, exactly as ``scipy.stats.spearmanr(a, b)``.
 
-        rho = corr(rank(a), rank(b)),  p = 2 P(T_{n-2} > |rho| sqrt((n - 2) / (1 - rho^2)))
+        ``rho = corr(rank(a), rank(b)),  p = 2 P(T_{n-2} > |rho| sqrt((n - 2) / (1 - rho^2)))``
 
     Use it where scipy's own figures are wanted, p-value included; unlike :func:`spearman`,
     it leaves no entry out and has no floor on ``n``.

@@ -6,9 +6,10 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_config": ["TARGETS", "AttributeConfig", "REGRESSORS"],
-        "_attribute": ["attribute"],
+        "_attribute": ["attribute", "attribution_warnings", "fit_record", "stability_record"],
         "_attributor": ["Attributor", "tm_tg_difference"],
-        "_bias": ["bias_features"],
+        "_bias": ["bias_features", "objective_bias"],
+        "_informative": ["MEANINGLESS", "R2_FLOOR", "not_informative"],
         "_features": [
             "Feature",
             "list_features",

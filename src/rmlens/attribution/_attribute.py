@@ -229,7 +229,24 @@ def _attribution_record(attributor: Attributor, cfg: AttributeConfig, record: di
 def stability_record(attributor: Attributor) -> dict:
     """``attribution.json``'s ``stability``: the halves of the runs (None when not
     computed), per target and regressor the two figures and top-10 lists (NaN as null), and
-    the plain warnings."""
+    the plain warnings.
+
+    Parameters
+    ----------
+    attributor : Attributor
+        Fitted; its ``fit_`` has the stability columns, its ``halves_`` the halves (or
+        None).
+
+    Returns
+    -------
+    dict
+        ``halves``: the repeats, run counts, ``same_partition`` and note of each half
+        (``Halves.to_dict``), or None; ``by_target``: one record per target and regressor,
+        ``target, regressor`` and the stability columns (``rank_spearman``,
+        ``top10_overlap``, ``top10_half1``, ``top10_half2``, ``rank_spearman_noise``,
+        ``top10_overlap_noise``, ``stability_note``); ``warnings``: one sentence per target
+        whose ranking is not stable between the halves.
+    """
     fit = attributor.fit_
     cols = ["target", "regressor", *STABILITY_COLUMNS]
     entries = jsonable(fit[cols].to_dict("records"))
@@ -244,11 +261,37 @@ FIT_FIELDS = ["target", "regressor", "r2", "r2_std", "informative", "n_pairs", "
 
 def fit_record(fit: pd.DataFrame) -> list[dict]:
     """Per target and regressor: held-out R^2 and whether the fit is informative (NaN as
-    null), as in ``attribution.json``'s ``fit`` and ``rmlens attribute --json``."""
+    null), as in ``attribution.json``'s ``fit`` and ``rmlens attribute --json``.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        A fit table (``Attributor.fit_``, ``attribution_fit.parquet``).
+
+    Returns
+    -------
+    list of dict
+        One record per row of ``fit``, with those of ``target, regressor, r2, r2_std,
+        informative, n_pairs, n_dropped_nan, n_folds`` that it has.
+    """
     return jsonable(fit[[c for c in FIT_FIELDS if c in fit.columns]].to_dict("records"))
 
 
 def attribution_warnings(fit: pd.DataFrame) -> list[str]:
     """Every plain warning on a fit table: first the fits that explain nothing (held-out
-    R^2 below ``R2_FLOOR``), then the unstable rankings among the others."""
+    R^2 below ``R2_FLOOR``), then the unstable rankings among the others.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        A fit table (``Attributor.fit_``): ``target, regressor, r2`` and, when computed,
+        the stability columns.
+
+    Returns
+    -------
+    list of str
+        One sentence per (target, regressor) that explains nothing (none without an ``r2``
+        column), then one per target whose ranking is not stable between the halves (none
+        without the stability columns); empty when there is nothing to warn about.
+    """
     return fit_warnings(fit) + stability_warnings(fit)

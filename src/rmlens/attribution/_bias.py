@@ -97,7 +97,27 @@ def bias_features(pairs: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
 def objective_bias(pairs: pd.DataFrame, trainer_config) -> pd.DataFrame | None:
     """The bias features that the objective of ``trainer_config`` (a ``HeadConfig`` or
     ``TrainConfig``) needs (``poe``, ``reweight``), else None; a feature the data cannot
-    give is said once (an :class:`~rmlens.RmlensNote`)."""
+    give is said once (an :class:`~rmlens.RmlensNote`).
+
+    Parameters
+    ----------
+    pairs : DataFrame, shape (n_pairs, ...)
+        The pair table.
+    trainer_config : HeadConfig or TrainConfig
+        Its ``objective`` and ``bias_features`` are read.
+
+    Returns
+    -------
+    DataFrame, shape (n_pairs, k) or None
+        :func:`bias_features` of ``pairs`` for ``trainer_config.bias_features`` when the
+        objective is ``poe`` or ``reweight``; None for any other objective.
+
+    Raises
+    ------
+    InputError
+        A bias feature that is neither ``model`` nor registered, one that describes the pair
+        rather than each response, or none that can be computed on ``pairs``.
+    """
     if trainer_config.objective not in BIAS_OBJECTIVES:
         return None
     bias = bias_features(pairs, trainer_config.bias_features)

@@ -33,7 +33,19 @@ def informative_column(fit: pd.DataFrame) -> pd.Series:
 
 
 def not_informative(r2: float) -> str:
-    """What is shown instead of the top features of a fit that explains nothing."""
+    """What is shown instead of the top features of a fit that explains nothing.
+
+    Parameters
+    ----------
+    r2 : float
+        The fit's held-out R^2 (NaN when there is none).
+
+    Returns
+    -------
+    str
+        ``"not informative (held-out R² -0.060 < floor 0.01)"``; for a NaN (or infinite)
+        ``r2``, that there is no held-out R² and why there may be none.
+    """
     r2 = float(r2)
     if not np.isfinite(r2):
         return "not informative (no held-out R²: too few pairs, groups or features)"

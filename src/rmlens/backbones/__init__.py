@@ -7,6 +7,7 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_cache": ["EmbeddingCache"],
         "_featurize": ["PairFeatures", "featurize"],
+        "_formats": ["FORMATS", "warn_truncation"],  # light: the configs read FORMATS
         "_load": ["Backbone", "load_backbone"],
         "_presets": ["PRESETS", "resolve_model"],
     },

@@ -14,8 +14,7 @@ import traceback
 import click
 import typer
 
-from rmlens import __version__
-from rmlens._errors import InputError
+from rmlens import InputError, __version__
 from rmlens.cli import (
     attribute,
     compare,

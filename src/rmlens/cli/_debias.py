@@ -10,9 +10,9 @@ from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli._options import Section, config_parameters, flag, resolve, sections, typed_flags
-from rmlens.sae._debias_config import DebiasConfig
+from rmlens.sae import DebiasConfig
 
 DEBIAS = sections(DebiasConfig)
 TABLE = "debias"  # the --config file's table of these options
@@ -36,7 +36,7 @@ def request(ctx: typer.Context, options: dict, directory: Path) -> tuple[Path, D
     """``(out, config)`` when ``--out`` asks for debiasing, else None. Checked before the SAE
     is fitted: its options without ``--out``, and an audit whose heads cannot be projected
     (MLP), are refused."""
-    from rmlens.sae._debias import check_debiasable
+    from rmlens.sae import check_debiasable
 
     names = {f.name for f in fields(DebiasConfig)}
     typed = typed_flags(ctx, {k: v for k, v in options.items() if k in names})

@@ -25,7 +25,7 @@ from typing import Any
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 
 CONFIG_FILE = "config_file"
 

@@ -10,6 +10,7 @@ way, so an error, a warning and a status line name the flag the user typed.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -19,9 +20,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+import typer
 from rich.console import Console as _RichConsole
 
-from rmlens._errors import RmlensNote, RmlensWarning
+from rmlens import RmlensNote, RmlensWarning
 
 try:  # typer >= 0.26 ships its own copy of click, with its own context stack
     from typer._click.globals import get_current_context
@@ -104,6 +106,13 @@ class Console(_RichConsole):
                         setattr(obj, part, in_flags(getattr(obj, part), flags))
             shown.append(obj)
         super().print(*shown, **kwargs)
+
+
+def echo_json(obj: Any) -> None:
+    """Print ``obj`` on stdout as a command's ``--json`` output, the one way every command
+    writes it: indented by 2, keys in their order, a value JSON has no type for (a path, a
+    numpy integer) as its ``str``; NaN is written as ``NaN``, as :func:`json.dumps` does."""
+    typer.echo(json.dumps(obj, indent=2, default=str))
 
 
 def text_width(cell: Any) -> int:

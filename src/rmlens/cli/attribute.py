@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
-from rmlens.attribution._config import AttributeConfig
+from rmlens import InputError
+from rmlens.attribution import AttributeConfig
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
+from rmlens.cli._talk import echo_json
 
 TOP = 5
 
@@ -20,7 +20,7 @@ def _print_features(as_json: bool) -> None:
 
     table = list_features()
     if as_json:
-        typer.echo(json.dumps(table.to_dict(orient="records"), indent=2))
+        echo_json(table.to_dict(orient="records"))
         return
     from rich.table import Table
 
@@ -42,11 +42,11 @@ def _stable(row) -> str:
     why not)."""
     import math
 
-    from rmlens.attribution._informative import MEANINGLESS, informative
+    from rmlens.attribution import MEANINGLESS
 
     if not math.isfinite(row.rank_spearman) and not math.isfinite(row.top10_overlap):
         return "–"
-    if not informative(row.r2):
+    if not row.informative:  # held-out R^2 below the floor (Attributor.fit_)
         return MEANINGLESS
     return (f"ρ {row.rank_spearman:.2f} ({row.rank_spearman_noise:.2f})\n"
             f"top-10 {row.top10_overlap:.1f} ({row.top10_overlap_noise:.2f})")
@@ -63,8 +63,7 @@ def _top(imp, fit) -> dict:
 
 
 def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
-    from rmlens.attribution._attribute import attribution_warnings, fit_record, stability_record
-    from rmlens.attribution._informative import R2_FLOOR
+    from rmlens.attribution import R2_FLOOR, attribution_warnings, fit_record, stability_record
 
     fit = attributor.fit_
     top = _top(attributor.importance_, fit)
@@ -73,10 +72,9 @@ def _print_result(attributor, out_dir: Path, as_json: bool) -> None:
     for warning in warnings:  # stderr, as every warning (JSON or not)
         print(f"warning: {warning}", file=sys.stderr)
     if as_json:
-        typer.echo(json.dumps({"fit": fit_record(fit), "r2_floor": R2_FLOOR, "top": top,
-                               "warnings": warnings, "stability": stability,
-                               "left_out": attributor.left_out_, "notes": attributor.notes_},
-                              indent=2, default=float))
+        echo_json({"fit": fit_record(fit), "r2_floor": R2_FLOOR, "top": top,
+                   "warnings": warnings, "stability": stability,
+                   "left_out": attributor.left_out_, "notes": attributor.notes_})
         return
     from rmlens.cli._talk import Console
 
@@ -108,7 +106,7 @@ def _fit_table(fit, top: dict, width: int):
     from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.attribution._informative import MEANINGLESS, not_informative
+    from rmlens.attribution import MEANINGLESS, not_informative
     from rmlens.cli._talk import table_width
 
     ranked = [d for t, r in zip(fit.target, fit.regressor) for d in top[f"{t}/{r}"]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.comparison._config import CompareConfig
+from rmlens.comparison import CompareConfig
 
 COMPARE = sections(CompareConfig)
 
@@ -19,7 +19,7 @@ _METRIC_MIN = 20  # the metric column of the side-by-side table wraps its words 
 
 def _cells(result) -> dict[tuple[str, str], tuple[str, bool]]:
     """``(audit, metric) -> (value [lo, hi], flagged)``: each figure as the tables show it."""
-    from rmlens.comparison._metrics import DIFFERENCES, figure_text
+    from rmlens.comparison.metrics import DIFFERENCES, figure_text
 
     return {(r.audit, r.metric): (figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs,
                                               r.metric in DIFFERENCES), bool(r.near_chance))
@@ -50,7 +50,7 @@ def _side_by_side(console, labels, metrics, cells, caption: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.comparison import _metrics as M
+    from rmlens.comparison import metrics as M
 
     table = Table(title=escape(caption))
     table.add_column("metric")
@@ -74,7 +74,7 @@ def _by_family(console, labels, metrics, cells, caption: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from rmlens.comparison import _metrics as M
+    from rmlens.comparison import metrics as M
 
     head, key = caption.split(": ", 1)
     console.print(f"{head}: one row per audit, a table per family of figures\n{key}",
@@ -110,7 +110,7 @@ def print_comparison(result, out: Path) -> None:
     from rich.table import Table
 
     from rmlens.cli._talk import Console, keep_whole
-    from rmlens.comparison import _metrics as M
+    from rmlens.comparison import metrics as M
 
     console = Console()
     labels = [a["label"] for a in result.audits]

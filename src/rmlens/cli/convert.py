@@ -4,14 +4,13 @@ The options come from the converters' option dataclasses (one flag per field nam
 all datasets); a flag that the chosen dataset does not take is refused (exit 2).
 """
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli._options import (
     CONFIG_FILE,
     Section,
@@ -24,20 +23,24 @@ from rmlens.cli._options import (
     typed_flags,
     with_parameters,
 )
+from rmlens.cli._talk import echo_json
 
 MODELS_SHOWN = 6
 
 
+def _converters() -> dict:
+    """Every converter by name, in name order."""
+    from rmlens.data.converters import converter_names, get_converter
+
+    return {name: get_converter(name) for name in converter_names()}
+
+
 def _sections() -> list[Section]:
     """One section per dataset: its option dataclass, applying with ``--from NAME``."""
-    from rmlens.data.converters._registry import converters
-
-    return [Section(conv.options, when=("from", name)) for name, conv in converters().items()]
+    return [Section(conv.options, when=("from", name)) for name, conv in _converters().items()]
 
 
 def _help() -> str:
-    from rmlens.data.converters._registry import converters
-
     lines = [
         "Convert a public preference dataset to rmlens pairs (id, prompt, chosen, rejected, "
         "user_id, chosen_model, rejected_model, margin where the dataset has them, plus its "
@@ -48,7 +51,7 @@ def _help() -> str:
         "--ties keep (margin 0); empty responses are dropped and counted. A --config file "
         "holds the dataset's options (and `from`).",
     ]
-    for name, conv in converters().items():
+    for name, conv in _converters().items():
         lines.append(f"{name} ({conv.hub_id_for(conv.options())}): {conv.rules}")
     return "\n\n".join(lines)
 
@@ -121,7 +124,7 @@ def render(report: dict[str, Any]) -> None:
 
 def register(data_app: typer.Typer) -> None:
     """Add ``convert`` to the ``rmlens data`` command group."""
-    from rmlens.data.converters._registry import converter_names
+    from rmlens.data.converters import converter_names
 
     names = ", ".join(converter_names())
 
@@ -174,7 +177,7 @@ def register(data_app: typer.Typer) -> None:
         path = write_conversion(pairs, report, out)
         save_config(config, config_beside(out))
         if as_json:
-            typer.echo(json.dumps({**report, "output": str(out)}, indent=2, default=str))
+            echo_json({**report, "output": str(out)})
         else:
             render(report)
         if not quiet:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli import convert
-from rmlens.cli._common import DATA_HELP, SEP_HELP, map_option, sep_option
+from rmlens.cli._common import DATA_HELP, SEP_HELP, map_option, parse_column_map, sep_option
 from rmlens.cli._options import (
     config_beside,
     config_parameters,
@@ -21,8 +20,8 @@ from rmlens.cli._options import (
     typed_flags,
     with_parameters,
 )
-from rmlens.data._candidates_config import CandidatesConfig
-from rmlens.data._synth_config import SynthConfig
+from rmlens.cli._talk import echo_json
+from rmlens.data import CandidatesConfig, SynthConfig
 
 MAX_SHOWN = 50
 
@@ -216,8 +215,7 @@ def candidates(
 
 def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, sep, quiet) -> None:
     from rmlens.cli._common import load_table
-    from rmlens.data import save_pairs
-    from rmlens.data._candidates import candidates_from_pairs
+    from rmlens.data import candidates_from_pairs, save_pairs
     from rmlens.rewards import load_rm
 
     pairs = load_table(source, column_map, sep=sep)
@@ -287,14 +285,13 @@ def register(app: typer.Typer) -> None:
         then what the readable pairs hold that an audit should know: empty or identical
         responses, repeated pairs, pairs repeated or judged the other way across groups."""
         from rmlens.data import inspect_pairs
-        from rmlens.data._schema import parse_column_map
 
         result = inspect_pairs(
             file, column_map=parse_column_map(column_map), split=split, group_by=group_by,
             sep=sep,
         )  # fmt: skip
         if as_json:
-            typer.echo(json.dumps(result, indent=2, default=str))
+            echo_json(result)
         else:
             _render(result)
         if strict and result["problems"]:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
-from rmlens.backbones._formats import FORMATS
+from rmlens import InputError
+from rmlens.backbones import FORMATS
 from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.evaluation._config import EvaluateConfig
+from rmlens.cli._talk import echo_json
+from rmlens.evaluation import EvaluateConfig
 
 EVALUATE = sections(EvaluateConfig)
 
@@ -36,7 +36,7 @@ def evaluate(
     table give accuracy and Spearman(reward, length) before and after, and length.png shows f.
     """
     from rmlens.evaluation import evaluate as run_evaluation
-    from rmlens.evaluation._probes import resolve_probes
+    from rmlens.evaluation import resolve_probes
 
     config = resolve(ctx, EVALUATE, options)
     try:
@@ -54,7 +54,7 @@ def evaluate(
     save_config(config.replace(format=resolved) if resolved in FORMATS else config,
                 out / "config.toml")  # fmt: skip
     if as_json:
-        typer.echo(json.dumps(metrics, indent=2, default=str))
+        echo_json(metrics)
     else:
         print_table(metrics, out)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._options import config_parameters, resolve, sections, with_parameters
-from rmlens.rewards._config import ExportConfig
+from rmlens.rewards import ExportConfig
 
 EXPORT = sections(ExportConfig)
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.generalization._config import GeneralizeConfig
+from rmlens.cli._talk import echo_json
+from rmlens.generalization import GeneralizeConfig
 
 GENERALIZE = sections(GeneralizeConfig)
 
@@ -42,7 +42,7 @@ def generalize(
     table = run(pairs, config, out=out, shift_pairs=shifted, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:
-        typer.echo(json.dumps(table.to_dict("records"), default=float))
+        echo_json(table.to_dict("records"))
         return
     _print(table, out)
 

@@ -8,8 +8,8 @@ import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.data._synth_config import SynthConfig
-from rmlens.memorization._config import AuditConfig
+from rmlens.data import SynthConfig
+from rmlens.memorization import AuditConfig
 
 AUDIT = sections(AuditConfig)
 
@@ -51,7 +51,7 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
 ) -> None:
-    from rmlens.attribution._bias import objective_bias
+    from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
 
     trainer_config = config.head if config.mode == "frozen" else config.train
@@ -103,7 +103,7 @@ def print_summary(out: Path) -> None:
             markup=False,
         )
     if summary.get("damping"):
-        from rmlens.memorization._damping import damping_sentence
+        from rmlens.memorization import damping_sentence
 
         console.print(damping_sentence(summary["damping"]), markup=False)
     reliability = summary.get("reliability")
@@ -155,7 +155,7 @@ def print_most_memorized(console, summary: dict) -> None:
     """The most memorized pairs (category memorized, highest CM first), with whether another
     group judged them the other way; then the largest CM among the other pairs, labelled as
     such; then the duplicates and conflicts across groups."""
-    from rmlens.memorization._summary import memorized_note
+    from rmlens.memorization import memorized_note
 
     rows = summary["most_memorized"][:SHOWN]
     n_memorized = (summary.get("counts") or {}).get("memorized", len(rows))
@@ -253,7 +253,7 @@ def quality_table(quality: dict, validation: dict, *, plan=None):
     the validation groups counted from ``plan`` (plan.parquet) when given."""
     from rich.table import Table
 
-    from rmlens.memorization._regime import plan_validation, validation_words
+    from rmlens.memorization import plan_validation, validation_words
 
     n_runs = len(quality.get("runs", []))
     stop = ""

@@ -8,8 +8,8 @@ import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
-from rmlens.memorization._config import AuditConfig
+from rmlens.comparison import CompareConfig, MitigateConfig, OveroptimizeConfig
+from rmlens.memorization import AuditConfig
 
 AUDIT = sections(AuditConfig, skip=MitigateConfig._owned["audit"])
 PLAN = sections(MitigateConfig)
@@ -46,8 +46,8 @@ def mitigate(
     OUT, finished runs are kept (and the SAE reused).
     """
     from rmlens.cli.compare import print_comparison
+    from rmlens.comparison import check_debias
     from rmlens.comparison import mitigate as run_mitigate
-    from rmlens.comparison._mitigate import check_debias
     from rmlens.report import write_compare_report
 
     config = resolve(ctx, AUDIT, options, ignore=("mitigate", "compare", "overoptimize"))

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.comparison._config import OveroptimizeConfig
+from rmlens.comparison import OveroptimizeConfig
 
 OVEROPTIMIZE = sections(OveroptimizeConfig)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from rmlens.cli._options import config_parameters, resolve, sections, with_parameters
-from rmlens.report._config import ReportConfig
+from rmlens.report import ReportConfig
 
 REPORT = sections(ReportConfig)
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import typer
 
 from rmlens.cli._options import resolve, save_config, sections, with_parameters
-from rmlens.sae._config import SAEConfig
+from rmlens.cli._talk import echo_json
+from rmlens.sae import SAEConfig
 
 SAE = sections(SAEConfig)
 TOP = 10  # latents shown, by |head weight|
@@ -71,8 +71,7 @@ def _print(lens, directory: Path, as_json: bool) -> None:
     record, top = lens.record, _top(lens.cards)
     if as_json:
         drivers = {t: _drivers(lens.cards, t) for t in ("tg", "cm")}
-        typer.echo(json.dumps({"sae": record, "top_latents": top, "drivers": drivers}, indent=2,
-                              default=str))  # fmt: skip
+        echo_json({"sae": record, "top_latents": top, "drivers": drivers})
         return
     from rmlens.cli._talk import Console
 
@@ -138,9 +137,8 @@ def sae(
     # debias, then print the lens and what the debiasing did (one JSON with --json)
     found = _debias.run(directory, asked, quiet=quiet)
     if as_json:
-        typer.echo(json.dumps({"sae": lens.record, "top_latents": _top(lens.cards),
-                               "debias": _debias.result(found)}, indent=2,
-                              default=str))  # fmt: skip
+        echo_json({"sae": lens.record, "top_latents": _top(lens.cards),
+                   "debias": _debias.result(found)})
         return
     _print(lens, directory, False)
     _debias.say(found, directory)

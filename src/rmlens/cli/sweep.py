@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
-from rmlens.tokens._config import SweepConfig
+from rmlens.cli._talk import echo_json
+from rmlens.tokens import SweepConfig
 
 
 def _print_summary(summary: dict, out: Path, top_k: int) -> None:
@@ -56,8 +56,8 @@ def sweep(
     **options,
 ) -> None:
     """Score every vocabulary token as a one-token answer: best and worst tokens per RM."""
-    from rmlens.tokens._run import read_prompts
-    from rmlens.tokens._run import sweep as run_sweep  # the command is `sweep` too
+    from rmlens.tokens import read_prompts
+    from rmlens.tokens import sweep as run_sweep  # the command is `sweep` too
 
     config = resolve(ctx, SWEEP, options)
     if not config.rm:
@@ -67,7 +67,7 @@ def sweep(
     summary = run_sweep(config=config, out=out, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:
-        typer.echo(json.dumps(summary, indent=2, default=str))
+        echo_json(summary)
     else:
         _print_summary(summary, out, config.top_k)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens._errors import InputError
+from rmlens import InputError
 from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import (
     config_beside,
@@ -21,7 +21,8 @@ from rmlens.cli._options import (
     sections,
     with_parameters,
 )
-from rmlens.rewards._config import ScoreConfig, TrainConfig
+from rmlens.cli._talk import echo_json
+from rmlens.rewards import ScoreConfig, TrainConfig
 
 TRAIN = sections(TrainConfig)
 SCORE = sections(ScoreConfig)
@@ -46,7 +47,7 @@ def train(
     **options,
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
-    from rmlens.attribution._bias import objective_bias
+    from rmlens.attribution import objective_bias
     from rmlens.rewards import train as run_training
 
     config = resolve(ctx, TRAIN, options)
@@ -69,7 +70,7 @@ def train(
     history = json.loads((out / "history.json").read_text())
     last = history[-1] if config.ensemble == 1 else [h[-1] for h in history]
     if as_json:
-        typer.echo(json.dumps({"out": str(out), "metrics": last}, default=str))
+        echo_json({"out": str(out), "metrics": last})
         return
     for i, record in enumerate(last if isinstance(last, list) else [last]):
         name = f"member {i}: " if config.ensemble > 1 else ""
@@ -91,11 +92,10 @@ def score(
     """Score every pair: add r_chosen and r_rejected to the pair table."""
     import numpy as np
 
-    from rmlens.backbones._formats import RESOLVED, warn_truncation
+    from rmlens.backbones import FORMATS, warn_truncation
     from rmlens.data import save_pairs
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import use_format
-    from rmlens.rewards._metrics import pairwise_accuracy
+    from rmlens.rewards import load_rm, use_format
+    from rmlens.stats import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
     pairs = load_table(data, column_map, sep=sep)
@@ -114,7 +114,8 @@ def score(
     r_c, r_r = model.score_pairs(pairs)
     table = pairs.assign(r_chosen=np.asarray(r_c, float), r_rejected=np.asarray(r_r, float))
     save_pairs(table, out)
-    resolved = config.replace(format=model.format) if model.format in RESOLVED else config
+    chosen = model.format in FORMATS and model.format != "auto"  # chat, raw or pair
+    resolved = config.replace(format=model.format) if chosen else config
     save_config(resolved, config_beside(out))  # the format as resolved
     summary = {
         "out": str(out),
@@ -125,7 +126,7 @@ def score(
         "truncation": truncation,
     }
     if as_json:
-        typer.echo(json.dumps(summary))
+        echo_json(summary)
     else:
         typer.echo(
             f"{len(table)} pairs scored: accuracy {summary['accuracy']:.4f} (ties 1/2), "

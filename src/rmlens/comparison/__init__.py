@@ -1,6 +1,8 @@
 """rmlens.comparison: audits side by side (objectives, backbones, heads, modes, plans), with
 bootstrap intervals over runs and the agreement of their TM, TG, CM rankings; best-of-n
-overoptimization of their RMs against a gold reward."""
+overoptimization of their RMs against a gold reward. The metrics a comparison reports (their
+names, families and labels, and how a figure is written) are in
+``rmlens.comparison.metrics``."""
 
 from rmlens._lazy import attach
 
@@ -11,7 +13,7 @@ __all__, __getattr__, __dir__ = attach(
         "_compare": ["compare"],
         "_result": ["Comparison"],
         "_audit": ["Audit", "load_audit"],
-        "_mitigate": ["mitigate"],
+        "_mitigate": ["check_debias", "mitigate"],
         "_overoptimize": ["Overoptimization", "overoptimize"],
     },
 )

@@ -171,7 +171,7 @@ class Audit:
 
 
 def is_audit(path: Path) -> bool:
-    return path.is_dir() and all((path / name).is_file() for name in NEEDED)
+    return path.is_dir() and not ExperimentDir(path).missing(NEEDED)
 
 
 def find_audits(dirs: list[str | Path]) -> list[Path]:
@@ -193,7 +193,7 @@ def find_audits(dirs: list[str | Path]) -> list[Path]:
             continue
         inside = sorted(p for p in given.iterdir() if is_audit(p))
         if not inside:
-            missing = ", ".join(n for n in NEEDED if not (given / n).is_file())
+            missing = ", ".join(ExperimentDir(given).missing(NEEDED))
             raise InputError(f"{given}: not an audit directory (missing {missing}; run "
                              "`rmlens memorize --out` there) and none is inside it")
         found.extend(inside)
@@ -247,17 +247,12 @@ def load_audit(path: str | Path, label: str) -> Audit:
     r_c = np.full(member.shape, np.nan)
     r_r = np.full(member.shape, np.nan)
     for j, run in enumerate(runs):
-        scores = pd.read_parquet(exp.scores_path(run))
+        scores = exp.read_scores(run)
         rows = ids.get_indexer(scores["id"])
         ok = rows >= 0
         r_c[rows[ok], j] = scores["r_chosen"].to_numpy(float)[ok]
         r_r[rows[ok], j] = scores["r_rejected"].to_numpy(float)[ok]
-    mem_path = path / "memorization.parquet"
-    table = exp.read_table(mem_path.name)
-    missing = [c for c in PAIR_COLUMNS if c not in table.columns]
-    if missing:
-        raise InputError(f"{mem_path}: missing column(s) {', '.join(missing)} (found "
-                         f"{', '.join(map(str, table.columns))})")
+    table = exp.read_table("memorization.parquet", needed=PAIR_COLUMNS)
     table = table.drop_duplicates("id").set_index("id").reindex(pd.Index(ids, name="id"))
     table = table.reset_index()
     return Audit(label=label, path=path, record=record, summary=summary, ids=ids,

@@ -19,7 +19,7 @@ import pandas as pd
 
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError, RmlensWarning
-from rmlens.comparison import _metrics as M
+from rmlens.comparison import metrics as M
 from rmlens.comparison._agreement import common_rows
 from rmlens.comparison._audit import Audit, default_labels, find_audits, is_audit, load_audit
 from rmlens.comparison._calibration import SUFFIX, calibrator, length_calibrated

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.comparison import _metrics as M
+from rmlens.comparison import metrics as M
 from rmlens.comparison._agreement import SCORES, agreement, ceiling, common_rows, reliability
 from rmlens.comparison._audit import Audit
 from rmlens.comparison._bootstrap import run_mean

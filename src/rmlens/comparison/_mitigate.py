@@ -63,7 +63,22 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
 
 def check_debias(config: AuditConfig, debias: Sequence[str]) -> None:
     """Refuse, before any training, a debiasing the audits will not support: the SAE
-    debiasing projects directions out of the linear heads of a frozen audit."""
+    debiasing projects directions out of the linear heads of a frozen audit.
+
+    Parameters
+    ----------
+    config : AuditConfig
+        The settings every audit shares.
+    debias : sequence of str
+        The training-free debiasings asked for (:func:`mitigate`'s ``debias``); only
+        ``"sae"`` is checked.
+
+    Raises
+    ------
+    InputError
+        ``"sae"`` in ``debias`` with ``config.mode`` other than frozen, or with
+        ``config.head.head`` other than linear or logistic.
+    """
     if "sae" not in debias:
         return
     if config.mode != "frozen":

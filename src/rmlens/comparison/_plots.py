@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._plot import empty_note, plot_to
-from rmlens.comparison import _metrics as M
+from rmlens.comparison import metrics as M
 
 
 def _colors(n: int) -> list:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import rmlens
 from rmlens._io import jsonable, write_json, write_parquet
-from rmlens.comparison import _metrics as M
+from rmlens.comparison import metrics as M
 from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._margin import METRICS as MARGIN_METRICS
 from rmlens.comparison._result import Comparison

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.comparison import _metrics as M
+from rmlens.comparison import metrics as M
 
 
 @dataclass

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from rmlens._errors import InputError
 from rmlens._io import jsonable
 
 CORE_COLUMNS = (
@@ -142,35 +141,3 @@ def describe(value: Any) -> str:
     if isinstance(value, (list, tuple, np.ndarray)):
         return f"a list of {len(value)} item{'s' if len(value) != 1 else ''}"
     return f"a value of type {type(value).__name__}"
-
-
-def parse_column_map(items: Iterable[str] | None) -> dict[str, str]:
-    """Parse ``NEW=OLD`` strings into a column map.
-
-    Parameters
-    ----------
-    items : list of str
-        For example ``["user_id=annotator_id", "prompt=question"]``.
-
-    Returns
-    -------
-    dict of str to str
-        ``{new_name: old_name}``, e.g. ``{"user_id": "annotator_id"}``.
-
-    Raises
-    ------
-    InputError
-        When an item is not of the form ``NEW=OLD`` or a new name is given twice.
-    """
-    mapping: dict[str, str] = {}
-    for item in items or []:
-        new, sep, old = item.partition("=")
-        new, old = new.strip(), old.strip()
-        if not sep or not new or not old:
-            raise InputError(f"`column_map` {item!r}: expected NEW=OLD, e.g. user_id=annotator_id")
-        if new in mapping:
-            raise InputError(
-                f"`column_map` {item!r}: {new!r} is already mapped from {mapping[new]!r}"
-            )
-        mapping[new] = old
-    return mapping

@@ -32,6 +32,7 @@ __all__, __getattr__, __dir__ = attach(
             "length_correlation",
             "response_lengths",
         ],
-        "_probes": ["PROBES", "Probe", "probe_effects", "register_probe", "run_probes"],
+        "_probes": ["PROBES", "Probe", "probe_effects", "register_probe", "resolve_probes",
+                    "run_probes"],
     },
 )

@@ -103,7 +103,26 @@ def register_probe(probe: Probe, *, replace: bool = False) -> Probe:
 
 
 def resolve_probes(probes: str | Sequence[str | Probe] | None) -> list[Probe]:
-    """``"all"``, ``"none"``/None, ``"a,b"``, or a list of names and Probe objects."""
+    """``"all"``, ``"none"``/None, ``"a,b"``, or a list of names and Probe objects.
+
+    Parameters
+    ----------
+    probes : str, sequence of str or Probe, or None
+        ``"all"``: every registered probe; ``"none"``, ``""`` or None: none; else names of
+        registered probes (:func:`register_probe`), comma-separated in one string, or a
+        sequence of names and :class:`Probe` objects (a Probe is taken as it is, registered
+        or not).
+
+    Returns
+    -------
+    list of Probe
+        In the order given (for ``"all"``, the order they were registered in).
+
+    Raises
+    ------
+    ValueError
+        A name that no registered probe has.
+    """
     if probes is None:
         return []
     if isinstance(probes, str):

@@ -6,10 +6,12 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_config": ["AuditConfig"],
+        "_damping": ["damping_sentence"],
         "_estimate": ["estimate", "memorization_scores"],
         "_map": ["plot_memorization_map"],
         "_plan": ["make_plan"],
+        "_regime": ["plan_validation", "validation_words"],
         "_runner": ["audit"],
-        "_summary": ["categorize", "summarize_audit"],
+        "_summary": ["categorize", "memorized_note", "summarize_audit"],
     },
 )

@@ -168,7 +168,22 @@ def damping_warning(damping: dict | None) -> dict | None:
 
 
 def damping_sentence(damping: dict) -> str:
-    """summary.json's ``damping`` in one sentence, for the console and the report."""
+    """summary.json's ``damping`` in one sentence, for the console and the report.
+
+    Parameters
+    ----------
+    damping : dict
+        ``summary.json``'s ``damping``: the calibration's record (``damping`` and, when
+        present, ``brute_mean_cm`` and ``edge``) and ``brute_check`` (``spearman``,
+        ``share_of_ceiling``, ``ceiling``, ``brute_reliability``), when computed.
+
+    Returns
+    -------
+    str
+        The damping (a multiple of tr(G)/d) and how it was calibrated, with brute force's
+        mean CM when known; then, when its Spearman is finite, how paired CM agrees with the
+        same runs' brute-force CM; then the note on the grid's edge, if any. No final period.
+    """
     text = (
         f"Last-layer influence: damping {damping['damping']:.3g} x tr(G)/d, calibrated so "
         "that the mean paired CM equals brute force's over these runs"

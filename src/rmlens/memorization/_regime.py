@@ -83,7 +83,21 @@ def planned_validation(
 
 def plan_validation(plan: pd.DataFrame) -> list[tuple[int, int]] | None:
     """(validation groups, training groups with them) of each run of a plan as written to
-    plan.parquet; None when the plan has no ``validation`` column."""
+    plan.parquet; None when the plan has no ``validation`` column.
+
+    Parameters
+    ----------
+    plan : DataFrame or None
+        The plan as written to ``plan.parquet``: one row per run and group, with ``run``,
+        ``in_train`` and ``validation`` (bool).
+
+    Returns
+    -------
+    list of (int, int) or None
+        Per run, in increasing run number: its validation groups and its training groups
+        with them (rows with ``in_train`` or ``validation``); None when ``plan`` is None or
+        lacks any of ``run``, ``in_train``, ``validation``.
+    """
     import numpy as np
 
     if plan is None or not {"run", "in_train", "validation"} <= set(plan.columns):

@@ -112,7 +112,7 @@ def load_runs(
     exp = ExperimentDir(out)
     scores, members = [], []
     for run in exp.finished_runs(runs):
-        s = pd.read_parquet(exp.scores_path(run)).assign(run=run)
+        s = exp.read_scores(run).assign(run=run)
         manifest = exp.manifest(run)
         train, val = set(manifest["train_ids"]), set(manifest.get("val_ids", []))
         scores.append(s)

@@ -154,7 +154,19 @@ def summarize_audit(
 
 
 def memorized_note(n: int) -> str:
-    """What a memorized-pairs table shorter than asked says."""
+    """What a memorized-pairs table shorter than asked says.
+
+    Parameters
+    ----------
+    n : int
+        How many pairs are categorized memorized (all of them are listed).
+
+    Returns
+    -------
+    str
+        ``"no pair is categorized memorized"`` for 0, else ``"only 3 pairs are categorized
+        memorized: all are listed"`` (``"only 1 pair is ..."``); lower case, no final period.
+    """
     if not n:
         return "no pair is categorized memorized"
     return f"only {n} pair{' is' if n == 1 else 's are'} categorized memorized: all are listed"

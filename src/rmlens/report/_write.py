@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +11,13 @@ import pandas as pd
 
 from rmlens import __version__
 from rmlens._base import resolve_config
-from rmlens._errors import InputError, RmlensWarning
+from rmlens._errors import RmlensWarning
 from rmlens._io import write_atomic, write_text
 
 from . import _sections as sec
 from ._assets import CSP, CSS, page_script, plotly_script
 from ._config import ReportConfig
-from ._html import clean, esc, figure_div, flatten, json_for_script
+from ._html import clean, esc, figure_div, json_for_script
 from ._map import (
     POINT_TRACE,
     SELECTED_TRACE,
@@ -30,35 +27,11 @@ from ._map import (
     sample_points,
     text_cap_for_budget,
 )
+from ._read import Experiment, load_experiment
 
-REQUIRED = ("id", "tm", "tg", "cm")
 _WEBGL_ABOVE = 1500
-_MAX_PNG_BYTES = 4_000_000
 _MIN_TEXT_CAP = 20
 _MIN_POINTS = 1000
-
-
-@dataclass
-class _Experiment:
-    """Everything the report shows, read from one experiment directory."""
-
-    root: Path
-    mem: pd.DataFrame
-    config: dict[str, Any] | None = None
-    plan: pd.DataFrame | None = None
-    summary: dict[str, Any] | None = None
-    runs: pd.DataFrame | None = None
-    attribution: pd.DataFrame | None = None
-    attribution_fit: pd.DataFrame | None = None
-    sae: Any = None  # sae/config.json
-    sae_cards: Any = None  # sae/cards.json
-    sweeps: list[tuple[str, pd.DataFrame, dict[str, Any]]] = field(default_factory=list)
-    metrics: Any = None
-    probes: pd.DataFrame | None = None
-    generalization: pd.DataFrame | None = None
-    images: list[tuple[str, str]] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    overoptimization: tuple[list[dict], pd.DataFrame | None, str] | None = None
 
 
 def write_report(
@@ -142,165 +115,7 @@ def write_report(
     return write_text(page, dest / "report.html")
 
 
-def load_experiment(out_dir: str | Path) -> _Experiment:
-    """Read the experiment directory; optional parts that are absent are left out."""
-    root = Path(out_dir)
-    if not root.is_dir():
-        raise InputError(f"{root}: experiment directory not found (expected a folder)")
-    mem_path = root / "memorization.parquet"
-    if not mem_path.is_file():
-        raise InputError(
-            f"{mem_path}: not found; a report needs the memorization table "
-            f"(run `rmlens memorize --out {root}` first)"
-        )
-    try:
-        mem = pd.read_parquet(mem_path)
-    except Exception as err:  # noqa: BLE001 - any reader failure is bad input here
-        raise InputError(f"{mem_path}: not a readable Parquet file ({err})") from err
-    missing = [c for c in REQUIRED if c not in mem.columns]
-    if missing:
-        raise InputError(
-            f"{mem_path}: missing column(s) {', '.join(missing)}; expected "
-            f"{', '.join(REQUIRED)}, found {', '.join(map(str, mem.columns)) or 'none'}"
-        )
-    for column in ("tm", "tg", "cm"):
-        if not pd.api.types.is_numeric_dtype(mem[column]):
-            raise InputError(
-                f"{mem_path}: column '{column}' must be numeric, found dtype {mem[column].dtype}"
-            )
-    exp = _Experiment(root=root, mem=mem.reset_index(drop=True))
-    exp.config = _read_json(root / "config.json", exp)
-    exp.summary = _read_json(root / "summary.json", exp)
-    exp.plan = _read_table(root / "plan.parquet", ("run", "group", "in_train"), exp)
-    exp.runs = _read_runs(root, exp)
-    exp.attribution = _read_table(
-        root / "attribution.parquet", ("target", "regressor", "feature", "importance"), exp
-    )
-    exp.attribution_fit = _read_table(
-        root / "attribution_fit.parquet", ("target", "regressor", "r2"), exp
-    )
-    exp.sae = _read_json(root / "sae" / "config.json", exp)
-    exp.sae_cards = _read_json(root / "sae" / "cards.json", exp)
-    for path in sorted(root.glob("sweep*/sweep.parquet")):
-        frame = _read_table(path, ("token", "score"), exp)
-        if frame is not None:
-            stats: dict[str, Any] = {}
-            for stats_path in sorted(path.parent.glob("*.json")):
-                loaded = _read_json(stats_path, exp)
-                if loaded is not None:
-                    stats[stats_path.stem] = loaded
-            exp.sweeps.append((path.parent.name, frame, stats))
-    exp.metrics = _read_json(root / "metrics.json", exp)
-    exp.probes = _read_table(root / "probes.parquet", ("probe", "flip_rate"), exp)
-    exp.generalization = _read_table(root / "generalization.parquet", (), exp)
-    exp.overoptimization = _read_overoptimization(root, exp)
-    pngs = sorted(root.glob("*.png")) + sorted(root.glob("sweep*/*.png"))
-    for path in pngs:
-        data = path.read_bytes()
-        if len(data) > _MAX_PNG_BYTES:
-            exp.warnings.append(f"{path}: {len(data):,} bytes, too large to embed; left out")
-            continue
-        name = str(path.relative_to(root))
-        exp.images.append((name, base64.b64encode(data).decode("ascii")))
-    return exp
-
-
-def _read_overoptimization(root: Path, exp: _Experiment):
-    """This audit's rows of ``overoptimization.json`` (and the curves beside it) in the
-    audit's folder or its parent (the comparison directory of ``mitigate``): summary rows,
-    curves, and the file they came from; None when no overoptimization names this audit."""
-    for folder in (root, root.parent):
-        record = _read_json(folder / "overoptimization.json", exp)
-        if not isinstance(record, dict):
-            continue
-        labels = {str(a.get("label")) for a in record.get("audits") or []
-                  if a.get("path") and Path(a["path"]).resolve() == root.resolve()}  # fmt: skip
-        if not labels:
-            continue
-        rows = [r for r in record.get("summary") or []
-                if r.get("audit") in labels or r.get("kind") == "oracle"]  # fmt: skip
-        curves = _read_table(folder / "overoptimization.parquet", ("rm", "n", "kl", "gold"), exp)
-        if curves is not None:
-            curves = curves[curves["rm"].isin({r.get("rm") for r in rows})]
-        return rows, curves, str(folder / "overoptimization.json")
-    return None
-
-
-def _read_json(path: Path, exp: _Experiment) -> Any:
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        exp.warnings.append(f"{path}: not valid JSON ({err}); section left out")
-        return None
-
-
-def _read_table(path: Path, required: tuple[str, ...], exp: _Experiment) -> pd.DataFrame | None:
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_parquet(path)
-    except Exception as err:  # noqa: BLE001 - report the file and go on
-        exp.warnings.append(f"{path}: not a readable Parquet file ({err}); section left out")
-        return None
-    missing = [c for c in required if c not in frame.columns]
-    if missing:
-        exp.warnings.append(
-            f"{path}: missing column(s) {', '.join(missing)}, found "
-            f"{', '.join(map(str, frame.columns))}; section left out"
-        )
-        return None
-    return frame
-
-
-def _read_runs(root: Path, exp: _Experiment) -> pd.DataFrame | None:
-    records = []
-    for path in sorted(root.glob("runs/*/manifest.json"))[:500]:
-        manifest = _read_json(path, exp)
-        if not isinstance(manifest, dict):
-            continue
-        record: dict[str, Any] = {"run": manifest.get("run", path.parent.name)}
-        if "n_train" in manifest:
-            record["n_train"] = manifest["n_train"]
-        metrics = manifest.get("metrics")
-        if isinstance(metrics, dict):
-            for key, value in flatten(metrics):
-                if not isinstance(value, (list, dict)):
-                    record[key] = value
-        records.append(record)
-    if not records:
-        return None
-    runs = pd.DataFrame.from_records(records)
-    numeric = runs.drop(columns=["run"]).select_dtypes("number")
-    whole = [c for c in numeric.columns if _whole(numeric[c])]
-    if len(runs) > 1 and not numeric.empty:
-        mean = {"run": "mean", **numeric.mean().to_dict()}
-        for column in whole:  # a mean count stays an integer only when it is one
-            value = mean[column]
-            mean[column] = int(value) if np.isfinite(value) and float(value).is_integer() else value
-        runs = pd.concat(
-            [pd.DataFrame([mean], dtype=object), runs.astype(object)], ignore_index=True
-        )
-    for column in whole:  # counts stay integers per run (a missing one stays missing)
-        values = [v if pd.isna(v) or not float(v).is_integer() else int(v) for v in runs[column]]
-        runs[column] = pd.Series(values, index=runs.index, dtype=object)
-    return runs
-
-
-def _whole(column: pd.Series) -> bool:
-    """Whether a numeric column of the runs' manifests holds integers: an integer dtype, or
-    floats that are all whole (an int entry that some run lacks reads as float; a grid value
-    such as lambda 100.0 reads better as 100)."""
-    values = column.dropna()
-    if values.empty or pd.api.types.is_bool_dtype(column):
-        return False
-    if pd.api.types.is_integer_dtype(column):
-        return True
-    return bool(np.all(np.mod(values.to_numpy(float), 1) == 0))
-
-
-def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_cap: int) -> str:
+def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_cap: int) -> str:
     """The whole HTML page as a string."""
     mem = exp.mem
     positions = {int(r): k for k, r in enumerate(rows)}
@@ -373,7 +188,7 @@ def render_page(exp: _Experiment, config: ReportConfig, rows: np.ndarray, text_c
     )
 
 
-def _map_section(exp: _Experiment, rows: np.ndarray, map_data: dict[str, Any]) -> sec.Section:
+def _map_section(exp: Experiment, rows: np.ndarray, map_data: dict[str, Any]) -> sec.Section:
     n_mapped = int(
         np.isfinite(pd.to_numeric(exp.mem["tm"], errors="coerce"))
         .mul(np.isfinite(pd.to_numeric(exp.mem["tg"], errors="coerce")))

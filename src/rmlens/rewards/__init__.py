@@ -4,13 +4,15 @@
 - ``finetune``: :class:`TrainConfig`, :class:`ExplicitRMTrainer`, :class:`ImplicitRMTrainer`
   (``make_trainer`` picks one) and ``train`` (``rmlens train``).
 - Both configs are defined in ``_config``, which imports nothing heavy (the command line
-  reads them), and re-exported by ``frozen`` and ``finetune``.
+  reads them), and re-exported by ``frozen`` and ``finetune``. ``_config`` also holds
+  :class:`ScoreConfig` (how a saved RM is loaded to score: ``rmlens score``, ``evaluate``,
+  ``sweep``) and :class:`ExportConfig` (``export_rm``, ``rmlens export``).
 - Every trainer follows one contract (``Trainer``): ``Trainer(config).fit(pairs) -> self``,
   the fitted RM in ``rm_``, ``score(pairs)``; ``prepare`` + ``fit_score`` per audit run.
 - Every RM is a :class:`RewardModel` (texts in, rewards out: ``score(prompts, responses)``,
   ``score_pairs(pairs)``): ``ExplicitHeadRM``, ``TunedRM``, ``EnsembleRM``,
-  ``SequenceClassifierRM``; ``load_rm`` loads any of them. ``HeadRM`` is a fitted head alone
-  (features in: ``score_features``).
+  ``SequenceClassifierRM``; ``load_rm`` loads any of them, ``use_format`` makes one score in
+  another format. ``HeadRM`` is a fitted head alone (features in: ``score_features``).
 - ``losses``: every loss and objective.
 """
 
@@ -19,7 +21,8 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_config": ["HeadConfig", "TrainConfig"],  # light: no numpy, scipy or torch
+        # light: no numpy, scipy or torch (the command line reads them)
+        "_config": ["ExportConfig", "HeadConfig", "ScoreConfig", "TrainConfig"],
         "frozen": ["FrozenHeadTrainer"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
         "_trainer": ["Trainer"],
@@ -27,7 +30,7 @@ __all__, __getattr__, __dir__ = attach(
         "_head": ["HeadRM"],
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_tuned": ["TunedRM"],
-        "_ensemble": ["EnsembleRM"],
+        "_ensemble": ["EnsembleRM", "use_format"],
         "_load": ["RM_PRESETS", "load_rm"],
         "_export": ["export_rm"],
         "losses": [

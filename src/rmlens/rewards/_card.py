@@ -3,12 +3,13 @@ to use it, and, when it came from an audit, the audit's headline."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmlens._errors import InputError
 from rmlens.backbones import PRESETS
+from rmlens.experiment import MANIFEST, ExperimentDir
 
 HUB_IDS = {  # the hub model each offline preset ships
     "minilm": "sentence-transformers/all-MiniLM-L6-v2",
@@ -30,10 +31,12 @@ class Exported:
     max_length: int
 
 
-def _json(path: Path) -> Any:
+def _json(exp: ExperimentDir, name: str) -> Any:
+    """The JSON file ``name`` of ``exp``; None when absent or unusable (the card leaves it
+    out)."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return exp.read_json(name, required=False)
+    except InputError:
         return None
 
 
@@ -47,9 +50,10 @@ def _origin(source: Path | None, run: str | None) -> tuple[dict, list[str]]:
     audit: list[str] = []
     if source is None:
         return facts, audit
-    if run is not None and (source / "runs" / run / "manifest.json").is_file():
-        manifest = _json(source / "runs" / run / "manifest.json") or {}
-        config = _json(source / "config.json") or {}
+    exp = ExperimentDir(source)
+    if run is not None and (exp / f"runs/{run}/{MANIFEST}").is_file():
+        manifest = _json(exp, f"runs/{run}/{MANIFEST}") or {}
+        config = _json(exp, exp.record_name) or {}
         metrics = manifest.get("metrics") or {}
         facts.update({
             "made by": f"run {run} of the memorization audit in `{source.resolve()}`",
@@ -60,12 +64,12 @@ def _origin(source: Path | None, run: str | None) -> tuple[dict, list[str]]:
             "held-out accuracy": f"{_num(metrics.get('test_accuracy'))} on this run's held-out "
                                  "groups",
         })  # fmt: skip
-        audit = _audit_headline(source)
+        audit = _audit_headline(exp)
         return facts, audit
-    record = _json(source / "train.json")
+    record = _json(exp, "train.json")
     if isinstance(record, dict):
         cfg = record.get("train_config") or {}
-        history = _json(source / "history.json") or []
+        history = _json(exp, "history.json") or []
         last = history[-1] if history and isinstance(history[-1], dict) else {}
         held = next((last[k] for k in ("eval_accuracy", "val_accuracy") if k in last), None)
         facts.update({
@@ -80,10 +84,10 @@ def _origin(source: Path | None, run: str | None) -> tuple[dict, list[str]]:
     return facts, audit
 
 
-def _audit_headline(root: Path) -> list[str]:
+def _audit_headline(exp: ExperimentDir) -> list[str]:
     """RM quality, memorized share and the shortcut figures the audit directory holds."""
     lines = []
-    summary = _json(root / "summary.json") or {}
+    summary = _json(exp, "summary.json") or {}
     quality = (summary.get("rm_quality") or {}).get("held_out", {}).get("accuracy") or {}
     if quality:
         lines.append(f"- RM quality: held-out accuracy {_num(quality.get('mean'))} "
@@ -93,7 +97,7 @@ def _audit_headline(root: Path) -> list[str]:
         lines.append(f"- Memorized: {counts.get('memorized', 0)} of {n} pairs "
                      f"({counts.get('memorized', 0) / n:.1%}); not learned even when trained "
                      f"on: {counts.get('not_learned', 0)} ({counts.get('not_learned', 0) / n:.1%})")
-    metrics = _json(root / "metrics.json") or {}
+    metrics = _json(exp, "metrics.json") or {}
     if "accuracy" in metrics:
         lines.append(f"- `rmlens evaluate`: accuracy {_num(metrics['accuracy'])}"
                      + (" (cross-fitted: each pair scored by runs that held it out)"

@@ -442,11 +442,24 @@ def use_format(rm: Any, format: str | None) -> Any:
     ``chat``, ``raw`` or ``pair`` replace it (chat needs a chat template), with a warning
     when an rmlens RM was trained on another format.
 
+    Parameters
+    ----------
+    rm : RewardModel
+        An RM, or an :class:`EnsembleRM` (nested ensembles included); its members' format is
+        set in place.
+    format : {"auto", "chat", "raw", "pair"} or None
+        The format to score in; ``auto`` or None leaves ``rm`` as it is.
+
+    Returns
+    -------
+    RewardModel
+        ``rm`` itself.
+
     Raises
     ------
     InputError
-        For an RM that scores texts its own way (no tokenizer to format for), or chat
-        without a chat template.
+        For an RM that scores texts its own way (no tokenizer to format for), chat
+        without a chat template, or an unknown format.
     """
     import warnings
 

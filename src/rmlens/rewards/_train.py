@@ -11,7 +11,6 @@ DIR/checkpoints/        while training; removed once the RM is saved
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -98,7 +97,7 @@ def train(
     for i in range(config.ensemble):
         folder = out if config.ensemble == 1 else out / "members" / f"{i:03d}"
         if config.ensemble > 1 and (folder / "rm_config.json").exists():
-            histories.append(json.loads((folder / "history.json").read_text()))
+            histories.append(exp.read_json(f"{folder.relative_to(out)}/history.json"))
             members.append(folder)
             continue
         trainer.config = config.replace(seed=config.seed + i)

@@ -9,7 +9,8 @@
   :func:`audit_sae` and :func:`load_latents` read what ``rmlens sae DIR`` wrote.
 - :func:`debias` (``rmlens sae DIR --out DEBIASED_DIR``): shortcut latents
   (:func:`shortcut_latents`) projected out of every run's head (:func:`project_head`), no
-  retraining; :class:`DebiasConfig` holds its settings, :class:`Debiased` what it wrote.
+  retraining; :class:`DebiasConfig` holds its settings, :class:`Debiased` what it wrote;
+  :func:`check_debiasable` refuses an audit it cannot debias before anything is fitted.
 """
 
 from rmlens._lazy import attach
@@ -23,6 +24,6 @@ __all__, __getattr__, __dir__ = attach(
         "_lens": ["SAELens", "audit_sae", "fit_sae", "load_latents", "pair_latents"],
         "_cards": ["response_features"],
         "_debias_config": ["DebiasConfig"],
-        "_debias": ["Debiased", "debias", "project_head", "shortcut_latents"],
+        "_debias": ["Debiased", "check_debiasable", "debias", "project_head", "shortcut_latents"],
     },
 )

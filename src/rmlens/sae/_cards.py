@@ -12,7 +12,6 @@ and CM.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from rmlens._errors import InputError
+from rmlens.experiment import ExperimentDir
 from rmlens.sae._responses import Responses
 from rmlens.sae._topk import TopKSAE
 
@@ -118,13 +119,13 @@ def shap_shares(directory: Path, sae_sha1: str) -> tuple[dict[str, dict], str | 
     """Per latent name and target, its SHAP share and rank, from the attribution in
     ``directory`` when it ran with this SAE's latents (``attribution.json``'s ``sae``);
     else ``{}`` and why not."""
-    path, record_path = directory / "attribution.parquet", directory / "attribution.json"
-    if not path.is_file() or not record_path.is_file():
+    exp = ExperimentDir(directory)
+    if not (exp / "attribution.parquet").is_file() or not (exp / "attribution.json").is_file():
         return {}, "no attribution yet: run `rmlens attribute DIR --features sae`"
     try:
-        record = json.loads(record_path.read_text(encoding="utf-8"))
-        imp = pd.read_parquet(path)
-    except (ValueError, OSError):
+        record = exp.read_json("attribution.json")
+        imp = exp.read_table("attribution.parquet")
+    except InputError:  # unparsable, or unreadable
         return {}, "attribution.json or attribution.parquet is unreadable"
     if (record.get("sae") or {}).get("sae_sha1") != sae_sha1:
         return {}, ("the attribution ran without this SAE's latents: run `rmlens attribute DIR "

@@ -247,7 +247,25 @@ def why(row) -> str:
 
 def check_debiasable(directory: str | Path) -> dict:
     """The record of a frozen audit with linear heads; an :class:`InputError` otherwise (one
-    line: the projection has no meaning for an MLP head's hidden layer)."""
+    line: the projection has no meaning for an MLP head's hidden layer).
+
+    Parameters
+    ----------
+    directory : str or Path
+        The experiment directory of a frozen audit (``rmlens memorize --mode frozen``).
+
+    Returns
+    -------
+    dict
+        The audit's record (its ``config.json``).
+
+    Raises
+    ------
+    InputError
+        Not a frozen audit (no ``config.json``, ``runs/`` or ``memorization.parquet``, or
+        an audit of fine-tuned RMs), a memorization table without ``id, prompt, chosen,
+        rejected``, or MLP heads.
+    """
     directory = Path(directory)
     _, record = frozen_audit(directory)
     head = ((record.get("audit") or {}).get("head") or {}).get("head")

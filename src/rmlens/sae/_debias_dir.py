@@ -76,8 +76,7 @@ def write_debiased(directory: Path, out: Path, record: dict, debias: dict, resp,
     held = np.zeros(shape, dtype=bool)
     drift = 0.0
     for j, (original, head, run) in enumerate(zip(resp.heads, heads, runs)):
-        scores = pd.read_parquet(source.scores_path(run), columns=["id", "r_chosen",
-                                                                     "r_rejected"])
+        scores = source.read_scores(run, columns=["id", "r_chosen", "r_rejected"])
         rows = index.get_indexer(scores["id"].astype(str))
         assert (rows >= 0).all(), "the audit's runs score the pairs of its table"
         xc, xr = resp.x[resp.chosen[rows]], resp.x[resp.rejected[rows]]

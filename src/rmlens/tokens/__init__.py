@@ -7,7 +7,7 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_config": ["DEFAULT_PROMPTS", "SweepConfig"],
         "_adapt": ["EnsembleScorer", "token_scorer"],
-        "_run": ["sweep"],
+        "_run": ["read_prompts", "sweep"],
         "_scorers": ["HeadScorer", "ImplicitScorer", "PooledScorer", "SeqClsScorer", "TokenScorer"],
         "_stats": [
             "agreement",

@@ -10,13 +10,14 @@ Layout of ``--out DIR``::
     <model>/stats.json          that model's part of summary.json
     <model>/score_distribution.png, best_vs_worst.png, frequency_vs_score.png
 
-A model whose ``sweep.parquet`` was written for the same settings is not swept again;
-prompts already finished by an interrupted run are kept (``<model>/parts``).
+A model whose ``sweep.parquet`` was written for the same settings (its ``sweep_meta.json``)
+is not swept again; one swept with other settings is swept again, not refused: a model's
+folder is a cache of its sweep. Prompts already finished by an interrupted run are kept
+(``<model>/parts``).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import time
@@ -28,7 +29,8 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
-from rmlens._io import json_sha1, write_json, write_parquet
+from rmlens._io import json_sha1
+from rmlens.experiment import ExperimentDir
 from rmlens.progress import progress_bar
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
@@ -43,9 +45,28 @@ from rmlens.tokens._stats import (
 )
 from rmlens.tokens._sweep import SWEEP_COLUMNS, sweep_prompt
 
+SWEEP = "sweep.parquet"  # a model's table, in its folder
+META = "sweep_meta.json"  # the settings it was swept with: the model folder's record
+
 
 def read_prompts(path: str | Path) -> list[str]:
-    """Prompts from a text file, one per line; blank lines and ``#`` comments are skipped."""
+    """Prompts from a text file, one per line; blank lines and ``#`` comments are skipped.
+
+    Parameters
+    ----------
+    path : str or Path
+        A UTF-8 text file, one prompt per line.
+
+    Returns
+    -------
+    list of str
+        The prompts in file order, stripped of surrounding whitespace.
+
+    Raises
+    ------
+    InputError
+        A file that cannot be read or is not UTF-8, or one without any prompt.
+    """
     from rmlens._errors import InputError
 
     path = Path(path)
@@ -78,15 +99,16 @@ def _key(*items) -> str:
 def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bool) -> dict:
     """Sweep one model over all prompts (resuming finished prompts); return timing info."""
     ids, skipped = sweep_token_ids(scorer.tokenizer, config.max_tokens)
+    exp = ExperimentDir(folder)
     parts_dir = folder / "parts"
     frames, infos = [], []
     todo = len(ids) * len(config.prompts)
     with progress_bar(f"sweep {folder.name}", total=todo, quiet=quiet) as advance:
         for prompt in config.prompts:
             key = _key(spec, prompt, config.max_tokens, config.score_index)
-            part = parts_dir / f"{key}.parquet"
-            if part.is_file():
-                frames.append(pd.read_parquet(part))
+            part = f"parts/{key}.parquet"
+            if (exp / part).is_file():
+                frames.append(exp.read_table(part))
                 advance(len(ids))
                 continue
             start = time.perf_counter()
@@ -95,12 +117,12 @@ def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bo
                 min_share=config.min_share, verify=config.verify, advance=advance,
             )
             seconds = time.perf_counter() - start
-            write_parquet(frame, part)
+            exp.write_table(frame, part)
             frames.append(frame)
             infos.append({**asdict(info), "prompt": prompt, "seconds": round(seconds, 2),
                           "tokens_per_second": round(len(frame) / max(seconds, 1e-9), 1)})
     table = pd.concat(frames, ignore_index=True)[list(SWEEP_COLUMNS)]
-    write_parquet(table, folder / "sweep.parquet")
+    exp.write_table(table, SWEEP)
     shutil.rmtree(parts_dir, ignore_errors=True)
     return {"n_tokens": int(len(ids)), "n_skipped_special": int(skipped), "prompts": infos}
 
@@ -185,22 +207,20 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     from rmlens.rewards._ensemble import use_format
     from rmlens.tokens._adapt import token_scorer
 
-    out.mkdir(parents=True, exist_ok=True)
+    exp = ExperimentDir(out).create()
     taken: set[str] = set()
     slugs = {spec: model_slug(spec, taken) for spec in dict.fromkeys(config.rm)}
-    write_json({**config.to_dict(), "version": __version__, "model_dirs": slugs},
-               out / "config.json")
+    exp.write_record({**config.to_dict(), "version": __version__, "model_dirs": slugs})
     summary: dict = {"version": __version__, "models": {}}
     tables: dict[str, pd.DataFrame] = {}
     for spec, slug in slugs.items():
         folder = out / slug
+        model = ExperimentDir(folder, record=META)
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
                     "score_index": config.score_index, "format": config.format}
-        meta_file = folder / "sweep_meta.json"
-        done = (folder / "sweep.parquet").is_file() and meta_file.is_file() and \
-            json.loads(meta_file.read_text()).get("settings") == settings
-        if done:
-            meta = json.loads(meta_file.read_text())
+        saved = model.read_record() if (model / SWEEP).is_file() else None
+        if saved is not None and saved.get("settings") == settings:  # else swept again
+            meta = saved
         else:
             rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
                                     trust_remote_code=config.trust_remote_code), config.format)
@@ -211,19 +231,19 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
             scorer = token_scorer(rm, name=spec, consume=True)  # tokenizes as the RM does
             meta = {"settings": settings, "format": fmt,
                     **_sweep_model(scorer, spec, folder, config, quiet)}  # fmt: skip
-            write_json(meta, meta_file)
+            model.write_record(meta)
             del scorer, rm
-        table = pd.read_parquet(folder / "sweep.parquet")
+        table = model.read_table(SWEEP)
         tables[slug] = table
         stats = {"rm": spec, "folder": slug, "format": meta.get("format"),
                  "n_tokens": meta["n_tokens"],
                  "n_skipped_special": meta["n_skipped_special"], "timing": meta["prompts"],
                  **model_stats(table, folder, config.top_k)}
-        write_json(stats, folder / "stats.json")
+        model.write_json(stats, "stats.json")
         summary["models"][slug] = stats
     agree = agreement(tables)
     if len(tables) > 1:
-        write_parquet(agree, out / "agreement.parquet")
+        exp.write_table(agree, "agreement.parquet")
     summary["agreement"] = agree.to_dict("records")
-    write_json(summary, out / "summary.json")
+    exp.write_json(summary, "summary.json")
     return summary

@@ -1,4 +1,6 @@
-"""The comparison's metrics: names, families (one plot each), plain labels, warnings.
+"""The comparison's metrics: names, families (one plot each), plain labels, warnings, and
+a figure as the tables write it (:func:`figure_text`), for the report, the command line and
+whoever reads ``compare.parquet``.
 
 A metric's row in ``compare.parquet`` is ``audit, family, metric, value, lo, hi, n,
 detail``; probe metrics are named ``probe_flip_<probe>`` after the registered probes.

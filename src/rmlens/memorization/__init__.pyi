@@ -1,0 +1,16 @@
+"""Type stub of ``rmlens.memorization``: its lazily loaded names (``rmlens._lazy.attach``) as
+imports an IDE or a type checker follows to their code; tests/test_stubs.py keeps it
+in step with ``__all__``."""
+
+from ._config import AuditConfig as AuditConfig
+from ._damping import damping_sentence as damping_sentence
+from ._estimate import estimate as estimate
+from ._estimate import memorization_scores as memorization_scores
+from ._map import plot_memorization_map as plot_memorization_map
+from ._plan import make_plan as make_plan
+from ._regime import plan_validation as plan_validation
+from ._regime import validation_words as validation_words
+from ._runner import audit as audit
+from ._summary import categorize as categorize
+from ._summary import memorized_note as memorized_note
+from ._summary import summarize_audit as summarize_audit

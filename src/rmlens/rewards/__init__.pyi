@@ -1,0 +1,30 @@
+"""Type stub of ``rmlens.rewards``: its lazily loaded names (``rmlens._lazy.attach``) as
+imports an IDE or a type checker follows to their code; tests/test_stubs.py keeps it
+in step with ``__all__``."""
+
+from ._config import ExportConfig as ExportConfig
+from ._config import HeadConfig as HeadConfig
+from ._config import ScoreConfig as ScoreConfig
+from ._config import TrainConfig as TrainConfig
+from ._ensemble import EnsembleRM as EnsembleRM
+from ._ensemble import use_format as use_format
+from ._export import export_rm as export_rm
+from ._head import HeadRM as HeadRM
+from ._load import RM_PRESETS as RM_PRESETS
+from ._load import load_rm as load_rm
+from ._saved import ExplicitHeadRM as ExplicitHeadRM
+from ._saved import RewardModel as RewardModel
+from ._saved import SequenceClassifierRM as SequenceClassifierRM
+from ._saved import save_head_rm as save_head_rm
+from ._train import train as train
+from ._trainer import Trainer as Trainer
+from ._tuned import TunedRM as TunedRM
+from .finetune import ExplicitRMTrainer as ExplicitRMTrainer
+from .finetune import ImplicitRMTrainer as ImplicitRMTrainer
+from .finetune import make_trainer as make_trainer
+from .frozen import FrozenHeadTrainer as FrozenHeadTrainer
+from .losses import OBJECTIVES as OBJECTIVES
+from .losses import Objective as Objective
+from .losses import bradley_terry_loss as bradley_terry_loss
+from .losses import centering_loss as centering_loss
+from .losses import plackett_luce_loss as plackett_luce_loss

@@ -42,7 +42,7 @@ from paired_cm import DATA, cm_from, reliability_at
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._runs import RunMatrices, load_matrices
+from rmlens.memorization._run_folders import RunMatrices, load_matrices
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig, TrainConfig
 from rmlens.stats import spearman
 

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from rmlens.memorization import AuditConfig, make_plan, memorization_scores
+from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.memorization._runner import finish, membership_matrix
-from rmlens.memorization._runs import RunOutput, write_run
 
 
 def _status(key: str) -> int:

@@ -19,8 +19,8 @@ from rmlens.attribution._stability import (
     top_features,
 )
 from rmlens.cli import main
-from rmlens.memorization._plan import make_plan
-from rmlens.memorization._runs import RunOutput, write_run
+from rmlens.memorization._plans import make_plan
+from rmlens.memorization._run_folders import RunOutput, write_run
 from test_attribution_regress import FAST, planted_table
 
 FEATURES = [f"f{i:02d}" for i in range(1, 13)]

@@ -10,7 +10,7 @@ import pytest
 from rmlens._errors import RmlensWarning
 from rmlens.cli import main
 from rmlens.memorization import AuditConfig, audit, categorize, memorization_scores
-from rmlens.memorization._plan import carve_validation, make_plan, planned_runs, runs_needed
+from rmlens.memorization._plans import carve_validation, make_plan, planned_runs, runs_needed
 from rmlens.memorization._quality import audit_warnings, rm_quality, split_quality
 from rmlens.memorization._summary import cm_significant
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig

@@ -19,8 +19,8 @@ from rmlens.comparison.metrics import (
     few_pairs,
     figure_text,
 )
-from rmlens.report._compare import margin_direction, render_compare_page
 from rmlens.report._compare_glance import glance_section
+from rmlens.report._compare_page import margin_direction, render_compare_page
 from test_compare import config, figure, write_audit
 from test_compare_margin import _row
 

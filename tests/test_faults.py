@@ -132,7 +132,7 @@ def test_unwritable_out_is_exit_2_and_one_line(data_file, tmp_path, capsys, wher
 )
 def test_full_disk_is_exit_2_and_one_line(data_file, tiny_encoder_dir, tmp_path, monkeypatch,
                                           capsys, exc):
-    import rmlens.memorization._runs as runs
+    import rmlens.memorization._run_folders as runs
 
     def full(frame, path):
         raise exc

@@ -20,7 +20,7 @@ from rmlens.rewards import (
     make_trainer,
     train,
 )
-from rmlens.rewards._loop import lr_factor
+from rmlens.rewards._finetune_loop import lr_factor
 from rmlens.rewards._nets import ExplicitNet, trainable_state
 from rmlens.rewards._packing import collate, make_example
 from rmlens.rewards.losses import ranking_loss
@@ -136,7 +136,7 @@ def test_scores_do_not_depend_on_batch_or_padding_side(trained):
         np.testing.assert_allclose(rm.score_examples(examples, batch_size=size), ref, atol=1e-5)
     rt = rm.runtime
     rt.side = "left"
-    from rmlens.rewards._loop import score_examples
+    from rmlens.rewards._finetune_loop import score_examples
 
     left = score_examples(rm.net, examples, rt, batch_size=5)
     np.testing.assert_allclose(left, ref, atol=1e-5)
@@ -182,7 +182,7 @@ def test_resume_from_checkpoint_gives_same_weights(tiny_causal_dir, tmp_path, mo
     full = ExplicitRMTrainer(cfg).fit(PAIRS, checkpoint_dir=tmp_path / "a", quiet=True)
     expected = trainable_state(full.net_)
 
-    import rmlens.rewards._loop as loop
+    import rmlens.rewards._finetune_loop as loop
 
     calls = {"n": 0}
     real = loop.lr_factor

@@ -16,7 +16,7 @@ from rmlens.generalization import (
     swap_synonyms,
     synonym_table,
 )
-from rmlens.generalization._compare import build_splits, split_metrics
+from rmlens.generalization._generalize import build_splits, split_metrics
 from rmlens.generalization._shifts import (
     change_casing,
     change_punctuation,

@@ -76,7 +76,7 @@ def test_the_graph_sees_every_kind_of_import():
     assert "rmlens.rewards._config" in graph["rmlens.rewards.finetune"]  # module level
     assert "rmlens.cli._debias" in graph["rmlens.cli.sae"]  # in a function, `from cli import`
     assert "rmlens.comparison.metrics" in graph["rmlens.comparison._record"]
-    assert "rmlens.report._assets" in graph["rmlens.report._compare"]  # relative
+    assert "rmlens.report._assets" in graph["rmlens.report._compare_page"]  # relative
     assert len(_subpackages(graph)) >= 10
 
 

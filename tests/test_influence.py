@@ -12,7 +12,7 @@ from scipy.special import expit
 from rmlens.memorization import audit, estimate
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, calibrate, choose_damping, damping_warning
-from rmlens.memorization._runs import load_matrices, load_runs
+from rmlens.memorization._run_folders import load_matrices, load_runs
 from rmlens.rewards import HeadConfig, TrainConfig
 from rmlens.rewards._convex import LogisticProblem, fit_logistic, refit
 from rmlens.rewards._influence import last_layer_counterfactuals

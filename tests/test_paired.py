@@ -167,7 +167,7 @@ def test_planted_case_known_in_closed_form():
     = lambda w, and every pair of g scores p = sigmoid(a w_g); a run without g has w_g = 0
     and p = 1/2. So TM = sigmoid(a w*), TG = 1/2 and CM = TM - 1/2 for every pair, and the
     paired estimator over a grouped 5-fold plan must find them."""
-    from rmlens.memorization._plan import make_plan
+    from rmlens.memorization._plans import make_plan
 
     k, a, lam, n_groups = 4, 1.5, 1.0, 10
     groups = np.repeat(np.arange(n_groups), k)
@@ -384,7 +384,7 @@ def test_cli_paired_audit_and_its_summary(tmp_path, tiny_encoder_dir, monkeypatc
 def test_compare_and_attribute_read_paired_audits(tmp_path, tiny_encoder_dir):
     from rmlens.attribution import AttributeConfig, attribute
     from rmlens.comparison import CompareConfig, compare
-    from rmlens.memorization._runs import load_matrices
+    from rmlens.memorization._run_folders import load_matrices
     from rmlens.rewards import FrozenHeadTrainer
 
     pairs = word_pairs()

@@ -1,4 +1,4 @@
-"""Plots: one helper (rmlens._plot), no pyplot state, no backend switch, degenerate input."""
+"""Plots: one helper (rmlens._png), no pyplot state, no backend switch, degenerate input."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ DRAW_ALL = textwrap.dedent(
 
     from rmlens.attribution._plots import plot_beeswarm, plot_diff, plot_importance
     from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
-    from rmlens.generalization._plot import plot_generalization
+    from rmlens.generalization._plots import plot_generalization
     from rmlens.memorization._map import plot_memorization_map
     from rmlens.tokens._plots import plot_contrast, plot_distributions, plot_frequency
 
@@ -122,7 +122,7 @@ def test_memorization_map_degenerate_input(tmp_path, tm, tg):
 
 
 def test_plot_to_writes_nothing_when_drawing_fails(tmp_path):
-    from rmlens._plot import plot_to
+    from rmlens._png import plot_to
 
     with pytest.raises(RuntimeError, match="boom"), plot_to(tmp_path / "x.png") as fig:
         fig.subplots()

@@ -8,7 +8,7 @@ import pytest
 
 from rmlens._errors import RmlensNote, RmlensWarning
 from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._plan import make_plan
+from rmlens.memorization._plans import make_plan
 from rmlens.memorization._reliability import (
     reliability_warnings,
     runs_needed,
@@ -151,7 +151,7 @@ class PlantedTrainer:
         return np.ones(len(pairs), dtype=bool)
 
     def fit_score(self, train_index, *, seed, val_index=None):
-        from rmlens.rewards._trainer import RunScores
+        from rmlens.rewards._trainer_base import RunScores
 
         if self.calls == self.crash_at:
             raise KeyboardInterrupt  # killed mid-audit: not a run failure, the audit stops
@@ -182,7 +182,7 @@ def growing(**kw) -> AuditConfig:
 
 def cm_reliability_at(out, runs: int) -> float:
     """CM's Spearman-Brown reliability from the first ``runs`` runs on disk (K = 2)."""
-    from rmlens.memorization._runs import load_matrices
+    from rmlens.memorization._run_folders import load_matrices
 
     m = load_matrices(out, runs)
     rel = split_half(m.p, m.member, m.val, np.asarray(m.runs) // K, folds=K, seed=0)

@@ -18,7 +18,7 @@ from rmlens.cli.memorize import quality_table
 from rmlens.evaluation import evaluate
 from rmlens.memorization import AuditConfig
 from rmlens.memorization._config import regime_words
-from rmlens.memorization._plan import carve_validation, make_plan
+from rmlens.memorization._plans import carve_validation, make_plan
 from rmlens.memorization._regime import (
     plan_validation,
     planned_validation,

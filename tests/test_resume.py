@@ -130,7 +130,7 @@ def test_a_pair_no_in_run_scored_is_listed_as_lacking_runs(trainer, tmp_path):
 def test_a_longer_plan_starts_with_the_shorter_one(kind):
     # an audit grown by a target reliability keeps its finished runs: the plan of R runs must
     # be the first R runs of any longer plan, validation groups included
-    from rmlens.memorization._plan import carve_validation, make_plan
+    from rmlens.memorization._plans import carve_validation, make_plan
 
     groups = [f"g{i}" for i in range(23)]
     plans = {

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rmlens._plot import plot_to
+from rmlens._png import plot_to
 from rmlens.attribution._informative import informative, r2_title
 
 

@@ -158,9 +158,9 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     InputError
         No runs or no plan, or fewer than 2 finished whole repeats; the message says which.
     """
-    from rmlens.memorization._plan import runs_per_repeat
+    from rmlens.memorization._plans import runs_per_repeat
     from rmlens.memorization._reliability import complete_repeats, same_partition
-    from rmlens.memorization._runs import load_matrices
+    from rmlens.memorization._run_folders import load_matrices
     from rmlens.memorization._sides import side_means
 
     out = Path(out_dir)

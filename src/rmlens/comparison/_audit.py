@@ -232,7 +232,7 @@ def load_audit(path: str | Path, label: str) -> Audit:
         Its runs' scores and membership, and its tables; no finished run is an
         :class:`~rmlens.InputError`.
     """
-    from rmlens.memorization._runs import load_matrices
+    from rmlens.memorization._run_folders import load_matrices
 
     path = Path(path)
     exp = ExperimentDir(path)

@@ -1,5 +1,5 @@
 """PNGs of a comparison: one dot-and-interval plot per metric family, CM by margin tercile,
-and the agreement between audits beside its ceiling. Drawn through ``rmlens._plot``
+and the agreement between audits beside its ceiling. Drawn through ``rmlens._png``
 (atomic, no pyplot state)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens._plot import empty_note, plot_to
+from rmlens._png import empty_note, plot_to
 from rmlens.comparison import metrics as M
 
 

@@ -9,7 +9,7 @@ __all__, __getattr__, __dir__ = attach(
         "_damping": ["damping_sentence"],
         "_estimate": ["estimate", "memorization_scores"],
         "_map": ["plot_memorization_map"],
-        "_plan": ["make_plan"],
+        "_plans": ["make_plan"],
         "_regime": ["plan_validation", "validation_words"],
         "_runner": ["audit"],
         "_summary": ["categorize", "memorized_note", "summarize_audit"],

@@ -7,7 +7,7 @@ from ._damping import damping_sentence as damping_sentence
 from ._estimate import estimate as estimate
 from ._estimate import memorization_scores as memorization_scores
 from ._map import plot_memorization_map as plot_memorization_map
-from ._plan import make_plan as make_plan
+from ._plans import make_plan as make_plan
 from ._regime import plan_validation as plan_validation
 from ._regime import validation_words as validation_words
 from ._runner import audit as audit

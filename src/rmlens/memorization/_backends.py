@@ -20,9 +20,9 @@ import numpy as np
 
 from rmlens._errors import InputError
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._runs import RunFailure, RunOutput
+from rmlens.memorization._run_folders import RunFailure, RunOutput
 from rmlens.progress import status
-from rmlens.rewards._trainer import Trainer as PairTrainer
+from rmlens.rewards._trainer_base import Trainer as PairTrainer
 
 
 @dataclass

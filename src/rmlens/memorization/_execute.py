@@ -19,10 +19,10 @@ from rmlens.memorization._directory import output_errors
 from rmlens.memorization._notes import run_failed, systematic_failure
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._ray import RayBackend
-from rmlens.memorization._runs import RunFailure, RunOutput, write_run
+from rmlens.memorization._run_folders import RunFailure, RunOutput, write_run
 from rmlens.progress import progress_bar
 from rmlens.rewards import FrozenHeadTrainer, make_trainer
-from rmlens.rewards._trainer import Trainer as PairTrainer
+from rmlens.rewards._trainer_base import Trainer as PairTrainer
 
 STACK = 5  # warnings point at audit()'s caller: audit > run_plan > run > _give_up_or_go_on
 

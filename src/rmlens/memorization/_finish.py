@@ -18,7 +18,7 @@ from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._notes import PAIRED_SIGNIFICANCE
 from rmlens.memorization._objective import objective_summary, objective_warning
 from rmlens.memorization._paired import exactness_summary, exactness_warning
-from rmlens.memorization._plan import runs_per_repeat
+from rmlens.memorization._plans import runs_per_repeat
 from rmlens.memorization._quality import (
     audit_warnings,
     budget_warning,
@@ -35,7 +35,7 @@ from rmlens.memorization._reliability import (
     split_half,
     target_status,
 )
-from rmlens.memorization._runs import RunMatrices, load_matrices
+from rmlens.memorization._run_folders import RunMatrices, load_matrices
 from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
 
 SAME_PARTITION = (

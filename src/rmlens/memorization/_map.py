@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens._plot import empty_note, plot_to
+from rmlens._png import empty_note, plot_to
 
 
 def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:

@@ -7,7 +7,7 @@ import warnings
 import pandas as pd
 
 from rmlens._errors import RmlensWarning
-from rmlens.memorization._runs import RunFailure
+from rmlens.memorization._run_folders import RunFailure
 from rmlens.progress import status
 
 PAIRED_SIGNIFICANCE = (

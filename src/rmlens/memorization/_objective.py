@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards._trainer import inactive_message
+from rmlens.rewards._trainer_base import inactive_message
 
 
 def objective_summary(exp: ExperimentDir, runs: list[int]) -> dict:

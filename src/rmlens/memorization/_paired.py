@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._plan import carve_validation, make_plan, runs_per_repeat
+from rmlens.memorization._plans import carve_validation, make_plan, runs_per_repeat
 from rmlens.rewards._convex import REFINE_SHARE
 from rmlens.stats import spearman
 

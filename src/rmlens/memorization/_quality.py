@@ -19,7 +19,7 @@ import pandas as pd
 
 from rmlens.data._schema import word_counts
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._plan import runs_needed
+from rmlens.memorization._plans import runs_needed
 from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses

@@ -30,8 +30,8 @@ from rmlens.memorization._backends import (
     note_retry,
 )
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._runs import RunFailure, RunOutput
-from rmlens.rewards._trainer import Trainer as PairTrainer
+from rmlens.memorization._run_folders import RunFailure, RunOutput
+from rmlens.rewards._trainer_base import Trainer as PairTrainer
 
 
 def import_ray():

@@ -46,19 +46,19 @@ from rmlens.memorization._execute import Executor, default_trainer, run_seed
 from rmlens.memorization._finish import finish
 from rmlens.memorization._notes import say_growing, say_start, say_summary
 from rmlens.memorization._paired import choose_estimator, group_share
-from rmlens.memorization._plan import runs_per_repeat
-from rmlens.memorization._planning import (
+from rmlens.memorization._plans import (
     build_plan,
     check_training_pairs,
     first_runs,
     membership_matrix,
+    runs_per_repeat,
     start_runs,
     target_now,
     write_plan,
 )
-from rmlens.memorization._runs import load_runs
+from rmlens.memorization._run_folders import load_runs
 from rmlens.progress import status
-from rmlens.rewards._trainer import Trainer as PairTrainer
+from rmlens.rewards._trainer_base import Trainer as PairTrainer
 
 FINISHED = ("memorization.parquet", "summary.json", "memorization_map.png")  # what finish writes
 

@@ -5,7 +5,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_compare": ["write_compare_report"],
+        "_compare_page": ["write_compare_report"],
         "_config": ["ReportConfig"],
         "_write": ["write_report"],
     },

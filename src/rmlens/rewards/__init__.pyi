@@ -16,8 +16,8 @@ from ._saved import ExplicitHeadRM as ExplicitHeadRM
 from ._saved import RewardModel as RewardModel
 from ._saved import SequenceClassifierRM as SequenceClassifierRM
 from ._saved import save_head_rm as save_head_rm
-from ._train import train as train
-from ._trainer import Trainer as Trainer
+from ._train_rm import train as train
+from ._trainer_base import Trainer as Trainer
 from ._tuned import TunedRM as TunedRM
 from .finetune import ExplicitRMTrainer as ExplicitRMTrainer
 from .finetune import ImplicitRMTrainer as ImplicitRMTrainer

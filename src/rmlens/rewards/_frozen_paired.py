@@ -11,7 +11,7 @@ from scipy.special import expit
 
 from rmlens.rewards._convex import counterfactuals, refit
 from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
-from rmlens.rewards._trainer import inside_outside
+from rmlens.rewards._trainer_base import inside_outside
 
 
 def head_influence(rm, f, margin, codes, train_index, val_index):

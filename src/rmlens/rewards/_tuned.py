@@ -30,8 +30,8 @@ from rmlens._io import write_json
 from rmlens.backbones import Backbone
 from rmlens.backbones._presets import portable_name
 from rmlens.rewards._config import TrainConfig, resolve_device
+from rmlens.rewards._finetune_loop import Runtime, score_examples
 from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._loop import Runtime, score_examples
 from rmlens.rewards._nets import ExplicitNet, load_trainable
 from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._saved import RewardModel

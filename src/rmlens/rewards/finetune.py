@@ -4,12 +4,12 @@
 :class:`ImplicitRMTrainer` (the DPO reward beta * log pi/pi_ref of a causal LM) train from the
 base weights with LoRA or fully, on pairs (Bradley-Terry, optional margin and centering, or
 an objective of ``losses``) or rankings (Plackett-Luce). Both follow the trainer contract
-(``rmlens.rewards._trainer.Trainer``): ``fit(pairs)`` sets ``rm_`` (a ``TunedRM``), and
-``prepare`` + ``fit_score`` (``_finetune_runs``) train one RM per audit run (``rmlens memorize
+(``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` sets ``rm_`` (a ``TunedRM``), and
+``prepare`` + ``fit_score`` (``_finetune_per_run``) train one RM per audit run (``rmlens memorize
 --mode finetune``).
 
-The epoch loop is ``_loop.train_loop`` (its checkpoints ``_checkpoint``), the pieces that
-need torch (networks, examples, reset, influence) ``_finetune_parts``; both are imported when
+The epoch loop is ``_finetune_loop.train_loop`` (its checkpoints ``_checkpoint``), the pieces that
+need torch (networks, examples, reset, influence) ``_finetune_torch``; both are imported when
 a trainer runs. ``TrainConfig`` is defined in ``rmlens.rewards._config`` (which imports
 nothing heavy: the command line builds its options from it) and re-exported here.
 """
@@ -24,8 +24,8 @@ from rmlens._errors import InputError
 from rmlens._params import ParamError
 from rmlens.backbones._formats import warn_truncation
 from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._finetune_runs import PerRun
-from rmlens.rewards._trainer import (
+from rmlens.rewards._finetune_per_run import PerRun
+from rmlens.rewards._trainer_base import (
     Trainer,
     objective_inputs,
     warn_dropped,
@@ -45,7 +45,7 @@ _STRUCTURE = ("model", "rm", "finetune", "lora_r", "lora_alpha", "lora_dropout",
 
 class _TunedTrainer(PerRun, Trainer):
     """What both fine-tuned trainers share: set-up and ``fit``; the per-run protocol is
-    ``_finetune_runs.PerRun``."""
+    ``_finetune_per_run.PerRun``."""
 
     config_class = TrainConfig
     rm = ""
@@ -59,7 +59,7 @@ class _TunedTrainer(PerRun, Trainer):
 
     def _setup(self) -> None:
         """Load the base model and build the network, once per network shape."""
-        from rmlens.rewards import _finetune_parts as parts
+        from rmlens.rewards import _finetune_torch as parts
         from rmlens.rewards._config import resolve_device
         from rmlens.rewards._nets import disable_dropout, load_base
         from rmlens.rewards._tuned import runtime_for
@@ -98,17 +98,17 @@ class _TunedTrainer(PerRun, Trainer):
         return cfg if cfg.format == self.base_.format else cfg.replace(format=self.base_.format)
 
     def _reset(self, seed: int) -> None:
-        from rmlens.rewards._finetune_parts import reset
+        from rmlens.rewards._finetune_torch import reset
 
         reset(self.net_, self._base_state, seed)
 
     def _examples(self, data: pd.DataFrame):
-        from rmlens.rewards._finetune_parts import examples_of
+        from rmlens.rewards._finetune_torch import examples_of
 
         return examples_of(data, self.base_, self.config_, self.rm == "implicit")
 
     def _extras(self, index: np.ndarray):
-        from rmlens.rewards._finetune_parts import extras_at
+        from rmlens.rewards._finetune_torch import extras_at
 
         return extras_at(self.config_.objective, self.bias_, self.groups_, index)
 
@@ -154,12 +154,12 @@ class _TunedTrainer(PerRun, Trainer):
         ``format_`` (chat, raw or pair) and ``truncation_`` (what ``max_length`` cut: the
         pairs cut are warned about).
         """
-        from rmlens.rewards._finetune_parts import (
+        from rmlens.rewards._finetune_loop import train_loop
+        from rmlens.rewards._finetune_torch import (
             checkpoint_key,
             examples_truncation,
             loss_weights_table,
         )
-        from rmlens.rewards._loop import train_loop
 
         self._setup()
         cfg = self.config_
@@ -229,7 +229,7 @@ class ExplicitRMTrainer(_TunedTrainer):
     rm = "explicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
-        from rmlens.rewards._finetune_parts import explicit_net
+        from rmlens.rewards._finetune_torch import explicit_net
 
         return explicit_net(bb, cfg)
 
@@ -253,12 +253,12 @@ class ImplicitRMTrainer(_TunedTrainer):
     rm = "implicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
-        from rmlens.rewards._finetune_parts import implicit_net
+        from rmlens.rewards._finetune_torch import implicit_net
 
         return implicit_net(bb, cfg)
 
     def _prepare_refs(self, examples) -> None:
-        from rmlens.rewards._finetune_parts import reference_logps
+        from rmlens.rewards._finetune_torch import reference_logps
 
         reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)
 

@@ -21,7 +21,7 @@ from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._frozen_paired import convex_paired, head_influence
 from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
-from rmlens.rewards._trainer import (
+from rmlens.rewards._trainer_base import (
     RunScores,
     Trainer,
     dropped_ids,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 class FrozenHeadTrainer(Trainer):
     """Frozen backbone: features computed once (cached on disk), a head trained on them.
 
-    Follows the trainer contract (``rmlens.rewards._trainer.Trainer``): ``fit(pairs)`` trains
+    Follows the trainer contract (``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` trains
     one head and sets ``rm_`` (an ``ExplicitHeadRM``: texts in, rewards out);
     ``fit_features`` trains on features you already have and sets ``head_`` (a ``HeadRM``:
     features in); ``prepare`` + ``fit_score`` train one head per audit run.

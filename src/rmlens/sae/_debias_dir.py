@@ -124,7 +124,7 @@ def _write_run(exp: ExperimentDir, source: ExperimentDir, run: int, ids, r_c, r_
                manifest: dict, member, val, head, latents: list[int]) -> None:  # fmt: skip
     """Scores, RM and manifest of one debiased run (``write_run``: the manifest last)."""
     from rmlens.memorization._quality import run_quality
-    from rmlens.memorization._runs import RunOutput, write_run
+    from rmlens.memorization._run_folders import RunOutput, write_run
 
     p = 1.0 / (1.0 + np.exp(-(np.asarray(r_c, float) - np.asarray(r_r, float))))
     was = manifest.get("metrics") or {}

@@ -13,7 +13,7 @@ from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
-from rmlens.rewards._trainer import RunScores, dropped_ids, group_codes, objective_inputs
+from rmlens.rewards._trainer_base import RunScores, dropped_ids, group_codes, objective_inputs
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +43,7 @@ class PerRun:
         counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
         (no exact refit exists for a fine-tuned RM).
         """
-        from rmlens.rewards._finetune_parts import examples_truncation, guide_features
+        from rmlens.rewards._finetune_torch import examples_truncation, guide_features
 
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
@@ -69,8 +69,8 @@ class PerRun:
         """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
-        from rmlens.rewards import _loop
-        from rmlens.rewards._finetune_parts import guide_record, guided_weights
+        from rmlens.rewards import _finetune_loop
+        from rmlens.rewards._finetune_torch import guide_record, guided_weights
         from rmlens.rewards._nets import load_trainable, trainable_state
 
         grid = cfg.lr_grid or (cfg.lr,)
@@ -90,7 +90,7 @@ class PerRun:
         for lr in grid:
             self._reset(seed)
             run_cfg = cfg.replace(seed=seed, lr=lr)
-            history = _loop.train_loop(
+            history = _finetune_loop.train_loop(
                 self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True,
                 **extras,
             )  # fmt: skip
@@ -112,8 +112,8 @@ class PerRun:
         ``val_index``: validation pairs (never trained on) evaluated each epoch, for
         ``patience``; without them ``eval_fraction`` of the training pairs is held out.
         """
-        from rmlens.rewards._finetune_parts import influence_scores
-        from rmlens.rewards._loop import score_examples
+        from rmlens.rewards._finetune_loop import score_examples
+        from rmlens.rewards._finetune_torch import influence_scores
 
         cfg = self.config_
         train_index = np.asarray(train_index, dtype=int)

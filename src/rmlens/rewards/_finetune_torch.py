@@ -16,12 +16,12 @@ from rmlens._errors import InputError
 from rmlens._io import json_sha1
 from rmlens.backbones import Backbone
 from rmlens.data._fingerprint import data_sha1
+from rmlens.rewards._finetune_loop import length_batches, score_examples
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
-from rmlens.rewards._loop import length_batches, score_examples
 from rmlens.rewards._nets import ExplicitNet, reset_lora, wrap_lora
 from rmlens.rewards._packing import Example, make_example
-from rmlens.rewards._trainer import inside_outside
+from rmlens.rewards._trainer_base import inside_outside
 from rmlens.rewards.losses import PairExtras
 
 
@@ -177,7 +177,7 @@ def loss_weights_table(trainer, data: pd.DataFrame, train_index, eval_index):
     ``id, weight, tm, tg, q`` whose ``attrs`` say how they were made (with
     ``objective_active``, and ``objective_inactive_why`` when they did nothing); None for
     the other objectives. Warns when the weights did nothing."""
-    from rmlens.rewards._trainer import warn_inactive
+    from rmlens.rewards._trainer_base import warn_inactive
 
     features = guide_features(trainer, data)
     if features is None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens._plot import plot_to
+from rmlens._png import plot_to
 
 COLORS = {"explicit": "#1f77b4", "implicit": "#ff7f0e"}
 

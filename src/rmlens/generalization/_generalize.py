@@ -34,7 +34,7 @@ from rmlens.data._schema import to_text
 from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
-from rmlens.generalization._plot import plot_generalization
+from rmlens.generalization._plots import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
 from rmlens.progress import status
 from rmlens.rewards import load_rm, make_trainer

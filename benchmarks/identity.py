@@ -11,6 +11,9 @@ smaller file. Then it writes ``manifest.json``: one fingerprint per output file.
 - HTML and CSV: the text with clock readings (``12.3 s``, ISO dates) blanked.
 - Everything else (safetensors, TOML, PNG): the bytes.
 
+In JSON, HTML and CSV the run's own folder (``OUT``) reads as ``<out>``, so two runs in two
+folders compare.
+
 ``check`` compares two manifests and lists every file that differs, is missing or is new;
 it exits 1 on any difference. Run the baseline from a checkout of the old commit
 (``git worktree add /tmp/base REV``; ``PYTHONPATH=/tmp/base/src``), the same with the new
@@ -74,14 +77,14 @@ def run(out: Path, hh: str | None, squality: str | None) -> None:
 
 def write_manifest(out: Path) -> None:
     """``out/manifest.json``: the fingerprint of every output file (the cache left out)."""
-    manifest = {str(p.relative_to(out)): fingerprint(p) for p in sorted(out.rglob("*"))
+    manifest = {str(p.relative_to(out)): fingerprint(p, out) for p in sorted(out.rglob("*"))
                 if p.is_file() and "cache" not in p.relative_to(out).parts
                 and p.name != "manifest.json"}  # fmt: skip
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     print(f"{len(manifest)} files fingerprinted into {out / 'manifest.json'}")
 
 
-def fingerprint(path: Path) -> str:
+def fingerprint(path: Path, out: Path) -> str:
     h = hashlib.sha1()
     if path.suffix == ".parquet":
         import pandas as pd
@@ -92,12 +95,19 @@ def fingerprint(path: Path) -> str:
             frame[name] = frame[name].map(lambda v: json.dumps(v, default=_listed))
         h.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
     elif path.suffix == ".json":
-        h.update(json.dumps(_stable(json.loads(path.read_text())), sort_keys=True).encode())
+        text = _rooted(path.read_text(), out)
+        h.update(json.dumps(_stable(json.loads(text)), sort_keys=True).encode())
     elif path.suffix in (".html", ".csv", ".md", ".txt"):
-        h.update(CLOCK.sub("", path.read_text(errors="replace")).encode())
+        h.update(CLOCK.sub("", _rooted(path.read_text(errors="replace"), out)).encode())
     else:
         h.update(path.read_bytes())
     return h.hexdigest()
+
+
+def _rooted(text: str, out: Path) -> str:
+    """The text with the run's folder written as ``<out>`` (also inside JSON strings)."""
+    root = str(out.resolve())
+    return text.replace(json.dumps(root)[1:-1], "<out>").replace(root, "<out>")
 
 
 def _listed(value):

@@ -128,3 +128,23 @@ def test_plot_to_writes_nothing_when_drawing_fails(tmp_path):
         fig.subplots()
         raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_beeswarm_is_reproducible_and_leaves_numpy_alone(tmp_path):
+    # shap jitters the dots with numpy's global generator: the same explanations must draw the
+    # same file (a re-run audit's report is byte-identical), and the caller's stream survives.
+    import shap
+
+    from rmlens.attribution._plots import plot_beeswarm
+
+    rng = np.random.default_rng(1)
+    explanations = {("tm", "ridge"): shap.Explanation(
+        rng.normal(size=(300, 3)), base_values=np.zeros(300), data=rng.normal(size=(300, 3)),
+        feature_names=["a", "b", "c"])}  # fmt: skip
+    np.random.seed(123)
+    expected_next = np.random.get_state()[1].copy()
+    first = plot_beeswarm(explanations, "ridge", tmp_path / "one.png").read_bytes()
+    assert np.array_equal(np.random.get_state()[1], expected_next)
+    np.random.seed(7)  # another global state: the figure must not follow it
+    second = plot_beeswarm(explanations, "ridge", tmp_path / "two.png").read_bytes()
+    assert first == second

@@ -6,8 +6,10 @@ informative (R^2 below ``R2_FLOOR``); such a panel's bars are grey.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from rmlens._png import plot_to
@@ -57,11 +59,24 @@ def plot_beeswarm(explanations: dict, regressor: str, path: str | Path, *, top: 
         axes = fig.subplots(1, len(targets), squeeze=False)
         for j, target in enumerate(targets):
             ax = axes[0][j]
-            shap.plots.beeswarm(explanations[(target, regressor)], max_display=top, ax=ax,
-                                show=False, plot_size=None, color_bar=j == len(targets) - 1)
+            with _seeded_numpy():  # shap jitters the dots with numpy's global generator
+                shap.plots.beeswarm(explanations[(target, regressor)], max_display=top, ax=ax,
+                                    show=False, plot_size=None, color_bar=j == len(targets) - 1)
             ax.set_title(r2_title(target, regressor, r2.get((str(target), str(regressor)))))
             ax.tick_params(axis="y", labelsize=7)
     return Path(path)
+
+
+@contextmanager
+def _seeded_numpy(seed: int = 0):
+    """Numpy's global generator seeded for the block, its state restored after: the same
+    explanations draw the same beeswarm, and the caller's random stream is left alone."""
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        yield
+    finally:
+        np.random.set_state(state)
 
 
 def plot_diff(diff: pd.DataFrame, path: str | Path, *, top: int = 15) -> Path:

@@ -64,7 +64,7 @@ def test_cli_on_an_experiment_directory(experiment, capsys):
              "rewards.png", "probes.png")  # fmt: skip
     for name in files:
         assert (out / name).stat().st_size > 0, name
-    assert f"({', '.join(files)}, config.toml)" in " ".join(printed.split())  # every file
+    assert f"({', '.join(files)}, evaluate.toml)" in " ".join(printed.split())  # every file
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["n_pairs"] == 40 and 0 <= metrics["ece"] <= 1 and 0 <= metrics["brier"] <= 1
     assert metrics["cross_fitted"]["runs_per_pair"] == 1.0  # 5 folds: one run held each out
@@ -177,7 +177,7 @@ def test_cli_length_calibration(experiment, capsys):
     )
     assert scores.len_chosen.tolist() == pairs.chosen.str.len().tolist()
     assert abs(block["corr_after"]) < 0.2
-    assert 'calibrate = "length"' in (out / "config.toml").read_text()
+    assert 'calibrate = "length"' in (out / "evaluate.toml").read_text()
     assert (out / "length.png").stat().st_size > 0
 
 
@@ -225,11 +225,11 @@ def test_cli_probe_pairs_a_number_or_all(experiment, capsys):
             "--probes", "refusal", "--quiet"]  # fmt: skip
     assert main([*argv, "--probe-pairs", "10"]) == 0
     assert pd.read_parquet(out / "probes.parquet").n.tolist() == [10, 10]
-    assert "probe_pairs = 10" in (out / "config.toml").read_text()
+    assert "probe_pairs = 10" in (out / "evaluate.toml").read_text()
     assert main([*argv, "--probe-pairs", "all"]) == 0
     assert pd.read_parquet(out / "probes.parquet").n.tolist() == [40, 40]
-    assert 'probe_pairs = "all"' in (out / "config.toml").read_text()
-    assert main([*argv, "--config", str(out / "config.toml")]) == 0  # read back: all
+    assert 'probe_pairs = "all"' in (out / "evaluate.toml").read_text()
+    assert main([*argv, "--config", str(out / "evaluate.toml")]) == 0  # read back: all
     assert json.loads((out / "metrics.json").read_text())["config"]["probe_pairs"] == "all"
 
 
@@ -313,3 +313,18 @@ def test_calibrated_ensemble_scores_as_its_members_one_by_one(experiment):
         assert a["posthoc_calibration"] == pytest.approx(b["posthoc_calibration"], abs=1e-6)
         for x, y in zip(a["probes"], b["probes"], strict=True):
             assert x == pytest.approx(y, abs=1e-6)
+
+
+def test_evaluate_into_the_audit_keeps_its_config_toml(experiment, tmp_path):
+    # `evaluate --out AUDIT` must not replace the audit's own settings (which --config reads
+    # back into `rmlens memorize`): its settings go to evaluate.toml.
+    import shutil
+
+    root, data, _ = experiment
+    exp = shutil.copytree(root / "exp", tmp_path / "exp")
+    (exp / "config.toml").write_text('runs = 5\nfolds = 5\n')
+    argv = ["evaluate", "--rm", str(exp), "--data", str(data), "--out", str(exp),
+            "--probes", "refusal", "--probe-pairs", "10", "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    assert (exp / "config.toml").read_text() == 'runs = 5\nfolds = 5\n'
+    assert "probe_pairs = 10" in (exp / "evaluate.toml").read_text()

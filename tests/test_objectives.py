@@ -195,3 +195,39 @@ def test_cli_memorize_with_objectives(tiny_encoder_dir, tmp_path, monkeypatch, c
     assert code == 2
     assert "unknown feature(s) no_such_feature" in capsys.readouterr().err
     assert main([*base, "--out", str(tmp_path / "z"), "--objective", "bogus"]) == 2
+
+
+def test_objective_config_is_the_one_home_of_the_loss_fields():
+    # Both training modes extend ObjectiveConfig: the loss's fields are declared and checked
+    # there once, and stay flat on HeadConfig and TrainConfig.
+    import inspect
+    from dataclasses import fields
+
+    from rmlens._params import ParamError
+    from rmlens.rewards import ObjectiveConfig, TrainConfig
+
+    loss_fields = [f.name for f in fields(ObjectiveConfig)]
+    assert {"objective", "gamma", "smoothing", "dro_step", "use_margin"} <= set(loss_fields)
+    for cls in (HeadConfig, TrainConfig):
+        assert issubclass(cls, ObjectiveConfig)
+        assert not set(inspect.get_annotations(cls)) & set(loss_fields)  # not declared again
+        assert all(cls._constraints[n] is ObjectiveConfig._constraints[n] for n in loss_fields)
+        with pytest.raises(ParamError, match="smoothing"):
+            cls(objective="label_smoothing", smoothing=0.5).check()
+    assert HeadConfig(objective="poe", gamma=2.0).to_dict()["gamma"] == 2.0
+    with pytest.raises(ParamError, match="objective"):
+        ObjectiveConfig(objective="dpo").check()
+
+
+def test_objective_from_config_reads_the_config_and_the_kind_of_head():
+    from rmlens.rewards import TrainConfig
+
+    extras = PairExtras(group=torch.tensor([0, 1, 1]))
+    steps = Objective.from_config(TrainConfig(objective="group_dro"), train=extras)
+    solve = Objective.from_config(HeadConfig(head="logistic", objective="group_dro"),
+                                  convex=True, train=extras)  # fmt: skip
+    assert (steps.name, steps.dro_step, solve.dro_step) == ("group_dro", 0.01, 0.5)
+    assert Objective.from_config(HeadConfig(objective="group_dro", dro_step=0.2),
+                                 convex=True, train=extras).dro_step == 0.2  # fmt: skip
+    smooth = Objective.from_config(TrainConfig(objective="label_smoothing", smoothing=0.2))
+    assert (smooth.name, smooth.smoothing) == ("label_smoothing", 0.2)

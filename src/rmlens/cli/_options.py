@@ -53,10 +53,13 @@ class Section:
         return _field_default(self.cls, name)
 
     def names(self) -> list[str]:
+        """The section's options: the config's own fields, then those of the config it
+        extends (``TrainConfig``'s model first, ``ObjectiveConfig``'s loss after)."""
         nested = {s for s, h in _hints(self.cls).items() if _is_config(h)}
+        own = inspect.get_annotations(self.cls)
         return [
             f.name
-            for f in fields(self.cls)
+            for f in sorted(fields(self.cls), key=lambda f: f.name not in own)
             if f.name not in self.skip and not f.name.startswith("_") and f.name not in nested
         ]
 

@@ -14,6 +14,8 @@ from rmlens.cli._talk import echo_json
 from rmlens.evaluation import EvaluateConfig
 
 EVALUATE = sections(EvaluateConfig)
+# its own name: evaluate often writes into the audit it evaluates, whose config.toml stays
+EVALUATE_TOML = "evaluate.toml"
 
 
 def evaluate(
@@ -52,7 +54,7 @@ def evaluate(
             stderr.print(f"warning: {warning}")
     resolved = metrics["config"].get("format")  # chat, raw or pair, as the RM scored
     save_config(config.replace(format=resolved) if resolved in FORMATS else config,
-                out / "config.toml")  # fmt: skip
+                out / EVALUATE_TOML)  # fmt: skip
     if as_json:
         echo_json(metrics)
     else:
@@ -144,5 +146,5 @@ def print_table(metrics: dict, out: Path) -> None:
     if crossed and crossed["left_out"]["count"]:
         console.print(f"note: {crossed['left_out']['count']} pairs left out: no run held them "
                       "out")  # fmt: skip
-    written = [*metrics.get("files", ["metrics.json"]), "config.toml"]
+    written = [*metrics.get("files", ["metrics.json"]), EVALUATE_TOML]
     console.print(f"results in {out}/ ({', '.join(written)})")

@@ -4,7 +4,8 @@
 - ``finetune``: :class:`TrainConfig`, :class:`ExplicitRMTrainer`, :class:`ImplicitRMTrainer`
   (``make_trainer`` picks one) and ``train`` (``rmlens train``).
 - Both configs are defined in ``_config``, which imports nothing heavy (the command line
-  reads them), and re-exported by ``frozen`` and ``finetune``. ``_config`` also holds
+  reads them), and re-exported by ``frozen`` and ``finetune``; both extend
+  :class:`ObjectiveConfig` (the loss: ``objective``, ``gamma``, ...). ``_config`` also holds
   :class:`ScoreConfig` (how a saved RM is loaded to score: ``rmlens score``, ``evaluate``,
   ``sweep``) and :class:`ExportConfig` (``export_rm``, ``rmlens export``).
 - Every trainer follows one contract (``Trainer``): ``Trainer(config).fit(pairs) -> self``,
@@ -22,7 +23,7 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         # light: no numpy, scipy or torch (the command line reads them)
-        "_config": ["ExportConfig", "HeadConfig", "ScoreConfig", "TrainConfig"],
+        "_config": ["ExportConfig", "HeadConfig", "ObjectiveConfig", "ScoreConfig", "TrainConfig"],
         "frozen": ["FrozenHeadTrainer"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
         "_trainer_base": ["Trainer"],

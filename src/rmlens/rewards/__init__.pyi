@@ -4,6 +4,7 @@ in step with ``__all__``."""
 
 from ._config import ExportConfig as ExportConfig
 from ._config import HeadConfig as HeadConfig
+from ._config import ObjectiveConfig as ObjectiveConfig
 from ._config import ScoreConfig as ScoreConfig
 from ._config import TrainConfig as TrainConfig
 from ._ensemble import EnsembleRM as EnsembleRM

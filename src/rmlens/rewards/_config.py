@@ -1,7 +1,7 @@
-"""The configs of both training modes and what they share: ``HeadConfig`` (frozen
-features; its trainer in ``rmlens.rewards.frozen``), ``TrainConfig`` (fine-tuning; its
-trainers in ``rmlens.rewards.finetune``), the objective's fields, the model help, devices,
-and the scoring and export configs.
+"""The configs of both training modes and what they share: ``ObjectiveConfig`` (the loss,
+which both extend), ``HeadConfig`` (frozen features; its trainer in
+``rmlens.rewards.frozen``), ``TrainConfig`` (fine-tuning; its trainers in
+``rmlens.rewards.finetune``), the model help, devices, and the scoring and export configs.
 
 Both configs are re-exported by their trainers' modules. This module imports nothing heavy
 (no numpy, scipy, torch or pandas), so the command line builds its options from it quickly.
@@ -47,69 +47,104 @@ STEP_FIELDS = ("hidden_dim", "dropout", "lr", "epochs", "batch_size", "weight_de
                "patience", "center_coef")  # fmt: skip
 
 
-# The loss's fields, shared by HeadConfig and TrainConfig: name -> (default, metadata)
-_OBJECTIVE_FIELDS = {
-    "use_margin": (False, {"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
-                           "alias": "--no-margin"}),
-    "center_coef": (0.0, {"help": "Reward centering: coef * mean((r+ + r-)^2)."}),
-    "objective": ("bt", {
-        "help": "Training objective: bt (Bradley-Terry); label_smoothing ((1-eps) BT(d) + eps "
-        "BT(-d)); poe (product of experts with a bias-only model on --bias-features, only the "
-        "main RM kept); reweight (loss weights (1 - sigmoid(d_bias))^gamma from a bias-only "
-        "model fitted on the run's training pairs); group_dro (worst-group loss over "
-        "--dro-groups); low_margin (loss weights 2 - q, q the margin's rank quantile: the "
-        "no-audit baseline); complementary (weights (2 - q)(1 - TG)^gamma, TG from a nested "
-        "paired audit inside the run's training groups); curate (weight --curate-weight for "
-        "the pairs that audit finds not learned even when trained on: in-run TM < 0.5)."
-    }),
-    "smoothing": (0.1, {"help": "label_smoothing: eps, the assumed label-flip rate."}),
-    "bias_features": (("len_words", "compliance", "model", "refusal"), {
-        "help": "poe and reweight: shortcut features of the bias-only model, phi(chosen) - "
-        "phi(rejected): registered response features (rmlens attribute --list-features) or "
-        "'model' (model identity, from chosen_model and rejected_model)."
-    }),
-    "gamma": (1.0, {"help": "reweight: exponent of (1 - sigmoid(d_bias)); complementary: "
-                            "exponent of (1 - TG)."}),
-    "dro_groups": (None, {"help": "group_dro: column of the groups; complementary and curate: "
-                          "the groups of their nested audit.",
-                          "unset": "user_id, else the prompt"}),
-    "dro_step": (None, {"help": "group_dro: step size of the group weights (exponentiated "
-                        "gradient): per batch for gradient-step heads, per solve for the "
-                        "logistic head.", "unset": "0.01 per batch, 0.5 per solve"}),
-    "guide_folds": (4, {"help": "complementary and curate: folds of the nested paired audit "
-                        "over the run's own training groups."}),
-    "curate_weight": (0.0, {"help": "curate: loss weight of the pairs not learned even when "
-                            "trained on (0 drops them)."}),
-}  # fmt: skip
+@dataclass
+class ObjectiveConfig(Config):
+    """The loss a reward model is trained with, in both training modes.
 
+    :class:`HeadConfig` (heads on frozen features) and :class:`TrainConfig` (fine-tuning)
+    extend it, so the loss's fields are declared, documented and checked here once, and every
+    loss is built from one (:meth:`rmlens.rewards.Objective.from_config`). The fields stay
+    flat on both: ``HeadConfig(objective="poe", gamma=2.0)``, the ``--objective`` flag, and
+    the settings as they are recorded.
+    """
 
-def objective_field(name: str):
-    default, metadata = _OBJECTIVE_FIELDS[name]
-    return field(default=default, metadata=metadata)
+    use_margin: bool = field(
+        default=False,
+        metadata={"help": "Bradley-Terry with margin: -log sigmoid(r+ - r- - m).",
+                  "alias": "--no-margin"},
+    )  # fmt: skip
+    center_coef: float = field(
+        default=0.0, metadata={"help": "Reward centering: coef * mean((r+ + r-)^2)."}
+    )
+    objective: str = field(
+        default="bt",
+        metadata={
+            "help": "Training objective: bt (Bradley-Terry); label_smoothing ((1-eps) BT(d) + "
+            "eps BT(-d)); poe (product of experts with a bias-only model on --bias-features, "
+            "only the main RM kept); reweight (loss weights (1 - sigmoid(d_bias))^gamma from a "
+            "bias-only model fitted on the run's training pairs); group_dro (worst-group loss "
+            "over --dro-groups); low_margin (loss weights 2 - q, q the margin's rank quantile: "
+            "the no-audit baseline); complementary (weights (2 - q)(1 - TG)^gamma, TG from a "
+            "nested paired audit inside the run's training groups); curate (weight "
+            "--curate-weight for the pairs that audit finds not learned even when trained on: "
+            "in-run TM < 0.5)."
+        },
+    )
+    smoothing: float = field(
+        default=0.1, metadata={"help": "label_smoothing: eps, the assumed label-flip rate."}
+    )
+    bias_features: tuple[str, ...] = field(
+        default=("len_words", "compliance", "model", "refusal"),
+        metadata={
+            "help": "poe and reweight: shortcut features of the bias-only model, phi(chosen) - "
+            "phi(rejected): registered response features (rmlens attribute --list-features) "
+            "or 'model' (model identity, from chosen_model and rejected_model)."
+        },
+    )
+    gamma: float = field(
+        default=1.0,
+        metadata={"help": "reweight: exponent of (1 - sigmoid(d_bias)); complementary: "
+                          "exponent of (1 - TG)."},
+    )  # fmt: skip
+    dro_groups: str | None = field(
+        default=None,
+        metadata={"help": "group_dro: column of the groups; complementary and curate: the "
+                          "groups of their nested audit.",
+                  "unset": "user_id, else the prompt"},
+    )  # fmt: skip
+    dro_step: float | None = field(
+        default=None,
+        metadata={"help": "group_dro: step size of the group weights (exponentiated "
+                          "gradient): per batch for gradient-step heads, per solve for the "
+                          "logistic head.",
+                  "unset": "0.01 per batch, 0.5 per solve"},
+    )  # fmt: skip
+    guide_folds: int = field(
+        default=4,
+        metadata={"help": "complementary and curate: folds of the nested paired audit over "
+                          "the run's own training groups."},
+    )  # fmt: skip
+    curate_weight: float = field(
+        default=0.0,
+        metadata={"help": "curate: loss weight of the pairs not learned even when trained on "
+                          "(0 drops them)."},
+    )  # fmt: skip
 
+    _constraints = {
+        "use_margin": (True, False),
+        "center_coef": (non_negative, "a float >= 0"),
+        "objective": OBJECTIVE_NAMES,
+        "smoothing": (lambda x: non_negative(x) and x < 0.5, "a float in [0, 0.5)"),
+        "bias_features": (
+            lambda g: isinstance(g, tuple) and len(g) > 0
+            and all(isinstance(x, str) and x.strip() for x in g),
+            "a non-empty tuple of feature names",
+        ),
+        "gamma": (non_negative, "a float >= 0"),
+        "dro_groups": (lambda x: x is None or (isinstance(x, str) and x != ""),
+                       "None or a column"),
+        "dro_step": (lambda x: x is None or positive(x), "None or a float > 0"),
+        "guide_folds": (lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 2,
+                        "an int >= 2"),
+        "curate_weight": (lambda x: non_negative(x) and x <= 1, "a float in [0, 1]"),
+    }  # fmt: skip
 
-OBJECTIVE_CONSTRAINTS = {
-    "objective": OBJECTIVE_NAMES,
-    "smoothing": (lambda x: non_negative(x) and x < 0.5, "a float in [0, 0.5)"),
-    "bias_features": (
-        lambda g: isinstance(g, tuple) and len(g) > 0
-        and all(isinstance(x, str) and x.strip() for x in g),
-        "a non-empty tuple of feature names",
-    ),
-    "gamma": (non_negative, "a float >= 0"),
-    "dro_groups": (lambda x: x is None or (isinstance(x, str) and x != ""), "None or a column"),
-    "dro_step": (lambda x: x is None or positive(x), "None or a float > 0"),
-    "guide_folds": (lambda x: isinstance(x, int) and not isinstance(x, bool) and x >= 2,
-                    "an int >= 2"),
-    "curate_weight": (lambda x: non_negative(x) and x <= 1, "a float in [0, 1]"),
-}
-
-
-def dro_step(config, convex: bool) -> float:
-    """group_dro's step size: the config's, else the default of its kind of head."""
-    if config.dro_step is not None:
-        return float(config.dro_step)
-    return DRO_STEP["convex" if convex else "steps"]
+    def dro_step_for(self, convex: bool) -> float:
+        """group_dro's step size: this config's, else the default of the kind of head
+        (``convex``: per solve of the logistic head; else per batch of gradient steps)."""
+        if self.dro_step is not None:
+            return float(self.dro_step)
+        return DRO_STEP["convex" if convex else "steps"]
 
 
 DEVICES = (
@@ -119,7 +154,7 @@ DEVICES = (
 
 
 @dataclass
-class HeadConfig(Config):
+class HeadConfig(ObjectiveConfig):
     """How a reward head is built and trained on cached features.
 
     ``linear`` and ``mlp`` heads: AdamW with weight decay, at most ``epochs`` passes; with
@@ -159,16 +194,6 @@ class HeadConfig(Config):
             "stops; the best epoch's weights are kept (0: train every epoch)."
         },
     )
-    use_margin: bool = objective_field("use_margin")
-    center_coef: float = objective_field("center_coef")
-    objective: str = objective_field("objective")
-    smoothing: float = objective_field("smoothing")
-    bias_features: tuple[str, ...] = objective_field("bias_features")
-    gamma: float = objective_field("gamma")
-    dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float | None = objective_field("dro_step")
-    guide_folds: int = objective_field("guide_folds")
-    curate_weight: float = objective_field("curate_weight")
     l2_grid: tuple[float, ...] = field(
         default=L2_GRID,
         metadata={
@@ -192,10 +217,8 @@ class HeadConfig(Config):
         "batch_size": (positive_int, "an int > 0"),
         "weight_decay": (non_negative, "a float >= 0"),
         "patience": (non_negative_int, "an int >= 0"),
-        "use_margin": (True, False),
-        "center_coef": (non_negative, "a float >= 0"),
         "seed": (non_negative_int, "an int >= 0"),
-        **OBJECTIVE_CONSTRAINTS,
+        **ObjectiveConfig._constraints,
     }
 
     @property
@@ -224,7 +247,7 @@ class HeadConfig(Config):
 
 
 @dataclass
-class TrainConfig(Config):
+class TrainConfig(ObjectiveConfig):
     """How a reward model is fine-tuned (DESIGN.md section 2).
 
     Model: ``model``, ``rm`` (explicit head or implicit DPO reward), ``finetune`` (LoRA or
@@ -265,16 +288,6 @@ class TrainConfig(Config):
         default="bradley-terry",
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
     )
-    use_margin: bool = objective_field("use_margin")
-    center_coef: float = objective_field("center_coef")
-    objective: str = objective_field("objective")
-    smoothing: float = objective_field("smoothing")
-    bias_features: tuple[str, ...] = objective_field("bias_features")
-    gamma: float = objective_field("gamma")
-    dro_groups: str | None = objective_field("dro_groups")
-    dro_step: float | None = objective_field("dro_step")
-    guide_folds: int = objective_field("guide_folds")
-    curate_weight: float = objective_field("curate_weight")
     epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
     batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
@@ -328,8 +341,6 @@ class TrainConfig(Config):
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
         "format": FORMAT_CONSTRAINT,
         "loss": ("bradley-terry", "plackett-luce"),
-        "use_margin": (True, False),
-        "center_coef": (non_negative, "a float >= 0"),
         "epochs": (positive_int, "an int > 0"),
         "batch_size": (positive_int, "an int > 0"),
         "grad_accum": (positive_int, "an int > 0"),
@@ -354,7 +365,7 @@ class TrainConfig(Config):
         "bf16": (True, False),
         "ensemble": (positive_int, "an int > 0"),
         "seed": (non_negative_int, "an int >= 0"),
-        **OBJECTIVE_CONSTRAINTS,
+        **ObjectiveConfig._constraints,
     }
 
     def _check_more(self) -> None:

@@ -14,7 +14,7 @@ import torch
 
 from rmlens.progress import progress_bar
 from rmlens.rewards._checkpoint import restore, save
-from rmlens.rewards._config import TrainConfig, dro_step
+from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._packing import Example, collate, length_batches
 from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
@@ -220,11 +220,9 @@ def train_loop(
         torch.manual_seed(config.seed)  # dropout; a resumed run restores the saved state
         objective = None
         if config.objective != "bt":
-            objective = Objective(
-                config.objective, smoothing=config.smoothing, gamma=config.gamma,
-                dro_step=dro_step(config, convex=False), train=extras, seed=config.seed,
-                weights=weights, guide=guide,
-            ).to(rt.device)  # fmt: skip
+            objective = Objective.from_config(
+                config, train=extras, seed=config.seed, weights=weights, guide=guide
+            ).to(rt.device)
         evals = (eval_examples, eval_extras)
         return _train(net, train, config, rt, evals, objective, extras, checkpoint_dir,
                       fingerprint, quiet)  # fmt: skip

@@ -13,7 +13,7 @@ from scipy.special import log_expit
 
 from rmlens._errors import InputError
 from rmlens.rewards._activity import objective_activity
-from rmlens.rewards._config import WEIGHTED_OBJECTIVES, HeadConfig, dro_step
+from rmlens.rewards._config import WEIGHTED_OBJECTIVES, HeadConfig
 from rmlens.rewards._convex import (
     PATH_TOLERANCE,
     LogisticProblem,
@@ -125,11 +125,8 @@ def _start(rm: HeadRM, xc, xr, extras: PairExtras, weights=None, guide=None) -> 
     head.mean.copy_(both.mean(0))
     head.scale.copy_(_scale(both))
     rm.head_ = head
-    rm.objective_ = Objective(
-        cfg.objective, smoothing=cfg.smoothing, gamma=cfg.gamma,
-        dro_step=dro_step(cfg, cfg.convex), train=extras, seed=cfg.seed, weights=weights,
-        guide=guide,
-    )  # fmt: skip
+    rm.objective_ = Objective.from_config(cfg, convex=cfg.convex, train=extras, seed=cfg.seed,
+                                          weights=weights, guide=guide)  # fmt: skip
 
 
 def loss_weights(config, x_chosen, x_rejected, margin=None, groups=None, *,

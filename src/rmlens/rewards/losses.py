@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rmlens.rewards._config import BIAS_OBJECTIVES, WEIGHTED_OBJECTIVES
+from rmlens.rewards._config import BIAS_OBJECTIVES, WEIGHTED_OBJECTIVES, ObjectiveConfig
 from rmlens.rewards._config import OBJECTIVE_NAMES as OBJECTIVES
 
 
@@ -265,6 +265,26 @@ class Objective(nn.Module):
                 raise ValueError("objective 'group_dro' needs the group of every pair")
             n_groups = int(train.group.max()) + 1 if len(train.group) else 1
             self.register_buffer("q", torch.full((n_groups,), 1.0 / n_groups))
+
+    @classmethod
+    def from_config(cls, config: ObjectiveConfig, *, convex: bool = False,
+                    train: PairExtras | None = None, seed: int = 0,
+                    weights: np.ndarray | None = None, guide: dict | None = None) -> Objective:
+        """The objective a config asks for (a ``HeadConfig`` or ``TrainConfig`` is one).
+
+        Parameters
+        ----------
+        config : ObjectiveConfig
+            Its ``objective``, ``smoothing``, ``gamma`` and ``dro_step`` are read.
+        convex : bool, default False
+            Whether the head is solved to its optimum (``group_dro``'s default step: per
+            solve, else per batch).
+        train, seed, weights, guide
+            As in the constructor.
+        """
+        return cls(config.objective, smoothing=config.smoothing, gamma=config.gamma,
+                   dro_step=config.dro_step_for(convex), train=train, seed=seed,
+                   weights=weights, guide=guide)  # fmt: skip
 
     def d_bias_numpy(self, dphi: np.ndarray) -> np.ndarray:
         """The bias-only model's log-odds for ``reweight`` (numpy in, numpy out).

@@ -26,7 +26,7 @@ from .._html import (
 )
 from ._base import Section, bar_layout
 
-# metrics.json entries that have a block of their own (``config`` is in config.toml)
+# metrics.json entries that have a block of their own (``config`` is in evaluate.toml)
 _KNOWN = {
     "n_pairs", "accuracy", "ece", "brier", "log_loss", "n_ties", "margin_mean",
     "abs_margin_norm", "calibration", "reward_distribution", "warnings", "margin_spearman",

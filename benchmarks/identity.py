@@ -8,8 +8,9 @@ smaller file. Then it writes ``manifest.json``: one fingerprint per output file.
 - Tables (``.parquet``): columns, dtypes and values (``pandas.util.hash_pandas_object``), so
   the writer's metadata does not count.
 - JSON: the parsed content with the keys that hold times, dates or versions dropped.
+- TOML: the parsed settings (the order of the keys means nothing).
 - HTML and CSV: the text with clock readings (``12.3 s``, ISO dates) blanked.
-- Everything else (safetensors, TOML, PNG): the bytes.
+- Everything else (safetensors, PNG): the bytes.
 
 In JSON, HTML and CSV the run's own folder (``OUT``) reads as ``<out>``, so two runs in two
 folders compare.
@@ -97,6 +98,13 @@ def fingerprint(path: Path, out: Path) -> str:
     elif path.suffix == ".json":
         text = _rooted(path.read_text(), out)
         h.update(json.dumps(_stable(json.loads(text)), sort_keys=True).encode())
+    elif path.suffix == ".toml":
+        try:
+            import tomllib
+        except ModuleNotFoundError:  # Python 3.10
+            import tomli as tomllib
+
+        h.update(json.dumps(tomllib.loads(path.read_text()), sort_keys=True).encode())
     elif path.suffix in (".html", ".csv", ".md", ".txt"):
         h.update(CLOCK.sub("", _rooted(path.read_text(errors="replace"), out)).encode())
     else:

@@ -16,7 +16,6 @@ from rmlens.memorization._damping import brute_agreement, damping_warning
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
 from rmlens.memorization._notes import PAIRED_SIGNIFICANCE
-from rmlens.memorization._objective import objective_summary, objective_warning
 from rmlens.memorization._paired import exactness_summary, exactness_warning
 from rmlens.memorization._plans import runs_per_repeat
 from rmlens.memorization._quality import (
@@ -36,7 +35,13 @@ from rmlens.memorization._reliability import (
     target_status,
 )
 from rmlens.memorization._run_folders import RunMatrices, load_matrices
-from rmlens.memorization._summary import categorize, cm_significant, summarize_audit
+from rmlens.memorization._summary import (
+    categorize,
+    cm_significant,
+    objective_summary,
+    objective_warning,
+    summarize_audit,
+)
 
 SAME_PARTITION = (
     "every repeat of the plan draws the same partition of groups, so the halves differ only "

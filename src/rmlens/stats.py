@@ -8,8 +8,11 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
 - :func:`spearman`: rank correlation, ties by average ranks; :func:`spearman_test`: with its
   p-value, exactly as ``scipy.stats.spearmanr``; :func:`spearman_rows`: row by row, vectorised
 - :func:`spearman_brown`, :func:`prophecy_factor`: reliability of a longer test, and its inverse
-- :func:`bootstrap_runs`, :func:`run_weights`, :func:`percentile_interval`: the percentile
-  bootstrap over runs (runs are the unit of randomness; pairs and groups are fixed)
+- :func:`bootstrap_runs`, :func:`run_weights`, :func:`run_mean`, :func:`pooled_ratio`,
+  :func:`percentile_interval`: the percentile bootstrap over runs (DESIGN.md section 3: runs
+  are the unit of randomness; pairs and groups are fixed by the data). A draw is a multiset
+  of runs, kept as run indices; a mean over runs is recomputed on it, a figure pooled over
+  runs reads it as run weights
 - :func:`best_of_n`, :func:`best_of_n_weights`, :func:`kl_best_of_n`: the exact expectation of
   best-of-n selection from a pool of N candidates, and its KL bound (DESIGN.md section 8)
 
@@ -32,7 +35,9 @@ __all__ = [
     "pairwise_accuracy",
     "pairwise_correct",
     "percentile_interval",
+    "pooled_ratio",
     "prophecy_factor",
+    "run_mean",
     "run_weights",
     "spearman",
     "spearman_brown",
@@ -368,6 +373,73 @@ def run_weights(draws: np.ndarray, n_runs: int) -> np.ndarray:
     for b, drawn in enumerate(draws):
         weights[b] = np.bincount(drawn, minlength=n_runs)
     return weights
+
+
+def run_mean(per_run, draws: np.ndarray) -> tuple[float, np.ndarray]:
+    """A mean over runs of a per-run figure (NaN: the run has none), and its bootstrap draws.
+
+        value = mean over runs r with a figure of v_r
+
+    Parameters
+    ----------
+    per_run : array-like of shape (n_runs,)
+        The figure of each run; NaN where a run has none.
+    draws : ndarray of shape (n_boot, n_runs), int
+        Run indices of each draw (:func:`bootstrap_runs`).
+
+    Returns
+    -------
+    (float, ndarray of shape (n_boot,))
+        The mean, and the mean of each draw (NaN for a draw of runs without the figure).
+
+    Examples
+    --------
+    >>> value, boot = run_mean([1.0, np.nan, 3.0], np.array([[0, 0, 2], [1, 1, 1]]))
+    >>> value, boot.tolist()
+    (2.0, [1.6666666666666667, nan])
+    """
+    v = np.asarray(per_run, dtype=float)  # (n_runs,)
+    ok = np.isfinite(v)
+    value = float(v[ok].mean()) if ok.any() else float("nan")
+    if not len(draws):
+        return value, np.zeros(0)
+    picked = v[draws]  # (n_boot, n_runs)
+    with np.errstate(invalid="ignore"):
+        counts = np.isfinite(picked).sum(1)
+        sums = np.where(np.isfinite(picked), picked, 0.0).sum(1)
+        return value, np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def pooled_ratio(num: np.ndarray, den: np.ndarray,
+                 weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per column, the sum over runs of ``num`` over the sum over runs of ``den``, and its
+    bootstrap draws (a figure pooled over runs, such as an accuracy over all held-out pairs).
+
+        value_j = sum_r num_rj / sum_r den_rj,  draw_bj = sum_r w_br num_rj / sum_r w_br den_rj
+
+    Parameters
+    ----------
+    num, den : ndarray of shape (n_runs, n_cols)
+    weights : ndarray of shape (n_boot, n_runs)
+        Run weights of each draw (:func:`run_weights`).
+
+    Returns
+    -------
+    (ndarray of shape (n_cols,), ndarray of shape (n_boot, n_cols))
+        NaN where the denominator is 0.
+
+    Examples
+    --------
+    >>> value, boot = pooled_ratio(np.array([[1.0], [3.0]]), np.array([[2.0], [4.0]]),
+    ...                            np.array([[2.0, 0.0]]))
+    >>> value.tolist(), boot.tolist()
+    ([0.6666666666666666], [[0.5]])
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        value = num.sum(0) / den.sum(0)
+        draws = (weights @ num) / (weights @ den)
+    value = np.where(den.sum(0) > 0, value, np.nan)
+    return value, np.where(np.isfinite(draws), draws, np.nan)
 
 
 def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:

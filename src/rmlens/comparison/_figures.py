@@ -18,7 +18,6 @@ from rmlens._errors import InputError
 from rmlens.comparison import metrics as M
 from rmlens.comparison._agreement import SCORES, agreement, ceiling, common_rows, reliability
 from rmlens.comparison._audit import Audit
-from rmlens.comparison._bootstrap import run_mean
 from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._heldout import (
     counter_bias_slices,
@@ -42,7 +41,7 @@ from rmlens.comparison._margin import (
 )
 from rmlens.data._schema import word_counts
 from rmlens.progress import progress_bar
-from rmlens.stats import percentile_interval, run_weights
+from rmlens.stats import percentile_interval, run_mean, run_weights
 
 AGREEMENT_COLUMNS = ["audit_a", "audit_b", "score", "spearman", "n", "reliability_a",
                      "reliability_b", "ceiling", "above_ceiling", "same_plan"]  # fmt: skip

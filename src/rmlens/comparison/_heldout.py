@@ -20,10 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.comparison._bootstrap import pooled_ratio, run_mean
 from rmlens.comparison._margin import margin_terciles
 from rmlens.data._schema import word_counts
-from rmlens.stats import pairwise_correct, spearman
+from rmlens.stats import pairwise_correct, pooled_ratio, run_mean, spearman
 
 
 def correct(d: np.ndarray) -> np.ndarray:

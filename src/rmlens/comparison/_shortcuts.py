@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.comparison._bootstrap import run_mean
+from rmlens.stats import run_mean
 
 SHORTCUT_PREFIXES = ("len_", "compliance_", "refusal_")
 SHORTCUT_COLUMNS = ("chosen_model", "rejected_model")

@@ -13,12 +13,11 @@ from scipy.special import expit
 
 from rmlens._errors import InputError, RmlensWarning
 from rmlens.experiment import ExperimentDir
-from rmlens.memorization._backends import LocalBackend, RunJob
+from rmlens.memorization._backends import LocalBackend, RayBackend, RunJob
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import output_errors
 from rmlens.memorization._notes import run_failed, systematic_failure
 from rmlens.memorization._quality import run_quality
-from rmlens.memorization._ray import RayBackend
 from rmlens.memorization._run_folders import RunFailure, RunOutput, write_run
 from rmlens.progress import progress_bar
 from rmlens.rewards import FrozenHeadTrainer, make_trainer

@@ -197,7 +197,7 @@ def _checked(config: AuditConfig) -> AuditConfig:
     """``config`` checked; with the Ray backend, Ray imported before the slow preparation."""
     config.check()
     if config.backend == "ray":
-        from rmlens.memorization._ray import import_ray
+        from rmlens.memorization._backends import import_ray
 
         import_ray()
     return config

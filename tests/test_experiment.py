@@ -170,3 +170,17 @@ def test_scores_manifests_and_missing_files_of_runs(tmp_path):
     assert exp.missing(["plan.parquet", "runs/000/scores.parquet", "config.json"]) == [
         "plan.parquet", "config.json"]
     assert ExperimentDir(tmp_path / "nowhere").missing(["config.json"]) == ["config.json"]
+
+
+def test_a_cached_step_is_reused_only_with_its_settings_data_and_files(tmp_path):
+    exp = ExperimentDir(tmp_path / "sweep").create()
+    record = {"settings": {"prompts": ("a", "b"), "k": 1}, "data_sha1": "x"}
+    assert exp.reusable(record, ["sweep.parquet"]) is None  # nothing saved yet
+    exp.write_record({**record, "n_tokens": 5})
+    assert exp.reusable(record, ["sweep.parquet"]) is None  # the output is missing
+    pd.DataFrame({"a": [1]}).to_parquet(exp / "sweep.parquet")
+    saved = exp.reusable(record, ["sweep.parquet"])  # a tuple compares as its saved list
+    assert saved is not None and saved["n_tokens"] == 5
+    assert exp.reusable({**record, "data_sha1": "y"}, ["sweep.parquet"]) is None
+    other = {"settings": {"prompts": ["a"], "k": 1}}
+    assert exp.reusable(other, ["sweep.parquet"]) is None  # other settings: run again

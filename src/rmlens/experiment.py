@@ -375,6 +375,35 @@ class ExperimentDir:
             f"or the saved settings and data (its {self.record_name}) to resume it"
         )
 
+    def reusable(self, record: dict, outputs: Sequence[str]) -> dict | None:
+        """The saved record when the step cached here was made as ``record`` says: each of
+        its keys saved with the same value (the settings, the data's fingerprint) and every
+        file of ``outputs`` present. Else None, and the step runs again over it.
+
+        Unlike :meth:`resume`, which refuses another experiment in its directory, this is for
+        steps whose outputs are a cache of their settings (a model's token sweep, an SAE):
+        other settings redo the step rather than stop the command.
+
+        Parameters
+        ----------
+        record : dict
+            What the step's outputs depend on, as saved in the record (JSON values).
+        outputs : sequence of str
+            The step's files inside the folder.
+
+        Returns
+        -------
+        dict or None
+            The saved record.
+        """
+        if self.missing(outputs) or not self.has_record:
+            return None
+        saved = self.read_record()
+        now = json.loads(json.dumps(record))
+        if saved is None or any(saved.get(k) != v for k, v in now.items()):
+            return None
+        return saved
+
     # -- the plan and the runs ------------------------------------------------------------
 
     def read_plan(self, columns: list[str] | None = None) -> pd.DataFrame:

@@ -218,8 +218,8 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
         model = ExperimentDir(folder, record=META)
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
                     "score_index": config.score_index, "format": config.format}
-        saved = model.read_record() if (model / SWEEP).is_file() else None
-        if saved is not None and saved.get("settings") == settings:  # else swept again
+        saved = model.reusable({"settings": settings}, [SWEEP])  # else swept again
+        if saved is not None:
             meta = saved
         else:
             rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,

@@ -140,8 +140,20 @@ class ObjectiveConfig(Config):
     }  # fmt: skip
 
     def dro_step_for(self, convex: bool) -> float:
-        """group_dro's step size: this config's, else the default of the kind of head
-        (``convex``: per solve of the logistic head; else per batch of gradient steps)."""
+        """group_dro's step size: this config's ``dro_step``, else the default of the kind of
+        head.
+
+        Parameters
+        ----------
+        convex : bool
+            Whether the head is solved to its optimum (the logistic head: one step per
+            solve), else trained by gradient steps (one step per batch).
+
+        Returns
+        -------
+        float
+            The step size of the group weights' exponentiated gradient.
+        """
         if self.dro_step is not None:
             return float(self.dro_step)
         return DRO_STEP["convex" if convex else "steps"]

@@ -283,7 +283,7 @@ def test_calibrated_ensemble_scores_as_its_members_one_by_one(experiment):
     texts, and evaluate's figures, equal those of the members scored alone (to 1e-6)."""
     from rmlens.evaluation import PROBES, LengthCalibratedRM, LengthCalibrator, evaluate
     from rmlens.evaluation._posthoc import response_lengths
-    from rmlens.evaluation._probes import _scores
+    from rmlens.evaluation._probes import _member_rewards, _rewards
     from rmlens.rewards import EnsembleRM
 
     root, _, pairs = experiment
@@ -296,11 +296,12 @@ def test_calibrated_ensemble_scores_as_its_members_one_by_one(experiment):
     edited = [PROBES["pad_filler"].apply(r) for r in pairs.rejected]
     lengths = response_lengths(edited)
     alone = np.stack([m.score(pairs.prompt, edited) for m in ensemble.members])  # (5, 40)
-    shared = _scores(scorer, pairs.prompt, edited)
+    shared = _rewards(scorer, _member_rewards(scorer, pairs.prompt, edited), edited)
     np.testing.assert_allclose(shared, calibrator.transform(alone.mean(0), lengths), atol=1e-6)
     np.testing.assert_array_equal(shared, scorer.score(pairs.prompt, edited))
     weights = np.eye(5)[:, np.arange(40) % 5]  # pair i scored by member i % 5 alone
-    np.testing.assert_allclose(_scores(scorer, pairs.prompt, edited, weights),
+    with_weights = _rewards(scorer, _member_rewards(scorer, pairs.prompt, edited), edited, weights)
+    np.testing.assert_allclose(with_weights,
                                calibrator.transform((weights * alone).sum(0), lengths),
                                atol=1e-6)  # fmt: skip
     unshared = EnsembleRM([Alone(m) for m in ensemble.members], names=ensemble.names,
@@ -328,3 +329,42 @@ def test_evaluate_into_the_audit_keeps_its_config_toml(experiment, tmp_path):
     assert main(argv) == 0
     assert (exp / "config.toml").read_text() == 'runs = 5\nfolds = 5\n'
     assert "probe_pairs = 10" in (exp / "evaluate.toml").read_text()
+
+
+def test_probes_score_every_edited_text_in_one_length_sorted_pass(experiment, monkeypatch):
+    # All (probe, side) edits go to the encoder together (one length-sorted order, so batches
+    # pad far less than one probe at a time), in passes of at most SCORE_TEXTS texts; the
+    # figures are those of each probe scored on its own.
+    import rmlens.backbones._featurize as featurize_module
+    import rmlens.evaluation._probes as probes_module
+    from rmlens.evaluation import PROBES, probe_effects
+    from rmlens.evaluation._probes import summarize_effects
+
+    root, _, pairs = experiment
+    ensemble = load_rm(root / "exp", device="cpu")
+    rc, rr, _ = member_pair_scores(ensemble, pairs)
+    kw = {"r_chosen": rc.mean(0), "r_rejected": rr.mean(0)}
+    calls, original = [], featurize_module.encode_ids
+
+    def counting(backbone, seqs, **k):
+        calls.append(len(seqs))
+        return original(backbone, seqs, **k)
+
+    monkeypatch.setattr(featurize_module, "encode_ids", counting)
+    monkeypatch.setenv("RMLENS_CACHE", str(root / "cache-one-pass"))  # cold: all encoded
+    names = ["pad_filler", "refusal", "markdown"]
+    table = run_probes(ensemble, pairs, names, **kw)
+    assert len(calls) == 1 and calls[0] == 6 * 40  # 3 probes x 2 sides, one pass
+    for row in table.itertuples():
+        alone = summarize_effects(probe_effects(ensemble, pairs, PROBES[row.probe], row.side,
+                                                **kw), row.probe, row.side)  # fmt: skip
+        assert row.mean_shift == pytest.approx(alone["mean_shift"], abs=1e-6)
+        assert (row.n, row.flip_rate) == (alone["n"], pytest.approx(alone["flip_rate"]))
+    calls.clear()
+    monkeypatch.setattr(probes_module, "SCORE_TEXTS", 100)
+    monkeypatch.setenv("RMLENS_CACHE", str(root / "cache-passes"))
+    again = run_probes(ensemble, pairs, names, **kw)
+    assert calls == [80, 80, 80]  # a pass stops before SCORE_TEXTS: both sides of a probe
+    pd.testing.assert_frame_equal(again.drop(columns=["mean_shift", "std_shift"]),
+                                  table.drop(columns=["mean_shift", "std_shift"]))  # fmt: skip
+    np.testing.assert_allclose(again.mean_shift, table.mean_shift, atol=1e-6)

@@ -27,7 +27,6 @@ import numpy as np
 import pandas as pd
 
 from rmlens.data import SynthConfig
-from rmlens.progress import progress_bar
 from rmlens.rewards._ensemble import member_scores
 from rmlens.stats import pairwise_accuracy
 
@@ -199,22 +198,59 @@ for _probe in (
     register_probe(_probe)
 
 
-def _scores(rm: Any, prompts, responses, weights=None) -> np.ndarray:
-    """Rewards (n,) of texts: the members' mean, or their ``weights`` (n_members, n) per text;
-    a length-calibrated RM (``rm.calibrator``) subtracts its f(length) from either.
+# Edited texts scored in one pass at most: the tokenized texts and their vectors stay in memory
+# together, so ``--probe-pairs all`` on a large file goes in passes of about this many.
+SCORE_TEXTS = 16_384
+
+
+def _member_rewards(rm: Any, prompts, responses, quiet: bool = True) -> np.ndarray:
+    """Rewards (n_members, n) of texts, before a length-calibrated RM's calibration.
 
     The members are scored together (``member_scores``: heads on one backbone share one
-    encoding of each text, through the cache), a calibrated RM's inner ensemble too: the
-    calibration applies to the rewards, not to each member's scoring.
+    encoding of each text, through the cache), a calibrated RM's inner ensemble too.
     """
     calibrated = hasattr(rm, "calibrator") and hasattr(rm, "rm")
-    scores = member_scores(rm.rm if calibrated else rm, prompts, responses)  # (n_members, n)
+    return member_scores(rm.rm if calibrated else rm, prompts, responses, quiet=quiet)
+
+
+def _rewards(rm: Any, scores: np.ndarray, responses, weights=None) -> np.ndarray:
+    """Rewards (n,) from the members' (n_members, n): their mean, or their ``weights``
+    (n_members, n) per text; a length-calibrated RM (``rm.calibrator``) subtracts its
+    f(length) from either (the calibration applies to the rewards, not to each member)."""
     raw = scores.mean(axis=0) if weights is None else (weights * scores).sum(axis=0)
-    if not calibrated:
+    if not (hasattr(rm, "calibrator") and hasattr(rm, "rm")):
         return raw
     from rmlens.evaluation._posthoc import response_lengths
 
     return rm.calibrator.transform(raw, response_lengths(responses))
+
+
+def _edit(pairs: pd.DataFrame, probe: Probe, side: str) -> tuple[np.ndarray, list]:
+    """Rows of the pairs whose ``side`` the probe changes, and their edited texts."""
+    original = list(pairs[side])
+    edited = [probe.apply(x) for x in original]
+    idx = np.flatnonzero([e != o for e, o in zip(edited, original)])
+    return idx, [edited[i] for i in idx]
+
+
+def _effects(pairs: pd.DataFrame, side: str, idx: np.ndarray, new: np.ndarray, r_chosen,
+             r_rejected) -> pd.DataFrame:  # fmt: skip
+    """``probe_effects``'s table from the edited side's new rewards ``new`` at rows ``idx``."""
+    rc = np.asarray(r_chosen, dtype=float)[idx]
+    rr = np.asarray(r_rejected, dtype=float)[idx]
+    old = rc if side == "chosen" else rr
+    d_before = rc - rr
+    d_after = d_before + (new - old) * (1 if side == "chosen" else -1)
+    ids = pairs["id"].to_numpy()[idx] if "id" in pairs else idx
+    return pd.DataFrame(
+        {
+            "id": ids,
+            "d_before": d_before,
+            "d_after": d_after,
+            "shift": new - old,
+            "flipped": np.sign(d_after) != np.sign(d_before),
+        }
+    )
 
 
 def probe_effects(
@@ -251,28 +287,13 @@ def probe_effects(
     if r_chosen is None or r_rejected is None:
         r_chosen = member_scores(rm, pairs.prompt, pairs.chosen).mean(axis=0)
         r_rejected = member_scores(rm, pairs.prompt, pairs.rejected).mean(axis=0)
-    original = list(pairs[side])
-    edited = [probe.apply(x) for x in original]
-    changed = np.array([e != o for e, o in zip(edited, original)], dtype=bool)
-    idx = np.flatnonzero(changed)
-    rc = np.asarray(r_chosen, dtype=float)[idx]
-    rr = np.asarray(r_rejected, dtype=float)[idx]
-    prompts = [pairs.prompt.iloc[i] for i in idx]
-    weights = None if member_weights is None else np.asarray(member_weights)[:, idx]
-    new = _scores(rm, prompts, [edited[i] for i in idx], weights) if idx.size else np.zeros(0)
-    old = rc if side == "chosen" else rr
-    d_before = rc - rr
-    d_after = d_before + (new - old) * (1 if side == "chosen" else -1)
-    ids = pairs["id"].to_numpy()[idx] if "id" in pairs else idx
-    return pd.DataFrame(
-        {
-            "id": ids,
-            "d_before": d_before,
-            "d_after": d_after,
-            "shift": new - old,
-            "flipped": np.sign(d_after) != np.sign(d_before),
-        }
-    )
+    idx, texts = _edit(pairs, probe, side)
+    new = np.zeros(0)
+    if idx.size:
+        weights = None if member_weights is None else np.asarray(member_weights)[:, idx]
+        scores = _member_rewards(rm, [pairs.prompt.iloc[i] for i in idx], texts)
+        new = _rewards(rm, scores, texts, weights)
+    return _effects(pairs, side, idx, new, r_chosen, r_rejected)
 
 
 def summarize_effects(effects: pd.DataFrame, probe: str, side: str) -> dict:
@@ -344,19 +365,42 @@ def run_probes(
     1.0
     """
     chosen = resolve_probes(probes)
+    for side in sides:
+        if side not in SIDES:
+            raise ValueError(f"side must be 'chosen' or 'rejected'; got {side!r}")
     if r_chosen is None or r_rejected is None:
         r_chosen = member_scores(rm, pairs.prompt, pairs.chosen).mean(axis=0)
         r_rejected = member_scores(rm, pairs.prompt, pairs.rejected).mean(axis=0)
+    edits = [(probe, side, *_edit(pairs, probe, side)) for probe in chosen for side in sides]
     rows = []
-    with progress_bar("probes", total=len(chosen) * len(sides), quiet=quiet) as advance:
-        for probe in chosen:
-            for side in sides:
-                effects = probe_effects(
-                    rm, pairs, probe, side, r_chosen=r_chosen, r_rejected=r_rejected,
-                    member_weights=member_weights,
-                )
-                rows.append(summarize_effects(effects, probe.name, side))
-                advance(1)
+    for part in _passes(edits):
+        # every edited text of the pass scored at once: heads on a backbone encode them in
+        # one length-sorted order, so batches pad far less than one probe at a time
+        prompts = [pairs.prompt.iloc[i] for _, _, idx, _ in part for i in idx]
+        responses = [t for *_, texts in part for t in texts]
+        scores = _member_rewards(rm, prompts, responses, quiet) if responses else None
+        start = 0
+        for probe, side, idx, texts in part:
+            new = np.zeros(0)
+            if len(idx):
+                block, start = scores[:, start : start + len(idx)], start + len(idx)
+                weights = None if member_weights is None else np.asarray(member_weights)[:, idx]
+                new = _rewards(rm, block, texts, weights)
+            effects = _effects(pairs, side, idx, new, r_chosen, r_rejected)
+            rows.append(summarize_effects(effects, probe.name, side))
     columns = ["probe", "side", "mean_shift", "std_shift", "flip_rate", "to_wrong", "to_right",
                "accuracy_before", "accuracy_after", "n", "n_invisible"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
+
+
+def _passes(edits: list) -> list[list]:
+    """The (probe, side) edits in order, grouped into passes of about ``SCORE_TEXTS`` texts."""
+    parts: list[list] = [[]]
+    count = 0
+    for edit in edits:
+        if parts[-1] and count + len(edit[2]) > SCORE_TEXTS:
+            parts.append([])
+            count = 0
+        parts[-1].append(edit)
+        count += len(edit[2])
+    return parts

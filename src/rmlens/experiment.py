@@ -396,13 +396,11 @@ class ExperimentDir:
         dict or None
             The saved record.
         """
-        if self.missing(outputs) or not self.has_record:
+        if self.missing([self.record_name, *outputs]):
             return None
         saved = self.read_record()
         now = json.loads(json.dumps(record))
-        if saved is None or any(saved.get(k) != v for k, v in now.items()):
-            return None
-        return saved
+        return None if any(saved.get(k) != v for k, v in now.items()) else saved
 
     # -- the plan and the runs ------------------------------------------------------------
 

@@ -203,14 +203,18 @@ for _probe in (
 SCORE_TEXTS = 16_384
 
 
+def _calibrated(rm: Any) -> bool:
+    """Whether ``rm`` is a length-calibrated RM around an inner one (``LengthCalibratedRM``)."""
+    return hasattr(rm, "calibrator") and hasattr(rm, "rm")
+
+
 def _member_rewards(rm: Any, prompts, responses, quiet: bool = True) -> np.ndarray:
     """Rewards (n_members, n) of texts, before a length-calibrated RM's calibration.
 
     The members are scored together (``member_scores``: heads on one backbone share one
     encoding of each text, through the cache), a calibrated RM's inner ensemble too.
     """
-    calibrated = hasattr(rm, "calibrator") and hasattr(rm, "rm")
-    return member_scores(rm.rm if calibrated else rm, prompts, responses, quiet=quiet)
+    return member_scores(rm.rm if _calibrated(rm) else rm, prompts, responses, quiet=quiet)
 
 
 def _rewards(rm: Any, scores: np.ndarray, responses, weights=None) -> np.ndarray:
@@ -218,7 +222,7 @@ def _rewards(rm: Any, scores: np.ndarray, responses, weights=None) -> np.ndarray
     (n_members, n) per text; a length-calibrated RM (``rm.calibrator``) subtracts its
     f(length) from either (the calibration applies to the rewards, not to each member)."""
     raw = scores.mean(axis=0) if weights is None else (weights * scores).sum(axis=0)
-    if not (hasattr(rm, "calibrator") and hasattr(rm, "rm")):
+    if not _calibrated(rm):
         return raw
     from rmlens.evaluation._posthoc import response_lengths
 

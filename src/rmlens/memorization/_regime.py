@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rmlens.rewards._config import HeadConfig, TrainConfig
+from rmlens.rewards._config import HeadConfig, ObjectiveConfig, TrainConfig
 
 # numpy is imported when a function runs: AuditConfig (and so ``rmlens --help``) reads
 # this module's defaults without it
@@ -36,7 +36,7 @@ def audit_train() -> TrainConfig:
     return TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(1e-4, 3e-4), head_lr=2e-3)
 
 
-def objective_words(trainer: HeadConfig | TrainConfig) -> str:
+def objective_words(trainer: ObjectiveConfig) -> str:
     """The objective of a ``HeadConfig`` or ``TrainConfig`` in words (none for ``bt``)."""
     name = trainer.objective
     if name == "label_smoothing":

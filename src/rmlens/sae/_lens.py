@@ -167,14 +167,14 @@ def _sae(folder: Path, cfg: SAEConfig, resp: Responses, quiet: bool) -> tuple[To
     """The SAE and its record: the saved one when it was made with these settings from
     these features, else one loaded from ``cfg.sae`` or trained now (and saved)."""
     settings = _settings(cfg)
-    saved = ExperimentDir(folder).reusable({"settings": settings, "data_sha1": resp.fingerprint},
-                                           [WEIGHTS])  # fmt: skip
     if cfg.sae is not None:
         source = Path(settings["sae"])
         sae = load_sae(source, d=resp.d)
         sha = weights_sha1(source)  # not trained on them here: FVU on every response
         figures = _figures(sae, resp.x, np.arange(len(resp.x)), None)
         return sae, _record(settings, resp, sha, figures, reused=False, source=str(source))
+    saved = ExperimentDir(folder).reusable({"settings": settings, "data_sha1": resp.fingerprint},
+                                           [WEIGHTS])  # fmt: skip
     if saved and weights_sha1(folder) == saved.get("sae_sha1"):
         if not quiet:
             status(f"reusing the SAE in {folder} (same settings, same features)")

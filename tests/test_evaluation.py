@@ -446,3 +446,25 @@ def test_length_calibration_leaves_a_constant_length_set_unchanged():
     bad = EvaluateConfig(calibrate="spline")
     with pytest.raises(ValueError, match="'calibrate' parameter of EvaluateConfig must be 'length"):
         evaluate(pairs, rm=Hashed(), probes="none", config=bad)
+
+
+def test_flip_rates_carry_their_wilson_interval():
+    # 50 flips out of 100 edited pairs: Wilson 95% (0.4038, 0.5962), by hand; 0 flips out of
+    # 10 still has width (the normal interval would be [0, 0]); no edited pair: no interval.
+    from rmlens.evaluation._probes import summarize_effects
+    from rmlens.stats import wilson_interval
+
+    z = 1.959963984540054
+    p, n = 0.5, 100
+    half = z / (1 + z**2 / n) * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    centre = (p + z**2 / (2 * n)) / (1 + z**2 / n)
+    lo, hi = wilson_interval(50, 100)
+    assert (float(lo), float(hi)) == pytest.approx((centre - half, centre + half))
+    assert (float(lo), float(hi)) == pytest.approx((0.4038, 0.5962), abs=1e-4)
+    effects = pd.DataFrame({"d_before": np.ones(10), "d_after": np.ones(10),
+                            "shift": np.zeros(10), "flipped": np.zeros(10, dtype=bool)})
+    row = summarize_effects(effects, "p", "chosen")
+    assert row["flip_rate"] == 0 and row["flip_rate_lo"] == pytest.approx(0, abs=1e-12)
+    assert row["flip_rate_hi"] == pytest.approx(z**2 / (10 + z**2))  # (0, z^2 / (n + z^2))
+    empty = summarize_effects(effects.iloc[:0], "p", "chosen")
+    assert np.isnan(empty["flip_rate_lo"]) and np.isnan(empty["flip_rate_hi"])

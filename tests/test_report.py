@@ -148,6 +148,8 @@ def make_experiment(root: Path, *, n: int = 30, full: bool = True) -> Path:
             "side": ["chosen", "rejected"],
             "mean_shift": [0.3, -0.2],
             "flip_rate": [0.2, 0.1],
+            "flip_rate_lo": [0.095, 0.035],
+            "flip_rate_hi": [0.373, 0.256],
             "n": [30, 30],
         }
     ).to_parquet(root / "probes.parquet")
@@ -270,6 +272,9 @@ def test_report_shows_every_present_part(full_report: Path) -> None:
     assert {"user_id", "chosen_model", "mechanism", "margin", EVIL_COLUMN} <= set(names)
     figure_ids = {f["id"] for f in data["figures"]}
     assert {"attribution-0", "attribution-1", "sweep-0-0", "probes-plot"} <= figure_ids
+    probes = next(f["figure"]["data"] for f in data["figures"] if f["id"] == "probes-plot")
+    whiskers = {bar["name"]: bar["error_y"] for bar in probes}  # each flip rate's interval
+    assert whiskers["chosen"]["array"] == [0.173] and whiskers["chosen"]["arrayminus"] == [0.105]
     assert "&#x27;&lt;script&gt;&#x27;" in page, "sweep tokens are shown escaped"
     assert "1 pair has no estimate" in page
 

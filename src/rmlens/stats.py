@@ -13,6 +13,7 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
   are the unit of randomness; pairs and groups are fixed by the data). A draw is a multiset
   of runs, kept as run indices; a mean over runs is recomputed on it, a figure pooled over
   runs reads it as run weights
+- :func:`wilson_interval`: the interval of a proportion out of n (a probe's flip rate)
 - :func:`best_of_n`, :func:`best_of_n_weights`, :func:`kl_best_of_n`: the exact expectation of
   best-of-n selection from a pool of N candidates, and its KL bound (DESIGN.md section 8)
 
@@ -43,6 +44,7 @@ __all__ = [
     "spearman_brown",
     "spearman_rows",
     "spearman_test",
+    "wilson_interval",
 ]
 
 
@@ -471,6 +473,45 @@ def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
     alpha = (1 - level) / 2
     lo, hi = np.quantile(values, [alpha, 1 - alpha])
     return float(lo), float(hi)
+
+
+def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of a binomial proportion (a flip rate out of n edited pairs).
+
+        p = k / n,  z = Phi^-1((1 + level) / 2)
+        centre = (p + z^2 / 2n) / (1 + z^2 / n)
+        half   = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)
+
+    Unlike p +- z sqrt(p(1-p)/n) it stays inside [0, 1] and has width at p = 0.
+
+    Parameters
+    ----------
+    successes, n : array-like
+        Counts; NaN where ``n`` is 0.
+    level : float, default=0.95
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Lower and upper bounds.
+
+    Examples
+    --------
+    >>> lo, hi = wilson_interval([50, 0], [100, 0])
+    >>> np.round(lo, 4).tolist(), np.round(hi, 4).tolist()
+    ([0.4038, nan], [0.5962, nan])
+    """
+    from statistics import NormalDist
+
+    k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = k / n
+        shrink = 1 + z**2 / n
+        centre = (p + z**2 / (2 * n)) / shrink
+        half = z / shrink * np.sqrt(p * (1 - p) / n + z**2 / (4 * n**2))
+    ok = n > 0
+    return np.where(ok, centre - half, np.nan), np.where(ok, centre + half, np.nan)
 
 
 def best_of_n_weights(n_candidates: int, n: int) -> np.ndarray:

@@ -57,7 +57,8 @@ def plot_rewards(r_chosen, r_rejected, path: str | Path) -> Path:
 
 
 def plot_probes(table: pd.DataFrame, path: str | Path) -> Path:
-    """Flip rate per probe, one bar per edited side."""
+    """Flip rate per probe, one bar per edited side, with its 95% interval when the table
+    has one (``flip_rate_lo``, ``flip_rate_hi``)."""
     probes = list(dict.fromkeys(table.probe))
     y = np.arange(len(probes))
     with plot_to(path, size=(7, 0.45 * len(probes) + 1.5), layout=None) as fig:
@@ -67,11 +68,17 @@ def plot_probes(table: pd.DataFrame, path: str | Path) -> Path:
         height = 0.8 / max(len(sides), 1)
         for k, side in enumerate(sides):
             part = table[table.side == side].set_index("probe").reindex(probes)
-            ax.barh(y + k * height, part.flip_rate.fillna(0), height=height,
+            rate = part.flip_rate.fillna(0)
+            xerr = None
+            if {"flip_rate_lo", "flip_rate_hi"} <= set(part.columns):
+                xerr = np.vstack([rate - part.flip_rate_lo, part.flip_rate_hi - rate])
+                xerr = np.nan_to_num(xerr).clip(min=0)
+            ax.barh(y + k * height, rate, height=height, xerr=xerr, capsize=2,
+                    error_kw={"elinewidth": 0.8, "ecolor": "#333"},
                     color=colors.get(side, "grey"), label=f"edit on {side}")  # fmt: skip
         ax.set_yticks(y + height * (len(sides) - 1) / 2, probes)
         ax.invert_yaxis()
-        ax.set(xlabel="flip rate (share of pairs whose preference flips)",
+        ax.set(xlabel="flip rate (share of pairs whose preference flips; 95% interval)",
                title="Shortcut probes")  # fmt: skip
         ax.legend(fontsize=8)
     return Path(path)

@@ -7,7 +7,8 @@ the other side stay as they are) and the RM scores the edited text. Per probe an
     d_i       = r+ - r-  before the edit,   d'_i = the same after it
     flipped_i = sign(d'_i) != sign(d_i)                      sign in {-1, 0, +1}
 
-``flip_rate`` is the mean of ``flipped`` over the ``n`` pairs whose text the edit changed;
+``flip_rate`` is the mean of ``flipped`` over the ``n`` pairs whose text the edit changed,
+``flip_rate_lo`` and ``flip_rate_hi`` its 95% Wilson interval over those ``n`` pairs;
 ``to_wrong`` counts d > 0 -> d' < 0 and ``to_right`` d < 0 -> d' > 0 (flips into or out of
 a tie make up the rest of ``flip_rate``). An RM that judges content, not surface, has
 flip rates near 0 for every probe. ``n_invisible`` counts pairs whose edited reward equals
@@ -28,7 +29,7 @@ import pandas as pd
 
 from rmlens.data import SynthConfig
 from rmlens.rewards._ensemble import member_scores
-from rmlens.stats import pairwise_accuracy
+from rmlens.stats import pairwise_accuracy, wilson_interval
 
 SIDES = ("chosen", "rejected")
 
@@ -304,6 +305,7 @@ def summarize_effects(effects: pd.DataFrame, probe: str, side: str) -> dict:
     """One ``probes.parquet`` row from ``probe_effects``."""
     d0, d1, n = effects.d_before.to_numpy(), effects.d_after.to_numpy(), len(effects)
     nan = float("nan")
+    lo, hi = wilson_interval(int(effects.flipped.sum()), n)
 
     return {
         "probe": probe,
@@ -311,6 +313,8 @@ def summarize_effects(effects: pd.DataFrame, probe: str, side: str) -> dict:
         "mean_shift": float(effects["shift"].mean()) if n else nan,
         "std_shift": float(effects["shift"].std(ddof=0)) if n else nan,
         "flip_rate": float(effects.flipped.mean()) if n else nan,
+        "flip_rate_lo": float(lo),
+        "flip_rate_hi": float(hi),
         "to_wrong": float(np.mean((d0 > 0) & (d1 < 0))) if n else nan,
         "to_right": float(np.mean((d0 < 0) & (d1 > 0))) if n else nan,
         "accuracy_before": pairwise_accuracy(d0),
@@ -355,8 +359,9 @@ def run_probes(
     Returns
     -------
     DataFrame
-        ``probe, side, mean_shift, std_shift, flip_rate, to_wrong, to_right,
-        accuracy_before, accuracy_after, n, n_invisible`` (module docstring).
+        ``probe, side, mean_shift, std_shift, flip_rate, flip_rate_lo, flip_rate_hi,
+        to_wrong, to_right, accuracy_before, accuracy_after, n, n_invisible`` (module
+        docstring).
 
     Examples
     --------
@@ -392,8 +397,9 @@ def run_probes(
                 new = _rewards(rm, block, texts, weights)
             effects = _effects(pairs, side, idx, new, r_chosen, r_rejected)
             rows.append(summarize_effects(effects, probe.name, side))
-    columns = ["probe", "side", "mean_shift", "std_shift", "flip_rate", "to_wrong", "to_right",
-               "accuracy_before", "accuracy_after", "n", "n_invisible"]  # fmt: skip
+    columns = ["probe", "side", "mean_shift", "std_shift", "flip_rate", "flip_rate_lo",
+               "flip_rate_hi", "to_wrong", "to_right", "accuracy_before", "accuracy_after", "n",
+               "n_invisible"]  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 

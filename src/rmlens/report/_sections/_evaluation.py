@@ -406,7 +406,8 @@ def _probes_html(
     html = (
         "<h3>Shortcut probes</h3>"
         '<p class="note">mean_shift: mean change in reward when the probe edit is applied to '
-        f"one side; flip_rate: share of pairs whose preferred response flips.{esc(scope)}</p>"
+        "one side; flip_rate: share of pairs whose preferred response flips, with its 95% "
+        f"Wilson interval over the n pairs the edit changed.{esc(scope)}</p>"
     )
     html += table(probes)
     if {"probe", "flip_rate"} <= set(probes.columns):
@@ -414,14 +415,18 @@ def _probes_html(
         data = []
         for side in [None] if sides is None else sorted(sides.unique()):
             part = probes if side is None else probes[sides == side]
-            data.append(
-                {
-                    "type": "bar",
-                    "name": plotly_text(side or "flip rate"),
-                    "x": [plotly_text(p) for p in part["probe"].astype(str)],
-                    "y": num_list(part["flip_rate"]),
-                }
-            )
+            bar = {
+                "type": "bar",
+                "name": plotly_text(side or "flip rate"),
+                "x": [plotly_text(p) for p in part["probe"].astype(str)],
+                "y": num_list(part["flip_rate"]),
+            }
+            if {"flip_rate_lo", "flip_rate_hi"} <= set(part.columns):
+                rate = part["flip_rate"]
+                bar["error_y"] = {"type": "data", "symmetric": False,
+                                  "array": num_list(part["flip_rate_hi"] - rate),
+                                  "arrayminus": num_list(rate - part["flip_rate_lo"])}  # fmt: skip
+            data.append(bar)
         html += figure_div("probes-plot", 300)
         layout = bar_layout(
             300,

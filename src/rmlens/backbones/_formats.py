@@ -116,21 +116,22 @@ def truncation_of(max_length: int, lengths) -> dict:
     }
 
 
-def truncation_message(summary: dict | None, n_pairs: int) -> str | None:
-    """One line saying how many of ``n_pairs`` pairs were cut and by how much; None when
-    no pair was."""
+def truncation_message(summary: dict | None, n_pairs: int, what: str = "pairs") -> str | None:
+    """One line saying how many of ``n_pairs`` pairs (``what``) were cut and by how much;
+    None when no pair was."""
     if not summary or not summary.get("pairs_cut"):
         return None
     return (
-        f"{summary['pairs_cut']} of {n_pairs} pairs cut to `max_length` "
+        f"{summary['pairs_cut']} of {n_pairs} {what} cut to `max_length` "
         f"{summary['max_length']}: {summary['sequences_cut']} sequences lost a median "
         f"{summary['tokens_cut_median']:g} and at most {summary['tokens_cut_max']} tokens "
         "(the prompt's start first)"
     )
 
 
-def warn_truncation(summary: dict | None, n_pairs: int, stacklevel: int = 3) -> None:
+def warn_truncation(summary: dict | None, n_pairs: int, stacklevel: int = 3,
+                    what: str = "pairs") -> None:  # fmt: skip
     """Warn (``RmlensWarning``, one line) when truncation cut any pair."""
-    message = truncation_message(summary, n_pairs)
+    message = truncation_message(summary, n_pairs, what)
     if message:
         warnings.warn(message, RmlensWarning, stacklevel=stacklevel)

@@ -8,13 +8,14 @@ The format is an explicit choice (``format``), resolved once per model
   HH-RLHF transcript (``"\n\nHuman: ... \n\nAssistant: ..."``) becomes its turns as user
   and assistant messages, not one user message quoting the role markers.
 - ``raw``: TRL's text path, exactly: ``prompt + response`` (no separator; conversations
-  flattened by ``to_text``), EOS appended unless the text ends with it, tokenized with the
-  tokenizer's own special tokens (``RewardTrainer``'s ``add_eos``, then
-  ``tokenizer(text=prompt + chosen)``).
+  flattened by ``to_text``; an HH transcript's response after one space, as the transcript
+  had it), EOS appended unless the text ends with it, tokenized with the tokenizer's own
+  special tokens (``RewardTrainer``'s ``add_eos``, then ``tokenizer(text=prompt + chosen)``).
 - ``pair``: the pair encoding ``[CLS] prompt [SEP] response [SEP]`` (encoders).
 - ``auto``: chat when the tokenizer has a template, else raw (causal LMs) or pair (encoders).
 
-Truncation cuts the prompt from the left and keeps the response.
+Truncation cuts the prompt from the left and keeps the response; in ``raw``, the special
+tokens the tokenizer adds (BOS) stay, as transformers' left truncation keeps them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from rmlens.data._schema import to_text
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ \t]?")
 _ROLES = {"Human": "user", "Assistant": "assistant"}
 _UNBOUNDED = 1 << 30  # a max_length that cuts nothing
+_CUE = "\n\nAssistant:"  # where an HH transcript's response starts
 
 
 def transcript_messages(text: str) -> list[dict[str, str]] | None:
@@ -76,10 +78,62 @@ def _messages(prompt: Any, response: Any) -> list[dict[str, str]]:
 
 
 def raw_text(tokenizer: PreTrainedTokenizerBase, prompt: Any, response: Any) -> str:
-    """TRL's non-conversational text: ``prompt + response``, plus EOS unless it ends with it."""
-    text = to_text(prompt) + to_text(response)
+    r"""TRL's non-conversational text: ``prompt + response``, plus EOS unless it ends with it.
+
+    An HH-RLHF transcript prompt ends with the ``"
+
+Assistant:"`` cue, and the loader
+    split the transcript there and stripped the response's leading space
+    (``split_transcripts``). TRL tokenizes the transcript as it was, ``"Assistant: Oh"``,
+    so such a prompt is joined to a response that does not start with whitespace by one
+    space (every one of the 4,624 transcripts of HH's harmless test split is rebuilt
+    exactly, an empty response's ``"Assistant: "`` included).
+
+    Examples
+    --------
+    >>> class Tok:
+    ...     eos_token = "</s>"
+    >>> raw_text(Tok(), "
+
+Human: Hi
+
+Assistant:", "Oh")
+    '
+
+Human: Hi
+
+Assistant: Oh</s>'
+    >>> raw_text(Tok(), "Q: 2 + 2 =", " 4")
+    'Q: 2 + 2 = 4</s>'
+    """
+    prompt_text, response_text = to_text(prompt), to_text(response)
+    if (
+        prompt_text.endswith(_CUE)
+        and not response_text[:1].isspace()
+        and transcript_messages(prompt_text) is not None
+    ):
+        prompt_text += " "
+    text = prompt_text + response_text
     eos = tokenizer.eos_token
     return text if not eos or text.endswith(eos) else text + eos
+
+
+def _cut_left(tokenizer: PreTrainedTokenizerBase, text: str, ids: list[int],
+              max_length: int) -> list[int]:  # fmt: skip
+    """``ids`` (``text`` with the tokenizer's special tokens) cut to ``max_length`` as
+    transformers cuts with ``truncation_side="left"``: the special tokens the tokenizer
+    adds (BOS) stay, the text loses its start. An exported RM's tokenizer truncates so
+    (``rmlens.rewards.export_rm``), and rmlens scores as its users will."""
+    if len(ids) <= max_length:
+        return ids
+    bare = tokenizer(text, add_special_tokens=False)["input_ids"]
+    start = next((k for k in range(len(ids) - len(bare) + 1)
+                  if ids[k : k + len(bare)] == bare), None)  # fmt: skip
+    if start is None:
+        return ids[-max_length:]
+    front, back = ids[:start], ids[start + len(bare) :]
+    budget = max_length - len(front) - len(back)
+    return front + bare[len(bare) - budget :] + back if budget > 0 else ids[-max_length:]
 
 
 def encode_pair(
@@ -106,8 +160,9 @@ def encode_pair(
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         return ids[-max_length:], len(ids)
     if format == "raw":
-        ids = tokenizer(raw_text(tokenizer, prompt, response))["input_ids"]
-        return ids[-max_length:], len(ids)
+        text = raw_text(tokenizer, prompt, response)
+        ids = tokenizer(text)["input_ids"]
+        return _cut_left(tokenizer, text, ids, max_length), len(ids)
     if format != "pair":
         raise ValueError(f"unknown format {format!r}: expected chat, raw or pair")
     separator = "" if tokenizer.sep_token else "\n\n"

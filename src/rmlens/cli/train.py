@@ -108,7 +108,7 @@ def score(
         )
     except InputError as err:
         raise InputError(f"--rm {err}") from None
-    use_format(model, config.format)
+    use_format(model, config.format, config.max_length)
     truncation = model.truncation(pairs)
     warn_truncation(truncation, len(pairs))
     r_c, r_r = model.score_pairs(pairs)
@@ -116,6 +116,8 @@ def score(
     save_pairs(table, out)
     chosen = model.format in FORMATS and model.format != "auto"  # chat, raw or pair
     resolved = config.replace(format=model.format) if chosen else config
+    if truncation is not None:  # the length it scored with, beside the format
+        resolved = resolved.replace(max_length=truncation["max_length"])
     save_config(resolved, config_beside(out))  # the format as resolved
     summary = {
         "out": str(out),

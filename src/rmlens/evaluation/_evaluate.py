@@ -222,7 +222,7 @@ def evaluate(
         raise InputError(f"pairs: missing required column(s) {', '.join(map(repr, missing))}")
     if "id" not in pairs:
         pairs = validate_pairs(pairs, source="pairs")
-    rm = use_format(rm, config.format)
+    rm = use_format(rm, config.format, config.max_length)
     truncation = rm.truncation(pairs) if hasattr(rm, "truncation") else None
     warn_truncation(truncation, len(pairs))
     rc, rr, kept = member_pair_scores(rm, pairs, quiet=quiet)  # (n_members, n_pairs)

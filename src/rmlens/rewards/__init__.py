@@ -14,6 +14,8 @@
   ``score_pairs(pairs)``): ``ExplicitHeadRM``, ``TunedRM``, ``EnsembleRM``,
   ``SequenceClassifierRM``; ``load_rm`` loads any of them, ``use_format`` makes one score in
   another format. ``HeadRM`` is a fitted head alone (features in: ``score_features``).
+- ``export_rm`` writes an RM as a standard Hugging Face folder; ``reward_function`` makes
+  any RM the reward function of an RL trainer (TRL's GRPO ``reward_funcs``).
 - ``losses``: every loss and objective.
 """
 
@@ -34,6 +36,7 @@ __all__, __getattr__, __dir__ = attach(
         "_ensemble": ["EnsembleRM", "use_format"],
         "_load": ["RM_PRESETS", "load_rm"],
         "_export": ["export_rm"],
+        "_reward_function": ["RewardFunction", "reward_function"],
         "losses": [
             "OBJECTIVES",
             "Objective",

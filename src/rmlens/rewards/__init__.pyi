@@ -13,6 +13,8 @@ from ._export import export_rm as export_rm
 from ._head import HeadRM as HeadRM
 from ._load import RM_PRESETS as RM_PRESETS
 from ._load import load_rm as load_rm
+from ._reward_function import RewardFunction as RewardFunction
+from ._reward_function import reward_function as reward_function
 from ._saved import ExplicitHeadRM as ExplicitHeadRM
 from ._saved import RewardModel as RewardModel
 from ._saved import SequenceClassifierRM as SequenceClassifierRM

@@ -139,7 +139,8 @@ def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
         **facts,
         "formatting": formats[exported.format],
         "truncation": f"rmlens kept the last {exported.max_length} tokens of each sequence "
-                      "(prompt cut from the left); this folder truncates nothing",
+                      "(prompt cut from the left); this folder's tokenizer does the same "
+                      "with `truncation=True`",
     }  # fmt: skip
     body = [
         "# Reward model exported by rmlens",
@@ -166,8 +167,23 @@ def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
 
 def _use_classifier(exported: Exported) -> list[str]:
     offset = exported.offset
-    text = ("tokenizer.apply_chat_template(messages, tokenize=False)"
-            if exported.format == "chat" else "prompt + response + tokenizer.eos_token")
+    if exported.format == "chat":
+        encode = [
+            'messages = [{"role": "user", "content": prompt}, '
+            '{"role": "assistant", "content": response}]',
+            "text = tokenizer.apply_chat_template(messages, tokenize=False)",
+            'inputs = tokenizer(text, add_special_tokens=False, truncation=True, '
+            'return_tensors="pt")',
+        ]
+        transcript = ("An HH-RLHF transcript prompt (`\\n\\nHuman: ... \\n\\nAssistant:`) "
+                      "is its turns, one user or assistant message each, as rmlens formats it.")
+    else:
+        encode = [
+            "text = prompt + response + tokenizer.eos_token",
+            'inputs = tokenizer(text, truncation=True, return_tensors="pt")',
+        ]
+        transcript = ("An HH-RLHF transcript prompt (ending with `Assistant:`) is joined to its "
+                      "response by one space, as in the transcript.")
     lines = [
         "## Use it",
         "",
@@ -175,19 +191,24 @@ def _use_classifier(exported: Exported) -> list[str]:
         "import torch",
         "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
         "",
-        'rm = AutoModelForSequenceClassification.from_pretrained("PATH")',
-        'tokenizer = AutoTokenizer.from_pretrained("PATH")',
-        'messages = [{"role": "user", "content": prompt}, '
-        '{"role": "assistant", "content": response}]',
-        f"text = {text}",
-        "ids = tokenizer(text, add_special_tokens=False, return_tensors='pt')"
-        if exported.format == "chat" else "ids = tokenizer(text, return_tensors='pt')",
+        f'path = "{Path(exported.path).resolve()}"  # this folder (on the hub: its repo id)',
+        "rm = AutoModelForSequenceClassification.from_pretrained(path).eval()",
+        "tokenizer = AutoTokenizer.from_pretrained(path)",
+        'prompt, response = "What is two plus two?", "Four."',
+        *encode,
         "with torch.no_grad():",
-        "    reward = rm(**ids).logits[0, 0].item()",
+        "    logit = rm(**inputs).logits[0, 0].item()",
+        'reward = logit + getattr(rm.config, "rmlens_reward_offset", 0.0)',
+        'print(f"reward {reward:.6f}")',
         "```",
         "",
-        "transformers (4.x and 5.x), TRL (`RewardTrainer`, GRPO's `reward_funcs`) and "
-        "RewardBench load this folder as it is (RewardBench 0.1.4 needs a CUDA GPU).",
+        f"{transcript} In batches, pad with this tokenizer (`padding=True`): it pads on the "
+        "right with a token that occurs in no formatted sequence, so transformers (4.44 and "
+        "later, 5.x) and a reader that stops at the first pad (TRL's PPO) read the same last "
+        f"token. `truncation=True` cuts from the left at {exported.max_length} tokens, as rmlens "
+        "did. For TRL's GRPO, pass `rmlens.rewards.reward_function(path)` as `reward_funcs`: "
+        "given the folder's path instead, TRL joins string prompts to completions without this "
+        "formatting. RewardBench 0.1.4 scores the folder as it is (it needs a CUDA GPU).",
     ]
     if offset:
         lines += [

@@ -415,12 +415,20 @@ class ScoreConfig(Config):
         default=False, metadata={"help": "Run a hub classifier's own code (only models you trust)."}
     )
     format: str = format_field(SCORE_FORMAT_HELP)
+    max_length: int | None = field(
+        default=None,
+        metadata={"help": "Tokens kept of each prompt + response (the prompt cut from the "
+                          "left): default the RM's own (what it was trained or exported with, "
+                          "else the model's limit). The resolved one is recorded with the "
+                          "output, beside the format."},
+    )  # fmt: skip
 
     _constraints = {
         "device": DEVICES,
         "score_index": (non_negative_int, "an int >= 0"),
         "trust_remote_code": (True, False),
         "format": FORMAT_CONSTRAINT,
+        "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
     }
 
 

@@ -434,8 +434,9 @@ def _per_member(name: str, ids, n_members: int) -> list[set[str]] | None:
     return sets
 
 
-def use_format(rm: Any, format: str | None) -> Any:
-    """Score ``rm`` (and every member of an ensemble) in ``format``; returns ``rm``.
+def use_format(rm: Any, format: str | None, max_length: int | None = None) -> Any:
+    """Score ``rm`` (and every member of an ensemble) in ``format``, keeping ``max_length``
+    tokens; returns ``rm``.
 
     ``auto`` (or None) keeps each RM's own format: the one an rmlens RM was trained with,
     a sequence classifier's ``rmlens_format``, else what its tokenizer resolves auto to.
@@ -449,6 +450,8 @@ def use_format(rm: Any, format: str | None) -> Any:
         set in place.
     format : {"auto", "chat", "raw", "pair"} or None
         The format to score in; ``auto`` or None leaves ``rm`` as it is.
+    max_length : int, optional
+        Tokens kept of each sequence (the prompt cut from the left); None keeps each RM's.
 
     Returns
     -------
@@ -468,11 +471,14 @@ def use_format(rm: Any, format: str | None) -> Any:
     from rmlens.rewards._saved import SequenceClassifierRM, _classifier_kind
     from rmlens.rewards._tuned import TunedRM
 
-    if format in (None, "auto"):
-        return rm
     leaves, trained = list(_members(rm)), set()
     while any(isinstance(m, EnsembleRM) for m in leaves):
         leaves = [x for m in leaves for x in (m.members if isinstance(m, EnsembleRM) else [m])]
+    if max_length is not None:
+        for member in leaves:
+            _set_max_length(member, int(max_length))
+    if format in (None, "auto"):
+        return rm
     for member in leaves:
         if isinstance(member, (ExplicitHeadRM, TunedRM)):
             tokenizer, kind, was = member.backbone.tokenizer, member.backbone.kind, member.format
@@ -483,6 +489,7 @@ def use_format(rm: Any, format: str | None) -> Any:
             raise InputError(f"`format` {format}: a {type(member).__name__} scores texts its "
                              "own way; leave `format` at auto")  # fmt: skip
         member.format = resolve_format(format, tokenizer, kind)
+        member.format_guessed = False
         if was is not None and was != member.format:
             trained.add(was)
     if trained:
@@ -490,3 +497,16 @@ def use_format(rm: Any, format: str | None) -> Any:
                       "-formatted text; its rewards of other text may not mean what they did",
                       RmlensWarning, stacklevel=2)  # fmt: skip
     return rm
+
+
+def _set_max_length(member: Any, max_length: int) -> None:
+    from rmlens._errors import InputError
+    from rmlens.rewards._saved import SequenceClassifierRM
+
+    if isinstance(member, SequenceClassifierRM):
+        member.max_length = max_length
+    elif hasattr(member, "backbone"):  # shared by the members on one backbone
+        member.backbone.max_length = max_length
+    else:
+        raise InputError(f"`max_length`: a {type(member).__name__} tokenizes its own way; "
+                         "leave `max_length` unset")

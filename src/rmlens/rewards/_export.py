@@ -7,8 +7,14 @@ hidden state, is exactly what ``AutoModelForSequenceClassification`` computes fo
 - the backbone's weights (LoRA merged) are the classifier's base model;
 - the head is folded into the ``score`` layer: a linear head on standardized features,
   w . (h - mu) / s + b, is (w / s) . h + (b - (w / s) . mu);
-- ``pad_token_id`` is a token no formatted sequence ends with (the classifier reads the
-  last token that is not padding).
+- ``pad_token_id`` is a token that occurs in no formatted sequence: transformers 5.x reads
+  the last token that is not padding, transformers 4.44 to 4.48 and TRL's PPO
+  (``get_reward``) the token before the *first* pad, and both must find the last real
+  token. A pad that doubles as a chat turn's end (``<|im_end|>``) would have 4.48 read the
+  end of the system prompt: a dedicated ``<|rmlens_pad|>`` is added instead;
+- the tokenizer travels complete: right padding, left truncation at the length rmlens
+  scored with (``model_max_length``), no ``token_type_ids`` for a causal LM (RewardBench's
+  pipeline passes every key the tokenizer returns), the chat template and the format.
 
 The ``score`` layer of causal LMs has no bias, so a constant b cannot live in it: the folder
 scores r - b. Every difference r+ - r- (what Bradley-Terry identifies, and what TRL and
@@ -31,7 +37,7 @@ import torch
 from torch import nn
 
 from rmlens._errors import InputError
-from rmlens._io import write_json
+from rmlens._io import write_json, write_text
 from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.rewards._card import Exported, model_card
 from rmlens.rewards._ensemble import EnsembleRM
@@ -39,10 +45,14 @@ from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifie
 
 PAD = "<|rmlens_pad|>"
 TOLERANCE = 1e-4  # largest |r_rmlens - (r_export + offset)| an export may show
-_PROBES = (
+_PROBES = (  # one-turn prompts, an HH transcript and messages with a system turn
     ("What is two plus two?", "Four.", "Five."),
     ("Write a short greeting.", "Hello, nice to meet you!", "no"),
     ("Name a colour.", "Blue is a colour of the sky and the sea.", "I cannot help with that."),
+    ("\n\nHuman: Hi there.\n\nAssistant: Hello!\n\nHuman: What is two plus two?"
+     "\n\nAssistant:", "Four.", "Five."),
+    ([{"role": "system", "content": "Answer briefly."},
+      {"role": "user", "content": "Name a fruit."}], "An apple.", "No."),
 )
 
 
@@ -177,6 +187,7 @@ def _export_explicit(rm: Any, out: Path) -> Exported:
     tokenizer = copy.deepcopy(bb.tokenizer)
     fmt = rm.format
     _set_pad(model, tokenizer, bb.max_length, fmt)
+    _set_tokenizer(tokenizer, bb.max_length)
     model.config.rmlens_format = fmt
     model.config.rmlens_max_length = int(bb.max_length)
     model.config.rmlens_reward_offset = float(offset)
@@ -203,21 +214,46 @@ def _encode(tokenizer: Any, prompt: Any, response: Any, max_length: int, fmt: st
     return encode_pair_text(tokenizer, prompt, response, max_length, format=fmt)
 
 
+def _probe_ids(tokenizer: Any, max_length: int, fmt: str) -> list[list[int]]:
+    return [_encode(tokenizer, p, r, max_length, fmt) for p, c, j in _PROBES for r in (c, j)]
+
+
 def _set_pad(model: nn.Module, tokenizer: Any, max_length: int, fmt: str) -> None:
-    """A pad token that no formatted sequence ends with: the classifier reads the last
-    token that is not padding, rmlens the last real one."""
-    last = {_encode(tokenizer, p, r, max_length, fmt)[-1] for p, c, j in _PROBES for r in (c, j)}
-    if tokenizer.pad_token_id is None or tokenizer.pad_token_id in last:
+    """A pad token that occurs in no formatted sequence (module docstring): the tokenizer's
+    own when it is none of EOS, BOS or UNK and no probe sequence holds it, else
+    ``<|rmlens_pad|>``, added (the embedding grows only when the id is new to it)."""
+    used = {t for seq in _probe_ids(tokenizer, max_length, fmt) for t in seq}
+    taken = used | {tokenizer.eos_token_id, tokenizer.bos_token_id, tokenizer.unk_token_id}
+    if tokenizer.pad_token_id is None or tokenizer.pad_token_id in taken:
         tokenizer.add_special_tokens({"pad_token": PAD})
-        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
-    model.config.pad_token_id = int(tokenizer.pad_token_id)
+        rows = model.get_input_embeddings().num_embeddings
+        if tokenizer.pad_token_id >= rows:
+            model.resize_token_embeddings(tokenizer.pad_token_id + 1, mean_resizing=False)
+    pad = int(tokenizer.pad_token_id)
+    if any(pad in seq for seq in _probe_ids(tokenizer, max_length, fmt)):
+        raise RuntimeError(f"export: pad id {pad} occurs inside a formatted probe sequence")
+    model.config.pad_token_id = pad
+
+
+def _set_tokenizer(tokenizer: Any, max_length: int) -> None:
+    """What a consumer of the folder needs from its tokenizer, saved in
+    ``tokenizer_config.json``: right padding (a first-pad reader), left truncation at the
+    length rmlens scored with (transformers' ``truncation=True`` then keeps what rmlens
+    kept), and the inputs a causal LM takes."""
+    settings = {"padding_side": "right", "truncation_side": "left",
+                "model_max_length": int(max_length),
+                "model_input_names": ["input_ids", "attention_mask"]}  # fmt: skip
+    for name, value in settings.items():
+        setattr(tokenizer, name, value)
+        tokenizer.init_kwargs[name] = value  # what save_pretrained writes
 
 
 def _check(rm: Any, out: Path) -> float:
-    """Largest |r_rmlens - r_folder| over the probe pairs, the folder loaded back as any
-    Hugging Face RM (``load_rm``: ``AutoModelForSequenceClassification``, the recorded
-    format and offset), scored one sequence at a time and in padded batches. Raises when it
-    is above ``TOLERANCE``."""
+    """Largest |r_rmlens - r_folder| over the probe pairs, the folder read back two ways:
+    as any Hugging Face RM (``load_rm``: ``AutoModelForSequenceClassification``, the
+    recorded format and offset), one sequence at a time and in padded batches; and by a
+    reader that stops at the first pad (transformers 4.44 to 4.48, TRL's PPO), one
+    right-padded batch. Raises when it is above ``TOLERANCE``."""
     from rmlens.rewards._load import load_rm
 
     prompts = [p for p, c, j in _PROBES for _ in (c, j)]
@@ -229,10 +265,31 @@ def _check(rm: Any, out: Path) -> float:
         folder.batch_size = batch_size
         got = np.asarray(folder.score(prompts, responses), dtype=float)
         diff = max(diff, float(np.abs(expected - got).max()))
+    seqs = _probe_ids(folder.tokenizer, folder.max_length, folder.format)
+    got = first_pad_rewards(folder.model, seqs, folder.tokenizer.pad_token_id) + folder.offset
+    diff = max(diff, float(np.abs(expected - got).max()))
     if not diff <= TOLERANCE:
         raise RuntimeError(f"export check failed: the exported folder's rewards differ from "
                            f"rmlens's by up to {diff:.3g} on probe pairs")
     return diff
+
+
+@torch.inference_mode()
+def first_pad_rewards(model: nn.Module, seqs: list[list[int]], pad: int) -> np.ndarray:
+    """Rewards read as TRL's PPO reads them (``trl.experimental.utils.get_reward``): one
+    right-padded batch, the attention mask and positions from ``ids != pad``, the score
+    of the token before the first pad. Equal to rmlens's only when no sequence holds the
+    pad id."""
+    width = max(len(s) for s in seqs)
+    ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
+    mask = ids != pad
+    positions = mask.cumsum(1) - mask.long()
+    body = getattr(model, model.base_model_prefix)
+    hidden = body(input_ids=ids.masked_fill(~mask, 0), attention_mask=mask,
+                  position_ids=positions, use_cache=False).last_hidden_state  # fmt: skip
+    logits = _score_layer(model)(hidden)[..., 0]
+    first_pad = torch.where(mask.all(1, keepdim=True), width, (~mask).int().argmax(1, True))
+    return logits.gather(1, first_pad - 1)[:, 0].double().numpy()
 
 
 def _export_policy(rm: Any, out: Path) -> Exported:
@@ -254,13 +311,21 @@ def readable_by_v4(folder: Path) -> None:
     """Add the keys transformers 4.x reads (RewardBench 0.1.4 pins 4.51) beside 5.x's.
 
     Without them 4.x fails on the tokenizer (``TokenizersBackend`` is 5.x's class; 5.x
-    writes the extra special tokens as a list where 4.x expects a dict) or, worse, silently
+    writes the extra special tokens as a list where 4.x expects a dict; tokenizers 0.19,
+    transformers 4.44's, reads BPE merges only as ``"a b"`` strings) or, worse, silently
     scores with its default RoPE base (5.x writes ``rope_parameters`` only): SmolLM2's
     100000 read as 10000 moved rewards by up to 1.4 and accuracy from 0.78 to 0.66
     (``benchmarks/rewardbench_export.py``). The keys added are the 4.x names of the same
     values, which 5.x reads back unchanged (the export check runs after this).
     """
     tok_file, config_file = folder / "tokenizer_config.json", folder / "config.json"
+    fast_file = folder / "tokenizer.json"
+    if fast_file.is_file():  # tokenizers < 0.20 (transformers 4.44) reads merges as "a b"
+        fast = json.loads(fast_file.read_text(encoding="utf-8"))
+        merges = (fast.get("model") or {}).get("merges") or []
+        if merges and all(isinstance(m, list) and not any(" " in t for t in m) for m in merges):
+            fast["model"]["merges"] = [" ".join(m) for m in merges]
+            write_text(json.dumps(fast, ensure_ascii=False), fast_file)
     if tok_file.is_file():
         tok = json.loads(tok_file.read_text())
         if tok.get("tokenizer_class") == "TokenizersBackend":

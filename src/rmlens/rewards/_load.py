@@ -173,11 +173,18 @@ def _load_sequence_classifier(
         )
     try:
         tokenizer = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust)
-        model = AutoModelForSequenceClassification.from_pretrained(
-            spec, dtype=torch.float32, trust_remote_code=trust
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
+            spec, dtype=torch.float32, trust_remote_code=trust, output_loading_info=True
         )
     except (OSError, ValueError) as err:
         raise InputError(f"{spec}: not a loadable sequence-classification model ({err})") from err
+    fresh = newly_initialised(loading)
+    if fresh:
+        raise InputError(
+            f"{spec}: {', '.join(fresh[:3])}{' ...' if len(fresh) > 3 else ''} missing from its "
+            f"weights ({len(fresh)} tensors): transformers would score with newly initialised, "
+            "random ones; pass the folder that holds the whole reward model"
+        )
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     offset = float(getattr(config, "rmlens_reward_offset", 0.0) or 0.0)  # an rmlens export's
@@ -190,3 +197,13 @@ def _load_sequence_classifier(
 
 LOADERS: dict[str, Callable[..., RewardModel]] = {**SINGLE_LOADERS, "ensemble": _load_ensemble}
 """Loader of each ``rm_config.json`` kind: ``loader(folder, config, **options)``."""
+
+
+def newly_initialised(loading: dict) -> list[str]:
+    """The weights transformers made up when loading (``output_loading_info``): missing
+    from the checkpoint, or of another shape (the score head of a folder saved without it,
+    a base model loaded as a classifier)."""
+    missing = set(loading.get("missing_keys") or ())
+    for key in loading.get("mismatched_keys") or ():
+        missing.add(key[0] if isinstance(key, (tuple, list)) else key)
+    return sorted(missing)

@@ -10,6 +10,7 @@ sequence-classification scorer; fine-tuned RMs are in ``_tuned``, ensembles in
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,13 +19,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_json
 from rmlens.backbones import Backbone, featurize
 from rmlens.backbones._featurize import collate, encode_ids
 from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import portable_name
-from rmlens.backbones._tokenize import encode_pair_text, pairs_truncation
+from rmlens.backbones._tokenize import _UNBOUNDED, encode_pair_text, pairs_truncation
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._head import HeadRM, RewardHead
 
@@ -218,8 +219,9 @@ class SequenceClassifierRM(RewardModel):
         Texts per forward pass.
     format : {"auto", "chat", "raw", "pair"}, default="auto"
         How a (prompt, response) becomes tokens; auto: the ``rmlens_format`` an rmlens
-        export records in ``config.json``, else chat when the tokenizer has a template, else
-        raw (a causal LM) or pair (an encoder). Train with TRL on conversations: chat; on
+        export records in ``config.json``, else chat when the tokenizer has a template (a
+        guess for a causal LM, warned about at the first score), else raw (a causal LM) or
+        pair (an encoder). Train with TRL on conversations: chat; on
         text: raw.
     offset : float, default=0.0
         Added to every reward: an rmlens export's ``rmlens_reward_offset``, the part of the
@@ -242,9 +244,13 @@ class SequenceClassifierRM(RewardModel):
                 config, tokenizer
             )
         self.index, self.max_length, self.batch_size = index, int(max_length), batch_size
+        tokenizer.model_max_length = _UNBOUNDED  # it cuts each sequence itself (encode_pair)
+        recorded = getattr(config, "rmlens_format", None)
         if format in (None, "auto"):
-            format = getattr(config, "rmlens_format", None) or "auto"
-        self.format = resolve_format(format, tokenizer, _classifier_kind(config))
+            format = recorded or "auto"
+        kind = _classifier_kind(config)
+        self.format = resolve_format(format, tokenizer, kind)
+        self.format_guessed = format == "auto" and self.format == "chat" and kind == "causal"
         self.offset = float(offset)
 
     @property
@@ -253,6 +259,14 @@ class SequenceClassifierRM(RewardModel):
 
     @torch.inference_mode()
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
+        if self.format_guessed:
+            self.format_guessed = False
+            warnings.warn(
+                f"`format` auto: {getattr(self.model.config, '_name_or_path', '') or 'the RM'} "
+                "records no format it was trained with (an rmlens export records "
+                "rmlens_format; TRL records none); guessed chat, as its tokenizer has a chat "
+                "template. An RM trained on plain text (TRL's non-conversational data) needs "
+                "`format` raw", RmlensWarning, stacklevel=2)  # fmt: skip
         seqs = [encode_pair_text(self.tokenizer, p, r, self.max_length, format=self.format)
                 for p, r in zip(prompts, responses)]  # fmt: skip
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0

@@ -103,7 +103,8 @@ def train(
         trainer.config = config.replace(seed=config.seed + i)
         trainer.fit(data, eval_data=eval_data, checkpoint_dir=folder / "checkpoints", quiet=quiet)
         if "truncation" not in record:  # every member tokenizes the data alike
-            record.update(format=trainer.format_, truncation=trainer.truncation_)
+            record.update(format=trainer.format_, truncation=trainer.truncation_,
+                          eval_truncation=getattr(trainer, "eval_truncation_", None))
             exp.write_record(record)
         histories.append(trainer.history_)
         write_json(trainer.history_, folder / "history.json")

@@ -204,11 +204,11 @@ def group_codes(groups) -> np.ndarray:
     return np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
 
 
-def warn_dropped(n: int) -> None:
+def warn_dropped(n: int, what: str = "pairs") -> None:
     """Say how many pairs were left out (never silently, DESIGN.md 2)."""
     if n:
         warnings.warn(
-            f"{n} pairs dropped: chosen and rejected identical after truncation",
+            f"{n} {what} dropped: chosen and rejected identical after truncation",
             RmlensWarning, stacklevel=3,
         )  # fmt: skip
 

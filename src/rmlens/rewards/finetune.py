@@ -152,7 +152,8 @@ class _TunedTrainer(PerRun, Trainer):
         self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch) and
         ``n_dropped_`` (pairs that truncation made identical, left out, with a warning),
         ``format_`` (chat, raw or pair) and ``truncation_`` (what ``max_length`` cut: the
-        pairs cut are warned about).
+        pairs cut are warned about), ``eval_truncation_`` the same of ``eval_data`` (None
+        without it).
         """
         from rmlens.rewards._finetune_loop import train_loop
         from rmlens.rewards._finetune_torch import (
@@ -166,6 +167,7 @@ class _TunedTrainer(PerRun, Trainer):
         examples, kept = self._examples(data)
         self.format_ = self.base_.format
         self.truncation_ = examples_truncation(examples, self.base_.max_length)
+        self.eval_truncation_ = None
         warn_truncation(self.truncation_, len(examples))
         self.n_dropped_ = int((~kept).sum())
         warn_dropped(self.n_dropped_)
@@ -184,6 +186,9 @@ class _TunedTrainer(PerRun, Trainer):
                     "supported; use `eval_fraction` instead"
                 )
             ev, ev_kept = self._examples(eval_data)
+            self.eval_truncation_ = examples_truncation(ev, self.base_.max_length)
+            warn_truncation(self.eval_truncation_, len(ev), what="evaluation pairs")
+            warn_dropped(int((~ev_kept).sum()), what="evaluation pairs")
             evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
         self._prepare_refs(train + (evals or []))
         weights, guide = (None, None)

@@ -217,13 +217,15 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
         folder = out / slug
         model = ExperimentDir(folder, record=META)
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
-                    "score_index": config.score_index, "format": config.format}
+                    "score_index": config.score_index, "format": config.format,
+                    **({"max_length": config.max_length} if config.max_length else {})}
         saved = model.reusable({"settings": settings}, [SWEEP])  # else swept again
         if saved is not None:
             meta = saved
         else:
             rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
-                                    trust_remote_code=config.trust_remote_code), config.format)
+                                    trust_remote_code=config.trust_remote_code), config.format,
+                            config.max_length)
             fmt = getattr(rm, "format", None)
             if fmt == "mixed":
                 raise InputError(f"{spec}: its members tokenize in different formats; sweep "

@@ -1,23 +1,30 @@
-"""An exported rmlens RM scored three ways: rmlens, plain transformers, the RewardBench CLI.
+"""An exported rmlens RM read by every consumer it is made for (issue 38).
 
-1. builds a small RM offline: a tiny random Llama (2 layers, a word-level tokenizer built
-   from the pairs' words, a chat template), or ``--model smollm2-135m`` (the packaged
-   SmolLM2-135M), fine-tuned for ``--epochs`` on synthetic pairs (``rmlens.synthesize``) or
-   on ``--data``;
-2. exports it with ``rmlens.rewards.export_rm`` (what ``rmlens export RM --out DIR`` does):
-   a standard ``AutoModelForSequenceClassification`` folder whose rewards are rmlens's
-   minus ``config.json``'s ``rmlens_reward_offset``;
-3. scores ``--pairs`` held-out pairs (those that fit in ``--max-length`` tokens):
+1. builds a small RM offline: a tiny random Llama shaped like SmolLM2 (2 layers, a
+   byte-level BPE trained on the pairs' text, a ChatML template whose turn end
+   ``<|im_end|>`` is also EOS and pad), or ``--model smollm2-135m`` (the packaged
+   SmolLM2-135M), fine-tuned for ``--epochs`` in ``--format`` (chat or raw) on synthetic
+   pairs (``rmlens.synthesize``) or on ``--data`` (HH transcripts included);
+2. exports it with ``rmlens.rewards.export_rm`` (what ``rmlens export RM --out DIR`` does);
+3. scores ``--pairs`` held-out pairs (those that fit in ``--max-length`` tokens) every way a
+   consumer reads the folder, against ``load_rm(RM)``:
 
-   - rmlens: ``load_rm(RM).score_pairs(pairs)``, and ``load_rm(EXPORT)`` (offset added back);
-   - transformers, this interpreter: the chat template applied by the exported tokenizer,
-     ``tokenizer(text, add_special_tokens=False)``, one right-padded batch at a time, plus
-     the offset;
-   - with ``--rewardbench-bin PATH`` (else a ``rewardbench`` on PATH), in its venv: the
-     same plain-transformers scoring (RewardBench 0.1.4 pins transformers 4.51) on the
-     folder as written; the ``rewardbench`` CLI (``--model=EXPORT --dataset=FILE.json
-     --load_json``); and RewardBench's own text preparation (``load_and_process_dataset``)
-     with its pipeline's tokenization (left padding, special tokens added) on CPU.
+   - rmlens: ``load_rm(EXPORT)`` (offset added back);
+   - transformers, this interpreter: the exported tokenizer and chat template, one
+     right-padded batch at a time (5.x reads the last non-pad token);
+   - a reader that stops at the first pad: TRL's PPO ``get_reward``;
+   - TRL's GRPO: ``rmlens.rewards.reward_function(EXPORT)`` with plain-string prompts, and,
+     for contrast, what GRPO computes when given the folder's path (``prompt +
+     completion``, no template, no EOS); the same reward function in bfloat16 (GRPO's
+     default ``bf16=True``);
+   - ``--old-python PY ...``: the same plain-transformers scoring under other venvs'
+     interpreters (transformers 4.44 and 4.48 read the token before the *first* pad);
+   - with ``--rewardbench-bin PATH`` (else a ``rewardbench`` on PATH), in its venv
+     (transformers 4.51): plain transformers; the ``rewardbench`` CLI itself (``--model=EXPORT
+     --dataset=FILE --load_json``), on a machine without CUDA through a wrapper that only
+     maps its pipeline's ``.to("cuda")`` to the CPU; and RewardBench's own text preparation
+     (``load_and_process_dataset``) with its pipeline's tokenization;
+   - the model card's code example, run as written under every interpreter above.
 
    Without a ``rewardbench`` executable the RewardBench rows are skipped and the install
    commands printed (a separate venv: RewardBench pins transformers==4.51.0).
@@ -39,9 +46,14 @@ largest |reward difference| from rmlens's rewards (offset added) and from its ma
 r+ - r- (which need no offset), and the time. Not a test.
 
     python benchmarks/rewardbench_export.py [--model tiny|smollm2-135m] [--data PAIRS]
-        [--train-pairs 400] [--pairs 100] [--epochs 1] [--max-length 256] [--center-coef 0.01]
+        [--format chat|raw] [--train-pairs 400] [--pairs 100] [--epochs 1]
+        [--max-length 256] [--center-coef 0.01] [--old-python /tmp/venv-tf444/bin/python ...]
         [--rewardbench-bin /tmp/rbenv/bin/rewardbench] [--rewardbench-args "..."]
         [--work DIR]
+
+The venvs (torch 2.13.0 is the CPU build on this machine's disk; any other pulls gigabytes):
+``python -m venv /tmp/venv-tf448 && /tmp/venv-tf448/bin/pip install torch==2.13.0
+transformers==4.48.3 safetensors jinja2`` (4.44.2 likewise) and the RewardBench one below.
 
 The helper modes ``--score-hf`` and ``--score-rewardbench-prep`` run in the other venv and
 import only torch, transformers (and rewardbench): this file imports rmlens lazily.
@@ -60,16 +72,33 @@ import tempfile
 import time
 from pathlib import Path
 
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }}{{ eos_token }}"
-    "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}"
+CHAT_TEMPLATE = (  # SmolLM2-Instruct's ChatML template
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}{% endif %}{{ '<|im_start|>' + message['role'] + '\n' + "
+    "message['content'] + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
-SPECIAL = ["<pad>", "[UNK]", "<s>", "</s>", "<|user|>", "<|assistant|>", "<|system|>"]
+SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 RB_FLAGS = "--not_quantized --torch_dtype=float32"  # no 8-bit bitsandbytes, no float16
 INSTALL = (
     "python -m venv /tmp/rbenv && /tmp/rbenv/bin/pip install torch transformers==4.51.0 "
     "rewardbench==0.1.4 'setuptools<81'"
 )
+RB_CPU = """# the rewardbench CLI, unchanged but for its .to("cuda") on a CPU-only machine
+import sys
+
+import torch
+from transformers.tokenization_utils_base import BatchEncoding
+
+if not torch.cuda.is_available():
+    _to = BatchEncoding.to
+    BatchEncoding.to = lambda self, device, **kw: _to(
+        self, "cpu" if str(device).startswith("cuda") else device, **kw)
+from rewardbench.rewardbench import main
+
+sys.exit(main())
+"""
 OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "WANDB_MODE": "disabled", "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
 
@@ -112,9 +141,22 @@ def hf_encode(tokenizer, record: dict, side: str, fmt: str) -> list[int]:
     if fmt == "chat":
         text = tokenizer.apply_chat_template(record[side], tokenize=False)
         return tokenizer(text, add_special_tokens=False)["input_ids"]
-    text = record["prompt_text"] + record[side][-1]["content"]
+    text = record[f"raw_{side}"]  # prompt + response (an HH transcript as it was)
     eos = tokenizer.eos_token
     return tokenizer(text if not eos or text.endswith(eos) else text + eos)["input_ids"]
+
+
+def run_card(folder: str) -> dict:
+    """The model card's code example, run as written; the reward it prints."""
+    import contextlib
+    import io
+
+    card = (Path(folder) / "README.md").read_text()
+    code = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {})
+    return {"reward": float(re.search(r"reward (\S+)", printed.getvalue()).group(1))}
 
 
 def score_hf(folder: str, records: list[dict], batch_size: int) -> dict:
@@ -171,27 +213,22 @@ def score_rewardbench_prep(folder: str, data: str, batch_size: int, max_length: 
 
 
 def tiny_llama(path: Path, texts: list[str]) -> Path:
-    """A 2-layer random Llama with a lowercase word-level tokenizer over ``texts``' words,
-    the tests' chat template (BOS and EOS in the template's text) and SmolLM2's RoPE base."""
-    import collections
-    import re
-
+    """A 2-layer random Llama shaped like SmolLM2: a byte-level BPE trained on ``texts``,
+    its ChatML template (a default system turn), ``<|im_end|>`` as turn end, EOS and pad
+    token (the pad a careless export leaves inside every chat sequence), RoPE base 100000."""
     import torch
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-    words = [w for w, _ in counts.most_common(4000)]
-    vocab = {t: i for i, t in enumerate(SPECIAL + [w for w in words if w not in SPECIAL])}
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.Lowercase()
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation()]
-    )
-    # the special tokens are added (not only in the vocabulary) so they survive lowercasing
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=4000, special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))  # fmt: skip
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="[UNK]", pad_token="<pad>", bos_token="<s>",
-        eos_token="</s>", additional_special_tokens=SPECIAL[4:],
+        tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+        pad_token="<|im_end|>", unk_token="<|endoftext|>",
     )  # fmt: skip
     tokenizer.chat_template = CHAT_TEMPLATE
     tokenizer.save_pretrained(path)
@@ -199,7 +236,8 @@ def tiny_llama(path: Path, texts: list[str]) -> Path:
     config = LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
         num_key_value_heads=4, intermediate_size=128, max_position_embeddings=1024,
-        pad_token_id=0, bos_token_id=2, eos_token_id=3, tie_word_embeddings=False,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
         rope_theta=100000.0,  # SmolLM2's: not the default, so a config that loses it shows
     )  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(path)
@@ -210,16 +248,21 @@ def records_of(pairs) -> list[dict]:
     """Pairs as RewardBench's preference JSON wants them: ``chosen`` and ``rejected`` are
     whole conversations ending with the assistant's answer (it takes the prompt from
     ``chosen[:-1]``); ``prompt`` is shown only; ``id`` comes back in its outputs."""
-    from rmlens.backbones._tokenize import prompt_messages
+    from rmlens.backbones._tokenize import prompt_messages, raw_text
     from rmlens.data._schema import to_text
+
+    class NoEos:
+        eos_token = None
 
     records = []
     for row in pairs.itertuples(index=False):
         messages = prompt_messages(row.prompt)
         records.append({
-            "id": str(row.id), "prompt": to_text(row.prompt), "prompt_text": to_text(row.prompt),
+            "id": str(row.id), "prompt": to_text(row.prompt),
             "chosen": messages + [{"role": "assistant", "content": to_text(row.chosen)}],
             "rejected": messages + [{"role": "assistant", "content": to_text(row.rejected)}],
+            "raw_chosen": raw_text(NoEos(), row.prompt, row.chosen),
+            "raw_rejected": raw_text(NoEos(), row.prompt, row.rejected),
         })  # fmt: skip
     return records
 
@@ -278,7 +321,10 @@ def run_rewardbench(rb: str, export: Path, data: Path, args, work: Path) -> tupl
     ``os.path.join`` (an absolute model path would put it beside the model)."""
     results = work / "rewardbench-results"
     shutil.rmtree(results, ignore_errors=True)
-    cmd = [rb, f"--model={export.name}", f"--dataset={data}", "--load_json",
+    wrapper = work / "rewardbench_cpu.py"
+    wrapper.write_text(RB_CPU)
+    cmd = [str(Path(rb).parent / "python"), str(wrapper), f"--model={export.name}",
+           f"--dataset={data}", "--load_json",
            f"--batch_size={args.batch_size}", f"--max_length={args.max_length}",
            f"--output_dir={results}/", *shlex.split(args.rewardbench_args)]  # fmt: skip
     print("  $ " + " ".join(shlex.quote(c) for c in cmd))
@@ -353,6 +399,9 @@ def main() -> None:
     parser.add_argument(
         "--center-coef", type=float, default=0.01, help="reward centering: gives the head a bias"
     )
+    parser.add_argument("--format", default="chat", choices=("chat", "raw"))
+    parser.add_argument("--old-python", nargs="*", default=[],
+                        help="interpreters of venvs with older transformers (4.44, 4.48)")
     parser.add_argument("--rewardbench-bin", help="the rewardbench executable of its venv")
     parser.add_argument("--rewardbench-args", default=RB_FLAGS,
                         help=f"extra CLI flags (default: {RB_FLAGS!r})")  # fmt: skip
@@ -362,10 +411,13 @@ def main() -> None:
                         help=argparse.SUPPRESS)  # fmt: skip
     parser.add_argument("--score-rewardbench-prep", nargs=2, metavar=("EXPORT", "DATA"),
                         help=argparse.SUPPRESS)  # fmt: skip
+    parser.add_argument("--run-card", metavar="EXPORT", help=argparse.SUPPRESS)
     parser.add_argument("--helper-out", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.score_hf or args.score_rewardbench_prep:  # helper mode, in another venv
-        if args.score_hf:
+    if args.score_hf or args.score_rewardbench_prep or args.run_card:  # another venv's
+        if args.run_card:
+            result = run_card(args.run_card)
+        elif args.score_hf:
             records = json.loads(Path(args.score_hf[1]).read_text())
             result = score_hf(args.score_hf[0], records, args.batch_size)
         else:
@@ -415,7 +467,7 @@ def bench(args) -> None:
     config = TrainConfig(model=model, finetune=finetune, epochs=args.epochs, lr=lr,
                          head_lr=max(lr, 1e-3), batch_size=args.batch_size,
                          max_length=args.max_length, center_coef=args.center_coef,
-                         device="cpu", seed=0)  # fmt: skip
+                         device="cpu", seed=0, format=args.format)  # fmt: skip
     shutil.rmtree(work / "rm", ignore_errors=True)
     train(trainset, config, out=work / "rm", quiet=True)
     print(f"trained in {time.perf_counter() - start:.1f} s")
@@ -450,6 +502,17 @@ def bench(args) -> None:
     rows.append((f"transformers {hf['version']}", hf["chosen"], hf["rejected"], True,
                  time.perf_counter() - start, ""))  # fmt: skip
 
+    rows += consumer_rows(export, heldout, records, args)
+    card = {"this venv": run_card(str(export))["reward"]}
+    for python in args.old_python:
+        out, why = run_helper(python, ["--score-hf", str(export), str(records_file),
+                                       "--batch-size", str(args.batch_size)], args.timeout)
+        name = f"transformers {out['version'] if out else '?'} ({python}), first pad"
+        rows.append((name, out and out["chosen"], out and out["rejected"], True, 0.0,
+                     "" if out else f"failed: {why}"))  # fmt: skip
+        got, why = run_helper(python, ["--run-card", str(export)], args.timeout)
+        card[out["version"] if out else python] = got["reward"] if got else why
+
     rb = find_rewardbench(args.rewardbench_bin)
     if rb is None:
         why = (f"{args.rewardbench_bin} not found" if args.rewardbench_bin
@@ -461,6 +524,9 @@ def bench(args) -> None:
         rows.append(("rewardbench CLI", None, None, False, 0.0, f"skipped: {why}"))
     else:
         rows += rewardbench_rows(rb, export, records, records_file, data_file, args, work)
+        got, why = run_helper(str(Path(rb).parent / "python"), ["--run-card", str(export)],
+                              args.timeout)  # fmt: skip
+        card["rewardbench venv"] = got["reward"] if got else why
     print(
         f"\n{len(heldout)} held-out pairs; accuracy: chosen > rejected (a tie counts 0, as "
         f"in RewardBench); max |diff| against rmlens load_rm(RM): rewards (offset "
@@ -479,14 +545,77 @@ def bench(args) -> None:
         dr = max(np.abs(c - ref_c).max(), np.abs(r - ref_r).max())
         dm = np.abs((c - r) - (ref_c - ref_r)).max()
         print(f"{name:54} {acc:8.4f} {ties:4d} {dr:9.2e} {dm:9.2e} {seconds:7.1f}  {note}")
+    expected = float(load_rm(work / "rm", device="cpu").score(["What is two plus two?"],
+                                                                ["Four."])[0])  # fmt: skip
+    print(f"\nthe model card's example, run as written: rmlens's reward {expected:.6f}")
+    for where, got in card.items():
+        shown = f"{got:.6f} (|diff| {abs(got - expected):.1e})" if isinstance(got, float) else got
+        print(f"  {where:54} {shown}")
+
+
+def consumer_rows(export: Path, heldout, records, args) -> list[tuple]:
+    """This venv's consumers: TRL's PPO reader, GRPO through ``reward_function`` (strings),
+    GRPO given the folder's path (what TRL's own path computes), bf16."""
+    import numpy as np
+    import torch
+
+    from rmlens.data._schema import to_text
+    from rmlens.rewards import reward_function
+
+    model, tokenizer, extra = _load_export(str(export), "right")
+    fmt, pad = extra.get("rmlens_format", "chat"), model.config.pad_token_id
+    rows = []
+    try:
+        from trl.experimental.utils import get_reward
+    except ImportError:
+        rows.append(("TRL PPO get_reward (first pad)", None, None, False, 0.0, "no TRL"))
+    else:
+        scores = {}
+        start = time.perf_counter()
+        for side in ("chosen", "rejected"):
+            seqs = [hf_encode(tokenizer, r, side, fmt) for r in records]
+            out = []
+            for i in range(0, len(seqs), args.batch_size):
+                batch = seqs[i : i + args.batch_size]
+                width = max(map(len, batch))
+                ids = torch.tensor([b + [pad] * (width - len(b)) for b in batch])
+                with torch.inference_mode():
+                    out += get_reward(model, ids, pad, 0)[1].double().tolist()
+            scores[side] = out
+        rows.append(("TRL PPO get_reward (first pad)", scores["chosen"], scores["rejected"],
+                     False, time.perf_counter() - start, ""))  # fmt: skip
+    prompts = [to_text(p) for p in heldout.prompt]
+    for dtype in ("float32", "bfloat16"):
+        start = time.perf_counter()
+        reward = reward_function(export, dtype=dtype, device="cpu", batch_size=args.batch_size)
+        c = reward(prompts, [to_text(x) for x in heldout.chosen])
+        r = reward(prompts, [to_text(x) for x in heldout.rejected])
+        rows.append((f"GRPO reward_function(EXPORT), strings, {dtype}", c, r, True,
+                     time.perf_counter() - start, ""))  # fmt: skip
+    start = time.perf_counter()
+    by_path = {}
+    for side in ("chosen", "rejected"):  # TRL's GRPO given the path, string prompts
+        texts = [p + to_text(x) for p, x in zip(prompts, heldout[side])]
+        out = []
+        for i in range(0, len(texts), args.batch_size):
+            enc = tokenizer(texts[i : i + args.batch_size], return_tensors="pt", padding=True,
+                            padding_side="right", add_special_tokens=False)  # fmt: skip
+            with torch.inference_mode():
+                out += model(**enc).logits[:, 0].double().tolist()
+        by_path[side] = np.asarray(out)
+    rows.append(("GRPO given the folder's path, strings (TRL's own)", by_path["chosen"],
+                 by_path["rejected"], False, time.perf_counter() - start,
+                 "no template, no EOS: why reward_function"))  # fmt: skip
+    return rows
 
 
 def hf_text(export: Path, record: dict) -> str:
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(export).apply_chat_template(
-        record["chosen"], tokenize=False
-    )
+    tokenizer = AutoTokenizer.from_pretrained(export)
+    if not tokenizer.chat_template:  # a raw RM's folder: RewardBench must stop on it
+        return ""
+    return tokenizer.apply_chat_template(record["chosen"], tokenize=False)
 
 
 if __name__ == "__main__":

@@ -138,6 +138,8 @@ def test_the_pad_occurs_in_no_formatted_sequence_and_the_tokenizer_travels(expor
     assert saved["model_input_names"] == ["input_ids", "attention_mask"]
     config = json.loads((folder / "config.json").read_text())
     assert config["rmlens_format"] == fmt and config["pad_token_id"] == pad
+    # a raw RM's folder has no chat template for a consumer to misread it with
+    assert bool(tokenizer.chat_template) == (fmt == "chat")
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
@@ -302,8 +304,8 @@ def test_auto_reads_the_recorded_format_and_warns_when_it_guesses(exported, tmp_
     with warnings.catch_warnings():
         warnings.simplefilter("error", RmlensWarning)
         assert load_rm(folder).score(["hi"], ["Oh"]).shape == (1,)  # recorded: no guess
-    if fmt != "raw":
-        return
+    if fmt != "chat":
+        return  # a raw RM's folder has no template: auto reads raw, nothing to guess
     unrecorded = tmp_path / "trl-like"
     shutil.copytree(folder, unrecorded)
     config = json.loads((unrecorded / "config.json").read_text())

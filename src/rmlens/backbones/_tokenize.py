@@ -80,9 +80,7 @@ def _messages(prompt: Any, response: Any) -> list[dict[str, str]]:
 def raw_text(tokenizer: PreTrainedTokenizerBase, prompt: Any, response: Any) -> str:
     r"""TRL's non-conversational text: ``prompt + response``, plus EOS unless it ends with it.
 
-    An HH-RLHF transcript prompt ends with the ``"
-
-Assistant:"`` cue, and the loader
+    An HH-RLHF transcript prompt ends with the ``"\n\nAssistant:"`` cue, and the loader
     split the transcript there and stripped the response's leading space
     (``split_transcripts``). TRL tokenizes the transcript as it was, ``"Assistant: Oh"``,
     so such a prompt is joined to a response that does not start with whitespace by one
@@ -93,16 +91,8 @@ Assistant:"`` cue, and the loader
     --------
     >>> class Tok:
     ...     eos_token = "</s>"
-    >>> raw_text(Tok(), "
-
-Human: Hi
-
-Assistant:", "Oh")
-    '
-
-Human: Hi
-
-Assistant: Oh</s>'
+    >>> raw_text(Tok(), "\n\nHuman: Hi\n\nAssistant:", "Oh")
+    '\n\nHuman: Hi\n\nAssistant: Oh</s>'
     >>> raw_text(Tok(), "Q: 2 + 2 =", " 4")
     'Q: 2 + 2 = 4</s>'
     """

@@ -183,7 +183,9 @@ def _use_classifier(exported: Exported) -> list[str]:
             'inputs = tokenizer(text, truncation=True, return_tensors="pt")',
         ]
         transcript = ("An HH-RLHF transcript prompt (ending with `Assistant:`) is joined to its "
-                      "response by one space, as in the transcript.")
+                      "response by one space, as in the transcript. This RM was trained on "
+                      "raw text, so the folder has no chat template: a consumer that would "
+                      "apply one (RewardBench) stops instead of scoring another format.")
     lines = [
         "## Use it",
         "",

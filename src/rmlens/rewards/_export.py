@@ -14,7 +14,10 @@ hidden state, is exactly what ``AutoModelForSequenceClassification`` computes fo
   end of the system prompt: a dedicated ``<|rmlens_pad|>`` is added instead;
 - the tokenizer travels complete: right padding, left truncation at the length rmlens
   scored with (``model_max_length``), no ``token_type_ids`` for a causal LM (RewardBench's
-  pipeline passes every key the tokenizer returns), the chat template and the format.
+  pipeline passes every key the tokenizer returns), the chat template and the format; an
+  RM trained on raw text travels without the chat template, so a consumer that would
+  template its inputs (RewardBench, GRPO's conversational path) stops instead of scoring
+  text the RM never saw.
 
 The ``score`` layer of causal LMs has no bias, so a constant b cannot live in it: the folder
 scores r - b. Every difference r+ - r- (what Bradley-Terry identifies, and what TRL and
@@ -186,6 +189,8 @@ def _export_explicit(rm: Any, out: Path) -> Exported:
             offset = 0.0
     tokenizer = copy.deepcopy(bb.tokenizer)
     fmt = rm.format
+    if fmt == "raw":  # never trained on templated text: a consumer that templates must stop
+        tokenizer.chat_template = None
     _set_pad(model, tokenizer, bb.max_length, fmt)
     _set_tokenizer(tokenizer, bb.max_length)
     model.config.rmlens_format = fmt
@@ -312,7 +317,8 @@ def readable_by_v4(folder: Path) -> None:
 
     Without them 4.x fails on the tokenizer (``TokenizersBackend`` is 5.x's class; 5.x
     writes the extra special tokens as a list where 4.x expects a dict; tokenizers 0.19,
-    transformers 4.44's, reads BPE merges only as ``"a b"`` strings) or, worse, silently
+    transformers 4.44's, reads BPE merges only as ``"a b"`` strings, and 4.44 reads the
+    chat template only from ``tokenizer_config.json``) or, worse, silently
     scores with its default RoPE base (5.x writes ``rope_parameters`` only): SmolLM2's
     100000 read as 10000 moved rewards by up to 1.4 and accuracy from 0.78 to 0.66
     (``benchmarks/rewardbench_export.py``). The keys added are the 4.x names of the same
@@ -326,8 +332,11 @@ def readable_by_v4(folder: Path) -> None:
         if merges and all(isinstance(m, list) and not any(" " in t for t in m) for m in merges):
             fast["model"]["merges"] = [" ".join(m) for m in merges]
             write_text(json.dumps(fast, ensure_ascii=False), fast_file)
+    template_file = folder / "chat_template.jinja"
     if tok_file.is_file():
         tok = json.loads(tok_file.read_text())
+        if template_file.is_file() and "chat_template" not in tok:  # 4.44 reads it only here
+            tok["chat_template"] = template_file.read_text(encoding="utf-8")
         if tok.get("tokenizer_class") == "TokenizersBackend":
             tok["tokenizer_class"] = "PreTrainedTokenizerFast"
         if isinstance(tok.get("extra_special_tokens"), list):

@@ -67,7 +67,7 @@ def test_inspect_lists_problems_and_strict_exits_2(app, tmp_path):
     )
     result = run(app, "inspect", path)
     assert result.exit_code == 0, result.output
-    assert "2 problems" in result.stdout
+    assert "2 errors (rows not read" in result.stdout
     assert "line 2: 'chosen' must be a non-empty string" in result.stdout
     assert "line 3: invalid JSON" in result.stdout
     strict = run(app, "inspect", path, "--strict", "--json")

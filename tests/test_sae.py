@@ -300,3 +300,16 @@ def test_recovers_the_signature_phrase_and_the_length_shortcut(tmp_path, monkeyp
                for t in signature["top_responses"])
     for card in (signature, length):
         assert card["shap"]["tg"]["rank_among_latents"] <= 10, card
+
+
+def test_more_latents_than_responses_is_warned_with_a_size(cache):
+    """Issue 39: 512 latents on 270 responses trained without a word; now one line before
+    training names the size and suggests one, and the record keeps it."""
+    from rmlens._errors import RmlensWarning
+
+    n_train = json.loads((cache / "sae" / "config.json").read_text())["n_responses"]
+    with pytest.warns(RmlensWarning, match=r"`n_latents` 256 is more than the \d+ responses.*"
+                      r"try `n_latents` \d+"):  # fmt: skip
+        lens = fit_sae(cache, quiet=True, **{**FAST, "n_latents": 256})
+    assert "more than" in lens.record["size_warning"] and n_train < 256
+    assert fit_sae(cache, quiet=True, **FAST).record["size_warning"] is None

@@ -287,12 +287,17 @@ def spearman_brown(r, factor):
     Returns
     -------
     float or ndarray, as ``r``
+        A negative ``r`` (halves that agree less than chance) has no reliability to
+        project: 0, where the formula would diverge near ``r = -1 / (factor - 1)``.
 
     Examples
     --------
     >>> spearman_brown(0.5, 2)  # 2 * 0.5 / 1.5
     0.6666666666666666
+    >>> spearman_brown(-0.9, 2)  # the formula would give -18
+    0.0
     """
+    r = np.maximum(r, 0.0) if isinstance(r, np.ndarray) else max(float(r), 0.0)
     return factor * r / (1 + (factor - 1) * r)
 
 

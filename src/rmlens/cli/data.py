@@ -99,7 +99,8 @@ def _verdict(console, problems: list[str], warnings: list[dict], across: dict | 
 
     if problems:
         n = len(problems)
-        console.print(f"[bold red]{n} problem{'s' if n > 1 else ''} (rows not read):[/]")
+        console.print(f"[bold red]{n} error{'s' if n > 1 else ''} (rows not read; memorize, "
+                      "train and score stop at the first, exit 2):[/]")
         for message in problems[:MAX_SHOWN]:
             console.print(f"  {escape(message)}", highlight=False, soft_wrap=True)
         if n > MAX_SHOWN:
@@ -294,8 +295,15 @@ def register(app: typer.Typer) -> None:
             echo_json(result)
         else:
             _render(result)
-        if strict and result["problems"]:
-            n = len(result["problems"])
+        summary, n = result["summary"], len(result["problems"])
+        if summary["pairs"] == summary["identical_responses"]:  # what memorize refuses too
+            why = (f"{n} row{'s' if n > 1 else ''} not read" if n else "")
+            same = summary["identical_responses"]
+            if same:
+                why += (", and " if why else "") + (
+                    f"{same} pair{'s' if same > 1 else ''} with chosen == rejected")
+            raise InputError(f"{file}: no valid pair ({why}): nothing to train or audit")
+        if strict and n:
             raise InputError(f"{file}: {n} problem{'s' if n > 1 else ''} found")
 
     data_app.command("synth")(with_parameters(synth, config_parameters(SYNTH)))

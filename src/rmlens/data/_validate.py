@@ -149,6 +149,11 @@ def finish_pairs(
             same.append((name, loc, row.get("id")))
         else:
             kept.append(row)
+    if same and not kept and not any(broken or ()):
+        name = same[0][0]
+        raise InputError(f"{name}: every one of its {len(same)} pairs has chosen and rejected "
+                         "the same text (no preference): no pair is left; check the "
+                         "columns mapped to chosen and rejected (--map)")  # fmt: skip
     warn_same_text(same)
     return pairs_frame(kept, [r for k, r in enumerate(rows) if broken is None or not broken[k]])
 

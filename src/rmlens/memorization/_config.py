@@ -341,6 +341,12 @@ class AuditConfig(Config):
         return self.head.validates if self.mode == "frozen" else self.train.patience > 0
 
     @property
+    def deterministic(self) -> bool:
+        """Whether a run's RM is a function of its training set alone: the logistic head,
+        solved to its optimum (no seed, no order)."""
+        return self.mode == "frozen" and self.head.convex
+
+    @property
     def validates(self) -> bool:
         """Whether each run sets validation groups aside (its choices need them)."""
         return self.val_fraction > 0 and self.reads_validation

@@ -32,6 +32,7 @@ from rmlens.memorization._config import (
     AuditConfig,
     regime_words,
 )
+from rmlens.memorization._regime import planned_validation
 
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
 # system, no permission, a path through a regular file
@@ -97,10 +98,49 @@ def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
         groups = pd.Series(joined[kept], name=groups.name)
         note += f"; `dedupe` {config.dedupe}: {_dedupe_words(dedupe)}"
     folds = config.folds
-    if config.plan == "kfold" and 2 <= groups.nunique() < folds:
-        folds = int(groups.nunique())
+    n_groups = int(groups.nunique())
+    if config.plan == "kfold" and 2 <= n_groups < folds:
+        folds = n_groups
         note += f"; only {folds} groups, so {folds} folds (leave one group out)"
+    check_groups(config, len(groups), n_groups, folds, column)
     return Grouping(groups, column, note, folds, kept=kept, dedupe=dedupe)
+
+
+def check_groups(config: AuditConfig, n_pairs: int, n_groups: int, folds: int,
+                 column: str) -> None:  # fmt: skip
+    """Refuse, before any training, a plan that cannot work as asked, naming its first cause:
+    no pairs; one group (nothing to hold out); runs that train on a single group while their
+    choice (lambda, early stopping) needs validation groups carved from their training
+    groups, where it would otherwise fall to the grid's edge in silence."""
+    if n_pairs == 0:
+        raise InputError("no pairs to audit")
+    if n_groups < 2:
+        raise InputError(
+            f"{n_pairs} pair(s) in 1 group ('{column}'): a plan needs at least 2 groups, one "
+            "to train on and one to hold out; give pairs of more groups, or `group_by` a "
+            "column with more than one value"
+        )
+    if not config.validates:
+        return
+    counts = planned_validation(n_groups, kind=config.plan, folds=folds,
+                                fraction=config.val_fraction)  # fmt: skip
+    starved = sum(1 for val, _ in counts if val == 0)
+    if not starved:
+        return
+    if config.mode == "frozen" and config.head.convex:
+        choice = "lambda from `l2_grid`"
+        fix = "pass one `l2_grid` value (a fixed lambda, e.g. `l2_grid` 1)"
+    else:
+        choice = "early stopping (`patience`)" + (
+            " and the learning rate from `lr_grid`" if config.mode == "finetune" else "")
+        fix = "set `patience` 0 (train every epoch)" + (
+            " and one `lr_grid` value" if config.mode == "finetune" else "")
+    raise InputError(
+        f"{n_groups} groups ('{column}'): {starved} of the {len(counts)} runs of each repeat "
+        f"train on a single group, leaving no group to validate {choice} on, so the choice "
+        f"would fall to a default in silence; {fix}, or audit data with more groups "
+        "(`group_by` another column)"
+    )
 
 
 def _dedupe_words(record: dict) -> str:

@@ -25,6 +25,7 @@ from rmlens.memorization._quality import (
     duplicates_warnings,
     interval_note,
     interval_warning,
+    learning_warning,
     rm_quality,
     validation_note,
 )
@@ -78,7 +79,8 @@ def finish(
     checks = [r.pop("exactness") for r in runs]  # the Newton step against refits
     quality = rm_quality(m.p, m.member, m.val, m.runs, runs)
     reliability = split_half(
-        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed
+        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed,
+        deterministic=config.deterministic,
     )
     damping = m.damping
     if damping is not None:
@@ -87,7 +89,7 @@ def finish(
         )
     finished, estimator = m.runs, m.estimator
     del m
-    if same_partition(plan, k):
+    if same_partition(plan, k) and "reason" not in reliability:
         reliability["note"] = SAME_PARTITION
     duplicates, conflict = duplicates_across_groups(
         pairs, groups, group_by=record.get("group_by") or "group"
@@ -195,7 +197,7 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
               folds: int) -> list[dict]:  # fmt: skip
     """summary.json's warnings, from the rest of the summary."""
     quality, reliability = summary["rm_quality"], summary["reliability"]
-    found = audit_warnings(table, quality)
+    found = [learning_warning(quality, config), *audit_warnings(table, quality)]
     found += reliability_warnings(reliability)
     found.append(budget_warning(summary["validation"], summary["n_runs_finished"]))
     if summary["estimator"] == "brute":  # paired: every run gives every pair both sides

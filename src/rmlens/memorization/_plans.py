@@ -205,7 +205,8 @@ def target_now(exp: ExperimentDir, config: AuditConfig, n_runs: int, k: int) -> 
     """Whether the audit stops adding repeats (``target_status``), from the runs on disk."""
     m = load_matrices(exp, n_runs)
     reliability = split_half(
-        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed
+        m.p, m.member, m.val, np.asarray(m.runs) // k, folds=k, p_cf=m.p_cf, seed=config.seed,
+        deterministic=config.deterministic,
     )
     return target_status(
         reliability,

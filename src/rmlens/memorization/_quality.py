@@ -20,6 +20,7 @@ import pandas as pd
 from rmlens.data._schema import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plans import runs_needed
+from rmlens.rewards._metrics import not_learned
 from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses
@@ -120,6 +121,31 @@ def runs_warning(
         ),
         "pairs": n,
         "runs_that_fix_it": fix,
+    }
+
+
+def learning_warning(quality: dict, config: AuditConfig) -> dict | None:
+    """The runs whose RM did not learn (``rewards._metrics.not_learned`` of its in-training
+    accuracy), the first one's reason and the settings to change; None when every run
+    learned. Listed first among the warnings: such runs' TM, TG and CM measure noise."""
+    runs = quality.get("runs") or []
+    idle = [(r["run"], why) for r in runs if r["in_train"]["n"]
+            for why in [not_learned(r["in_train"]["accuracy"], r["in_train"]["n"])] if why]
+    if not idle:
+        return None
+    if config.mode == "finetune":
+        t = config.train
+        fix = f"raise `epochs` (now {t.epochs}), `lr` (now {t.lr:g}) or `lora_r` (now {t.lora_r})"
+    elif config.head.convex:
+        grid = ", ".join(f"{x:g}" for x in config.head.l2_grid)
+        fix = f"give `l2_grid` smaller penalties (now {grid}), or check the features"
+    else:
+        fix = f"raise `epochs` (now {config.head.epochs}) or `lr` (now {config.head.lr:g})"
+    return {
+        "code": "not_learned",
+        "message": (f"{len(idle)} of {len(runs)} runs' RMs did not learn (run {idle[0][0]}: "
+                    f"{idle[0][1]}): their TM, TG and CM measure noise; {fix}"),
+        "runs": [int(run) for run, _ in idle],
     }
 
 

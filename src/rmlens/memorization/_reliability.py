@@ -68,6 +68,7 @@ def split_half(
     p_cf: np.ndarray | None = None,
     n_splits: int = 20,
     seed: int = 0,
+    deterministic: bool = False,
 ) -> dict:
     """Split-half reliability of TM, TG and CM.
 
@@ -87,6 +88,11 @@ def split_half(
         the runs themselves are split (module docstring).
     n_splits : int, default=20
         Splits of the units into two halves: the alternating one, then seeded random ones.
+    deterministic : bool, default=False
+        Whether a run's RM is a function of its training set (the solved logistic head):
+        then runs that repeat a training set repeat its model, and when both halves of the
+        alternating split hold the same training sets they agree by construction, so
+        nothing is reported (NaN scores and a ``reason``).
 
     Returns
     -------
@@ -96,7 +102,8 @@ def split_half(
     score (``tm``, ``tg``, ``cm``): ``split_half``, ``spearman_brown`` (means over splits),
     their ``_std``, ``alternating`` (the first split's split-half) and ``runs_for_0_8``.
     With fewer than 2 units (runs when paired, whole repeats otherwise): NaN scores and a
-    ``reason``.
+    ``reason``. ``distinct_training_sets``: how many different (training, validation)
+    sets the runs used have.
     """
     repeat = np.asarray(repeat)
     paired = p_cf is not None
@@ -112,6 +119,18 @@ def split_half(
         out["reason"] = (f"{len(whole)} finished run(s); split-half needs 2" if paired else
                          f"{len(whole)} finished whole repeat(s) of the plan; split-half "
                          "needs 2")  # fmt: skip
+        return out | {s: dict(nan) for s in SCORES}
+    signature = training_sets(member, val)
+    used = np.isin(unit, whole)
+    out["distinct_training_sets"] = len(set(signature[used]))
+    first, second = (set(signature[np.isin(unit, whole[h::2])]) for h in (0, 1))
+    if deterministic and first == second:
+        out["n_splits"] = 0
+        out["reason"] = (
+            f"the {n_runs} runs train on {out['distinct_training_sets']} distinct training "
+            "sets, and both halves of the plan hold the same ones: a solved head gives one "
+            "model per training set, so the halves agree by construction (audit more groups)"
+        )
         return out | {s: dict(nan) for s in SCORES}
     rng = np.random.default_rng([seed, 7])
     orders = [np.arange(len(whole))] + [rng.permutation(len(whole)) for _ in range(n_splits - 1)]
@@ -141,6 +160,13 @@ def split_half(
             "runs_for_0_8": runs_needed(mean_sb, n_runs, TARGET, folds=folds),
         }
     return out
+
+
+def training_sets(member: np.ndarray, val: np.ndarray) -> np.ndarray:
+    """One label per run (columns of ``member`` and ``val``, (n_pairs, n_runs) bool): equal
+    for runs that train and validate on the same pairs."""
+    bits = np.packbits(np.concatenate([member, val], axis=0).astype(bool), axis=0)
+    return np.array([bits[:, r].tobytes() for r in range(member.shape[1])], dtype=object)
 
 
 def same_partition(plan: pd.DataFrame, folds: int) -> bool:

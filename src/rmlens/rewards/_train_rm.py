@@ -12,12 +12,14 @@ DIR/checkpoints/        while training; removed once the RM is saved
 from __future__ import annotations
 
 import shutil
+import warnings
 from pathlib import Path
 
 import pandas as pd
 
 import rmlens
 from rmlens._base import needed_out, resolve_config
+from rmlens._errors import RmlensWarning
 from rmlens._io import write_atomic, write_json
 from rmlens.data._fingerprint import data_sha1
 from rmlens.experiment import ExperimentDir
@@ -105,7 +107,12 @@ def train(
         if "truncation" not in record:  # every member tokenizes the data alike
             record.update(format=trainer.format_, truncation=trainer.truncation_,
                           eval_truncation=getattr(trainer, "eval_truncation_", None))
-            exp.write_record(record)
+        advice = trainer.learning_advice() if hasattr(trainer, "learning_advice") else None
+        record.setdefault("not_learned", {})[folder.name if config.ensemble > 1 else "rm"] = (
+            getattr(trainer, "not_learned_", None))
+        exp.write_record(record)
+        if advice:
+            warnings.warn(advice, RmlensWarning, stacklevel=2)
         histories.append(trainer.history_)
         write_json(trainer.history_, folder / "history.json")
         if getattr(trainer, "loss_weights_", None) is not None:

@@ -208,7 +208,9 @@ def warn_dropped(n: int, what: str = "pairs") -> None:
     """Say how many pairs were left out (never silently, DESIGN.md 2)."""
     if n:
         warnings.warn(
-            f"{n} {what} dropped: chosen and rejected identical after truncation",
+            f"{n} {what} dropped: chosen and rejected are the same tokens as the model reads "
+            "them (cut to `max_length`, or different only where the tokenizer does not look, "
+            "such as letter case)",
             RmlensWarning, stacklevel=3,
         )  # fmt: skip
 

@@ -25,6 +25,7 @@ from rmlens._params import ParamError
 from rmlens.backbones._formats import warn_truncation
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._finetune_per_run import PerRun
+from rmlens.rewards._metrics import not_learned
 from rmlens.rewards._trainer_base import (
     Trainer,
     objective_inputs,
@@ -153,7 +154,8 @@ class _TunedTrainer(PerRun, Trainer):
         ``n_dropped_`` (pairs that truncation made identical, left out, with a warning),
         ``format_`` (chat, raw or pair) and ``truncation_`` (what ``max_length`` cut: the
         pairs cut are warned about), ``eval_truncation_`` the same of ``eval_data`` (None
-        without it).
+        without it), ``not_learned_`` (``rewards._metrics.not_learned``: why the RM did not
+        learn, None when it did).
         """
         from rmlens.rewards._finetune_loop import train_loop
         from rmlens.rewards._finetune_torch import (
@@ -202,8 +204,25 @@ class _TunedTrainer(PerRun, Trainer):
             fingerprint=checkpoint_key(cfg, self.base_.identity, data, eval_data),
             weights=weights, guide=guide,
         )  # fmt: skip
+        last = self.history_[-1] if self.history_ else {}
+        self.not_learned_ = not_learned(
+            last.get("train_accuracy", float("nan")), len(train),
+            [h.get("train_loss", float("nan")) for h in self.history_],
+        )  # fmt: skip
         self.rm_ = self._make_rm()
         return self
+
+    def learning_advice(self) -> str | None:
+        """One line naming an RM that did not learn (``not_learned_``) and the settings
+        to change; None when it learned."""
+        if not getattr(self, "not_learned_", None):
+            return None
+        cfg = self.config_
+        knobs = [f"`epochs` (now {cfg.epochs})", f"`lr` (now {cfg.lr:g})"]
+        if cfg.finetune == "lora":
+            knobs.append(f"`lora_r` (now {cfg.lora_r})")
+        return (f"the RM did not learn: {self.not_learned_}; raise " + ", ".join(knobs[:-1])
+                + f" or {knobs[-1]}")
 
     def _make_rm(self) -> TunedRM:
         from rmlens.rewards._nets import trainable_state

@@ -18,6 +18,7 @@ trained elsewhere, then writes into ``DIR/sae/``, each file atomically:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._base import resolve_config
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
@@ -183,6 +184,7 @@ def _sae(folder: Path, cfg: SAEConfig, resp: Responses, quiet: bool) -> tuple[To
         figures = _figures(sae, resp.x, held, _scaling(resp.x[train]) if cfg.standardize
                            else None)
         figures["train_fvu_last_epoch"] = saved.get("train_fvu_last_epoch")
+        figures["size_warning"] = size_warning(cfg.n_latents, cfg.k, len(train))
         return sae, _record(settings, resp, saved["sae_sha1"], figures, reused=True)
     sae, figures = _train(resp, cfg, quiet)
     save_sae(sae, folder, metadata={
@@ -196,6 +198,9 @@ def _train(resp: Responses, cfg: SAEConfig, quiet: bool) -> tuple[TopKSAE, dict]
     """Train on all but the held-out responses (standardized first with ``standardize``);
     return the SAE on raw features and its figures on the held-out responses."""
     train, held = _split(len(resp.x), cfg)
+    oversized = size_warning(cfg.n_latents, cfg.k, len(train))
+    if oversized:
+        warnings.warn(oversized, RmlensWarning, stacklevel=3)
     x = resp.x[train]
     scaling = _scaling(x) if cfg.standardize else None
     if scaling is not None:
@@ -209,7 +214,29 @@ def _train(resp: Responses, cfg: SAEConfig, quiet: bool) -> tuple[TopKSAE, dict]
         sae = destandardized(sae, *scaling)
     figures = _figures(sae, resp.x, held, scaling)
     figures["train_fvu_last_epoch"] = history[-1] if history else float("nan")
+    figures["size_warning"] = oversized
     return sae, figures
+
+
+def size_warning(n_latents: int, k: int, n_train: int) -> str | None:
+    """One line when the SAE has more latents than the responses it trains on (it can then
+    give each response latents of its own: a lookup table, not features), with a size to
+    try: the largest power of 2 up to a quarter of the responses, at least 2 k; None when
+    the size fits.
+
+    Examples
+    --------
+    >>> size_warning(512, 16, 270)[:58]
+    '`n_latents` 512 is more than the 270 responses the SAE tra'
+    >>> size_warning(64, 16, 270) is None
+    True
+    """
+    if n_latents <= n_train:
+        return None
+    suggest = max(2 * k, 2 ** int(np.floor(np.log2(max(n_train / 4, 1)))))
+    return (f"`n_latents` {n_latents} is more than the {n_train} responses the SAE trains on: "
+            "it can give each response latents of its own (a lookup table, not features); "
+            f"try `n_latents` {suggest}, or audit more pairs")
 
 
 def _split(n: int, cfg: SAEConfig) -> tuple[np.ndarray, np.ndarray]:

@@ -283,7 +283,7 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
         trainer = FrozenHeadTrainer(model=str(tiny_encoder_dir), cache_dir=tmp_path / "cache")
         audit(pairs, cfg, out=root / name, trainer=trainer, quiet=True)
     code = main(["compare", str(root), "--out", str(root), "--n-boot", "30",
-                 "--probe-pairs", "8", "--min-group-pairs", "5", "-q"])  # fmt: skip
+                 "--probe-pairs", "8", "--min-group-pairs", "5", "--verbose", "-q"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "audits side by side" in out and "Agreement between audits" in out
@@ -398,6 +398,8 @@ def shown(result, audit: str, metric: str) -> str:
     from rmlens.comparison.metrics import DIFFERENCES, figure_text
 
     r = figure(result, metric, audit)
+    if r.few_pairs:  # on too few pairs: a dash, as the page greys it
+        return "\u2013"
     text = figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs, metric in DIFFERENCES)
     return text + " !" if r.near_chance else text
 
@@ -417,7 +419,8 @@ def test_many_audits_print_one_row_each_and_no_figure_wraps(width, tmp_path, mon
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert max(map(len, lines)) <= width and "\u2026" not in out  # no ellipsis
-    assert "! near or below chance" in out and "(n 12)" in out
+    assert "! near or below chance" in out and "(n 12)" not in out
+    assert "\u2013 none, or on fewer than 20 pairs (min_group_pairs)" in " ".join(out.split())
     assert any(f.near_chance for f in result.figures.itertuples())
     for label in MITIGATE:  # its row: the label whole, then its held-out accuracy
         held = re.escape(shown(result, label, "heldout_accuracy"))

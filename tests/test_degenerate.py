@@ -133,3 +133,12 @@ def test_data_inspect_exits_2_when_no_pair_is_valid(tmp_path):
     good.write_text('{"prompt": "q", "chosen": "", "rejected": "a"}\n'
                     '{"prompt": "r", "chosen": "b", "rejected": "a"}\n')  # fmt: skip
     assert run_cli(["data", "inspect", good]).exit_code == 0
+
+
+def test_a_target_reliability_stops_when_more_runs_only_repeat_the_models():
+    from rmlens.memorization._reliability import target_status
+
+    reliability = {"n_runs": 10, "distinct_training_sets": 2, "reason": "the 10 runs train on 2 "
+                   "distinct training sets", "cm": {"spearman_brown": float("nan")}}  # fmt: skip
+    status = target_status(reliability, 0.8, runs=10, max_runs=200, folds=2)
+    assert status["stopped_because"] == "max_runs" and "only repeat them" in status["message"]

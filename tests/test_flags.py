@@ -47,11 +47,11 @@ COMMANDS = {
         [(AuditConfig, MitigateConfig._owned["audit"]), (MitigateConfig, ()),
          (CompareConfig, MitigateConfig._owned["compare"]),
          (OveroptimizeConfig, MitigateConfig._owned["overoptimize"])],
-        {"--data", "--out", "--map", "--sep", "--quiet", "--candidates"},
+        {"--data", "--out", "--map", "--sep", "--quiet", "--candidates", "--verbose"},
     ),
     "attribute": ([(AttributeConfig, ())], {"--list-features", "--json", "--quiet"}),
     "sae": ([(SAEConfig, ()), (DebiasConfig, ())], {"--json", "--quiet", "--out"}),
-    "compare": ([(CompareConfig, ())], {"--out", "--json", "--quiet"}),
+    "compare": ([(CompareConfig, ())], {"--out", "--json", "--quiet", "--verbose"}),
     "overoptimize": ([(OveroptimizeConfig, ())], {"--candidates", "--out", "--json", "--quiet"}),
     "data candidates": (
         [(CandidatesConfig, ())],

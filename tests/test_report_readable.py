@@ -211,8 +211,9 @@ def test_counts_stay_integers(tmp_path: Path) -> None:
     page = write_report(root).read_text(encoding="utf-8")
     runs = _text(_section(page, "config").split("Training runs", 1)[1])
     assert not re.search(r"\b\d+\.000\b", runs), runs
-    assert "0 | 956 | 100 | 0.500 | 1 | \u2013" in runs, "per run: integers, missing kept"
-    assert "mean | 951 | 100 | 0.600 | 1 | 3" in runs, "a whole mean stays an integer"
+    assert "run | pairs trained on | lambda kept | epochs trained |" in runs
+    assert "| 0 | 956 | 100 | \u2013 |" in runs, "per run: integers, missing kept"
+    assert "mean | 951 | \u2013 | 3 |" in runs, "a whole mean stays an integer"
     assert "20 / 5" in _text(_section(page, "memorized")), "run counts read as float"
     frame = whole_counts(pd.DataFrame({"n": [999.0, np.nan], "flip_rate": [1.0, 0.5]}))
     assert _text(table(frame)) == "n | flip_rate | 999 | 1.000 | \u2013 | 0.500 |"
@@ -237,7 +238,8 @@ def test_quality_caption_follows_held_out_accuracy() -> None:
     assert "mostly measures fitting" not in clear and "near chance" not in clear
     assert "0.390 above chance (0.5): the RMs generalize, so TG" in clear
     weak = _text(quality_section(_quality_summary(0.58)).body)
-    assert "the RMs generalize a little (below 0.6: weak RMs)" in weak
+    assert "0.080 above chance (0.5) but under 0.6: the RMs are weak" in weak
+    assert "the RMs generalize" not in weak
     below = _text(quality_section(_quality_summary(0.40)).body)
     assert "below chance (0.5)" in below and "mostly measures fitting" not in below
     assert "Intervals: bootstrap; none is NaN." in clear

@@ -82,6 +82,8 @@ def _seeded_numpy(seed: int = 0):
 def plot_diff(diff: pd.DataFrame, path: str | Path, *, top: int = 15) -> Path:
     """TM minus TG importance per regressor: right = used for memorization, left = for
     generalization."""
+    from matplotlib.ticker import MaxNLocator
+
     regressors = list(dict.fromkeys(diff.regressor))
     with plot_to(path, size=(5.0 * len(regressors), 0.28 * top + 1.2)) as fig:
         axes = fig.subplots(1, len(regressors), squeeze=False)
@@ -94,5 +96,6 @@ def plot_diff(diff: pd.DataFrame, path: str | Path, *, top: int = 15) -> Path:
             ax.axvline(0, color="black", linewidth=0.8)
             ax.set_title(f"TM - TG importance - {reg}")
             ax.set_xlabel("mean |SHAP| on TM minus on TG")
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # small diffs: long labels
             ax.tick_params(axis="y", labelsize=7)
     return Path(path)

@@ -1,5 +1,6 @@
 """What the command line says: the library's parameter names as flags, its warnings and notes
-as ``warning:``/``note:`` lines, its status lines bare on stderr (silenced by ``--quiet``).
+as ``warning:``/``note:`` lines, its status lines bare on stderr (silenced by ``--quiet``),
+each text once per command.
 
 The library names a parameter in backticks (```out` holds an audit of other data``);
 :func:`in_flags` rewrites each backticked name that is a parameter of the invoked command into
@@ -73,18 +74,23 @@ def error_text(err: Exception, flags: dict[str, str]) -> str:
 
 class _Status(logging.Handler):
     """Status lines of the ``rmlens`` logger, bare on the stderr of the moment (a progress bar
-    may have redirected it), unless the running command got ``--quiet``."""
+    may have redirected it), unless the running command got ``--quiet``; a line already said
+    in ``said`` (the same words for each audit of ``rmlens mitigate``) is not said again."""
 
-    def __init__(self, flags: dict[str, str]):
+    def __init__(self, flags: dict[str, str], said: set[str] | None = None):
         super().__init__(logging.INFO)
         self.flags = flags
+        self.said = set() if said is None else said
 
     def emit(self, record: logging.LogRecord) -> None:
         ctx = get_current_context(silent=True)
         if ctx is not None and ctx.params.get("quiet"):
             return
         try:
-            print(in_flags(record.getMessage(), self.flags), file=sys.stderr)
+            text = in_flags(record.getMessage(), self.flags)
+            if text not in self.said:
+                self.said.add(text)
+                print(text, file=sys.stderr)
         except Exception:  # pragma: no cover - as logging.StreamHandler does
             self.handleError(record)
 
@@ -152,19 +158,23 @@ def keep_whole(table: Any, *headers: str) -> None:
 
 @contextmanager
 def talking(flags: dict[str, str]) -> Iterator[None]:
-    """For one command: library warnings as ``warning:``/``note:`` lines, every time they are
-    issued, and status lines on stderr."""
+    """For one command: library warnings as ``warning:``/``note:`` lines and status lines on
+    stderr, each text once (what several audits of one command say alike is said once)."""
     logger = logging.getLogger("rmlens")
-    handler, level = _Status(flags), logger.level
+    said: set[str] = set()
+    handler, level = _Status(flags, said), logger.level
     with warnings.catch_warnings():
-        warnings.simplefilter("always", RmlensWarning)
+        warnings.simplefilter("always", RmlensWarning)  # no registry: `said` dedupes per command
         shown = warnings.showwarning
 
         def show(message, category, filename, lineno, file=None, line=None):
             if not issubclass(category, RmlensWarning):
                 return shown(message, category, filename, lineno, file, line)
             word = "note" if issubclass(category, RmlensNote) else "warning"
-            print(f"{word}: {in_flags(str(message), flags)}", file=sys.stderr)
+            text = f"{word}: {in_flags(str(message), flags)}"
+            if text not in said:
+                said.add(text)
+                print(text, file=sys.stderr)
 
         warnings.showwarning = show
         token = _FLAGS.set(flags)

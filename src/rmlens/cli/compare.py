@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -15,14 +16,17 @@ COMPARE = sections(CompareConfig)
 
 _PAD = 3  # a table column's padding (one space each side) and its right border
 _METRIC_MIN = 20  # the metric column of the side-by-side table wraps its words down to this
+NO_VALUE = "\u2013"  # a figure missing, or on too few pairs to be judged (the page's dash)
 
 
 def _cells(result) -> dict[tuple[str, str], tuple[str, bool]]:
-    """``(audit, metric) -> (value [lo, hi], flagged)``: each figure as the tables show it."""
+    """``(audit, metric) -> (value [lo, hi], flagged)``: each figure as the tables show it; a
+    figure on fewer pairs than ``min_group_pairs`` (``few_pairs``, greyed on the page) as an
+    en dash: over a pair or two its value says nothing."""
     from rmlens.comparison.metrics import DIFFERENCES, figure_text
 
-    return {(r.audit, r.metric): (figure_text(r.value, r.lo, r.hi, r.n, r.few_pairs,
-                                              r.metric in DIFFERENCES), bool(r.near_chance))
+    return {(r.audit, r.metric): (NO_VALUE if r.few_pairs else figure_text(
+                r.value, r.lo, r.hi, r.n, False, r.metric in DIFFERENCES), bool(r.near_chance))
             for r in result.figures.itertuples()}  # fmt: skip
 
 
@@ -31,7 +35,7 @@ def _cell(cell: tuple[str, bool] | None) -> str:
     from rich.markup import escape
 
     if cell is None:
-        return "\u2013"
+        return NO_VALUE
     text, warn = cell
     return f"[bold red]{escape(text)} ![/]" if warn else escape(text)
 
@@ -100,11 +104,13 @@ def _by_family(console, labels, metrics, cells, caption: str) -> None:
 
 
 def print_comparison(result, out: Path) -> None:
-    """The figures, the agreement beside its ceiling, the notes and where the files are.
+    """The full tables (what ``--verbose`` adds): the figures, the agreement beside its
+    ceiling, the worst groups and the notes.
 
     The figures are one row per metric and one column per audit when the audits fit the
     console side by side; otherwise one row per audit and one column per metric, in a table
-    per family of metrics (split further to fit), so no figure wraps.
+    per family of metrics (split further to fit), so no figure wraps. A figure on fewer pairs
+    than ``min_group_pairs`` is an en dash, as missing ones are.
     """
     from rich.markup import escape
     from rich.table import Table
@@ -118,6 +124,9 @@ def print_comparison(result, out: Path) -> None:
     cells = _cells(result)
     caption = (f"{len(result.audits)} audits side by side: value [bootstrap interval over "
                "runs]; ! near or below chance")  # fmt: skip
+    if result.figures.few_pairs.any():
+        least = _min_pairs(comparison_record(result, out))
+        caption += f"; {NO_VALUE} none, or on fewer than {least} pairs (min_group_pairs)"
     columns = [max([_word(a)] + [_width(cells.get((a, m))) for m in metrics]) for a in labels]
     if 1 + _METRIC_MIN + _PAD + sum(w + _PAD for w in columns) <= console.width:
         _side_by_side(console, labels, metrics, cells, caption)
@@ -142,7 +151,80 @@ def print_comparison(result, out: Path) -> None:
                       markup=False)  # fmt: skip
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
+
+
+def _min_pairs(record: dict) -> int:
+    """The pairs a figure needs to be judged: the comparison's ``min_group_pairs``."""
+    least = (record.get("config") or {}).get("min_group_pairs")
+    return int(least) if isinstance(least, (int, float)) else CompareConfig().min_group_pairs
+
+
+def comparison_record(result, out: Path) -> dict:
+    """What the page reads: ``out/compare.json``; for a result never written there, the same
+    fields (audits, figures, details) from ``result`` itself."""
+    path = Path(out) / "compare.json"
+    if path.is_file():
+        return json.loads(path.read_text(encoding="utf-8"))
+    from rmlens._io import jsonable
+
+    return jsonable({"audits": result.audits, "figures": result.figures.to_dict("records"),
+                     "details": result.details})  # fmt: skip
+
+
+ANSWER = "Which objective, at what cost"  # the words that open the page's answer
+
+
+def answer_lines(record: dict, oo: dict | None = None) -> list[str]:
+    """The answer that opens ``compare.html`` (:func:`rmlens.report.comparison_answer`, the
+    structure the page renders too), one rich-markup line per headline figure, the audits
+    it names in bold; empty where the page has no answer."""
+    from rich.markup import escape
+
+    from rmlens.report import comparison_answer
+
+    return ["".join(f"[bold]{escape(text)}[/]" if named else escape(text)
+                    for text, named in item) for item in comparison_answer(record, oo)]  # fmt: skip
+
+
+def print_answer(result, out: Path, *, verbose: bool = False) -> None:
+    """The console's last lines: the audits compared, how many warnings the comparison gave,
+    which objective at what cost (the page's answer, :func:`answer_lines`), where the full
+    tables are and the files written."""
+    from rmlens.cli._talk import Console
+    from rmlens.report import read_overoptimization
+
+    console = Console()
+    record = comparison_record(result, out)
+    written = (Path(out) / "compare.json").is_file()  # else: a result never written
+    oo = read_overoptimization(Path(out), record) if written else None  # best-of-n curves
+    audits = record.get("audits") or []
+    plain = [a for a in audits if not a.get("reference")]
+    named = ", ".join(str(a.get("label")) + (" (reference)" if a.get("reference") else "")
+                      for a in audits)  # fmt: skip
+    console.print(f"{len(audits)} audits compared: {named}", markup=False)
+    if result.warnings:
+        console.print(f"{len(result.warnings)} warning(s) of the comparison on stderr and in "
+                      "compare.json", markup=False)  # fmt: skip
+    lines = answer_lines(record, oo)
+    if lines:
+        console.print(f"{ANSWER}:", markup=False)
+        for line in lines:
+            console.print(f"- {line}")
+    elif len(plain) < 2:
+        console.print(f"{ANSWER}: one audit (reference rows aside), nothing to choose between",
+                      markup=False)  # fmt: skip
+    else:
+        console.print(f"{ANSWER}: no headline figure has a value on enough pairs for two "
+                      "audits", markup=False)  # fmt: skip
+    where = (f"full tables: {out / 'compare.parquet'}, {out / 'compare.json'}; the page: "
+             f"{out / 'compare.html'}")  # fmt: skip
+    console.print(where + ("" if verbose else " (--verbose prints the tables here)"),
+                  markup=False)  # fmt: skip
     console.print(f"results in {out}/ ({', '.join(result.files)})", markup=False)
+
+
+VERBOSE_HELP = ("Print the full tables too (every figure of every audit, the agreement between "
+                "audits, worst groups, notes) before the answer.")  # fmt: skip
 
 
 def compare(
@@ -156,6 +238,7 @@ def compare(
         ..., "--out", help="Comparison directory (may be the audits' parent)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print compare.json instead of tables."),
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
 ) -> None:
@@ -163,7 +246,9 @@ def compare(
     memorization by margin, shortcut reliance and agreement across audits.
 
     Intervals are percentile bootstraps over each audit's runs. Writes compare.parquet,
-    compare.json, compare_*.png and compare.html into --out.
+    compare.json, compare_*.png and compare.html into --out. Prints the warnings, then which
+    objective is best at what cost (the answer that opens compare.html) and where the files
+    are; --verbose prints the full tables before them.
     """
     from rmlens.comparison import compare as run_compare
     from rmlens.report import write_compare_report
@@ -176,7 +261,9 @@ def compare(
     if as_json:
         typer.echo((out / "compare.json").read_text(encoding="utf-8"))
         return
-    print_comparison(result, out)
+    if verbose:
+        print_comparison(result, out)
+    print_answer(result, out, verbose=verbose)
 
 
 def register(app: typer.Typer) -> None:

@@ -88,6 +88,9 @@ def print_summary(out: Path) -> None:
 
             plan = pd.read_parquet(out / "plan.parquet")
         console.print(quality_table(quality, summary.get("validation") or {}, plan=plan))
+    shortcut = shortcut_line(summary)
+    if shortcut:
+        console.print(shortcut, markup=False)
     if summary.get("estimator_note"):
         console.print(f"Estimator: {summary['estimator_note']}", markup=False)
     dedupe = summary.get("dedupe") or {}
@@ -112,6 +115,10 @@ def print_summary(out: Path) -> None:
     target = summary.get("target_reliability")
     if target:
         console.print(f"Run until reliable: {target['message']}", markup=False)
+    elif reliability:
+        more = more_runs_line(reliability, (config.get("audit") or {}).get("max_runs"))
+        if more:
+            console.print(more, markup=False)
     warnings = summary.get("warnings", [])
     if warnings:
         codes = ", ".join(w["code"] for w in warnings)
@@ -149,6 +156,34 @@ def print_summary(out: Path) -> None:
 
 
 SHOWN = 5  # pairs in the console's most memorized table (summary.json lists more)
+RELIABLE = 0.8  # the reliability summary.json's runs_for_0_8 aims at
+
+def shortcut_line(summary: dict) -> str | None:
+    """The audit's strongest single shortcut in one line (``summary.json``'s ``shortcut``,
+    ``rmlens.memorization`` ``strongest_shortcut``), or None when it has none."""
+    found = summary.get("shortcut")
+    if not found:
+        return None
+    (hi, hi_tg, hi_n), (lo, lo_tg, lo_n) = found["high"], found["low"]
+    return (f"held-out accuracy rests on {found['column']}: TG {hi_tg:.2f} for {hi} ({hi_n} "
+            f"pairs) vs {lo_tg:.2f} for {lo} ({lo_n} pairs); {found['column']} alone explains "
+            f"{found['r2']:.0%} of TG's variance across pairs (a shortcut from "
+            f"{found['threshold']:.0%})")  # fmt: skip
+
+
+def more_runs_line(reliability: dict, max_runs: int | None) -> str | None:
+    """Where CM's reliability is below ``RELIABLE`` and the prophecy formula gives the runs
+    that reach it (``runs_for_0_8``), the flags that run them: ``--target-reliability`` on the
+    same directory (its runs kept; with ``--max-runs`` when the default cap is too low), or
+    ``--runs`` into a new one."""
+    need = (reliability.get("cm") or {}).get("runs_for_0_8")
+    runs = reliability.get("n_runs") or 0
+    if not isinstance(need, int) or need <= runs:
+        return None
+    cap = f" --max-runs {need}" if isinstance(max_runs, int) and need > max_runs else ""
+    return (f"CM's ranking would reach reliability {RELIABLE} at about {need} runs (now {runs}): "
+            f"start the same command again with --target-reliability {RELIABLE}{cap} (it keeps "
+            f"the finished runs and adds whole repeats), or use --runs {need} with a new --out")
 
 
 def print_most_memorized(console, summary: dict) -> None:

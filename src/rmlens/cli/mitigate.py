@@ -8,6 +8,7 @@ import typer
 
 from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
+from rmlens.cli.compare import VERBOSE_HELP
 from rmlens.comparison import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.memorization import AuditConfig
 
@@ -30,6 +31,7 @@ def mitigate(
         help="Candidate pool with a gold reward (`rmlens data candidates`): also best-of-n "
         "overoptimization curves of every objective (as `rmlens overoptimize`).",
     ),  # fmt: skip
+    verbose: bool = typer.Option(False, "--verbose", help=VERBOSE_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
 ) -> None:
@@ -43,9 +45,11 @@ def mitigate(
     as `rmlens sae OUT/bt`) and OUT/sae_debias/: the bt runs' heads with the shortcut
     latents projected out, no retraining (as `rmlens sae OUT/bt --out OUT/sae_debias`),
     compared (and scored on the candidates) as a row sae_debias. Started again on the same
-    OUT, finished runs are kept (and the SAE reused).
+    OUT, finished runs are kept (and the SAE reused). Prints the warnings (each once), then
+    which objective is best at what cost (the answer that opens compare.html) and where the
+    files are; --verbose prints the full tables (and the best-of-n ones) before them.
     """
-    from rmlens.cli.compare import print_comparison
+    from rmlens.cli.compare import print_answer, print_comparison
     from rmlens.comparison import check_debias
     from rmlens.comparison import mitigate as run_mitigate
     from rmlens.report import write_compare_report
@@ -68,11 +72,13 @@ def mitigate(
     save_config(config, out / "config.toml", sections=AUDIT, **tables)
     page = write_compare_report(out)
     result.files += ["config.toml", page.name]
-    print_comparison(result, out)
-    if result.overoptimization is not None:
-        from rmlens.cli.overoptimize import print_overoptimization
+    if verbose:
+        print_comparison(result, out)
+        if result.overoptimization is not None:
+            from rmlens.cli.overoptimize import print_overoptimization
 
-        print_overoptimization(result.overoptimization, out)
+            print_overoptimization(result.overoptimization, out)
+    print_answer(result, out, verbose=verbose)  # last: the answer and where the files are
 
 
 def register(app: typer.Typer) -> None:

@@ -27,6 +27,7 @@ from rmlens.memorization._quality import (
     interval_warning,
     learning_warning,
     rm_quality,
+    strongest_shortcut,
     validation_note,
 )
 from rmlens.memorization._reliability import (
@@ -114,6 +115,7 @@ def finish(
         if record.get(key) is not None:
             summary[key] = record[key]
     summary["duplicates"] = duplicates  # of the audited pairs and groups (after `dedupe`)
+    summary["shortcut"] = strongest_shortcut(table, record.get("group_by"))
     if record.get("dedupe"):
         summary["dedupe"] = record["dedupe"]
     if config.target_reliability is not None:

@@ -29,13 +29,15 @@ def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str =
     Path
         ``path``.
     """
+    from matplotlib.ticker import MaxNLocator
+
     tm = pd.to_numeric(table["tm"], errors="coerce").to_numpy(dtype=float)
     tg = pd.to_numeric(table["tg"], errors="coerce").to_numpy(dtype=float)
     keep = np.isfinite(tm) & np.isfinite(tg)
     tm, tg = tm[keep], tg[keep]  # (n_pairs,)
     with plot_to(path, size=(7, 7), layout=None) as fig:
         grid = fig.add_gridspec(
-            2, 2, width_ratios=(4, 1), height_ratios=(1, 4), hspace=0.05, wspace=0.05
+            2, 2, width_ratios=(4, 1), height_ratios=(1, 4), hspace=0.08, wspace=0.08
         )
         ax = fig.add_subplot(grid[1, 0])
         top = fig.add_subplot(grid[0, 0], sharex=ax)
@@ -50,6 +52,10 @@ def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str =
         ax.legend(loc="lower right")
         top.tick_params(labelbottom=False)
         right.tick_params(labelleft=False)
+        # the histograms' counts: few ticks, none at 0, where their labels would run into the
+        # main axes' "1.0" at the shared corner
+        top.yaxis.set_major_locator(MaxNLocator(nbins=3, integer=True, prune="lower"))
+        right.xaxis.set_major_locator(MaxNLocator(nbins=2, integer=True, prune="lower"))
         top.set_title(title or f"Memorization map ({len(tm)} pairs)")
         if len(tm) == 0:  # hexbin's log colour scale has no range to show
             empty_note(ax, "no pair has both TM and TG")

@@ -393,3 +393,56 @@ def duplicates_warnings(duplicates: dict, conflicts: dict | None, *,
             "pairs": n,
         })  # fmt: skip
     return found
+
+
+SHORTCUT_R2 = 0.25
+"""The share of TG's variance across pairs that one metadata column alone explains (R^2 of
+TG on the column's mean per value, the correlation ratio eta^2) from which the summary names
+that column as the audit's shortcut. At 0.25, knowing only which value a pair has (which system
+wrote its chosen response, say) accounts for a quarter of the spread in how strongly held-out
+RMs prefer its chosen response (a correlation of 0.5): the held-out accuracy rests on that
+column, not only on what the responses say. With no effect at all the share is about
+(values - 1) / (pairs - 1), under 0.05 here (at most ``SHORTCUT_VALUES`` values, each on
+``SHORTCUT_MIN_PAIRS`` pairs or more)."""
+SHORTCUT_MIN_PAIRS = 20  # a value on fewer pairs is left out: its mean TG is mostly noise
+SHORTCUT_VALUES = 20  # a column with more values is no metadata category (ids, texts)
+# memorization.parquet's own columns and the pair's texts: never a shortcut
+AUDIT_COLUMNS = ("id", "prompt", "chosen", "rejected", "tm", "tg", "cm", "n_in", "n_out",
+                 "group", "category", "cm_significant", "conflict")  # fmt: skip
+
+
+def strongest_shortcut(table, group_by: str | None = None) -> dict | None:
+    """The metadata column of ``table`` (memorization.parquet) that alone best predicts TG,
+    when it explains at least ``SHORTCUT_R2`` of TG's variance; None otherwise.
+
+    Columns: text, category or boolean metadata with 2 to ``SHORTCUT_VALUES`` values, not the
+    audit's own (``AUDIT_COLUMNS``, intervals) nor the grouping column ``group_by`` (a group's
+    pairs are held out together, so their TG is alike by construction). Values on fewer than
+    ``SHORTCUT_MIN_PAIRS`` pairs are left out. Returns ``column``, ``r2``, and ``high`` and
+    ``low``: the values with the highest and lowest mean TG, each ``(value, mean TG, pairs)``,
+    and ``threshold`` (``SHORTCUT_R2``); ``summary.json``'s ``shortcut``.
+    """
+    tg = pd.to_numeric(table["tg"], errors="coerce")
+    best = None
+    for column in table.columns:
+        values = table[column]
+        if (column in AUDIT_COLUMNS or column == group_by or column.endswith(("_lo", "_hi"))
+                or pd.api.types.is_float_dtype(values)):
+            continue  # fmt: skip
+        keys = values.astype("string")  # a list or dict cell as its text
+        if keys.nunique() > SHORTCUT_VALUES:
+            continue
+        size = keys[tg.notna()].value_counts()
+        kept = tg.notna() & keys.isin(size.index[size >= SHORTCUT_MIN_PAIRS]).fillna(False)
+        if keys[kept].nunique() < 2:
+            continue
+        y, by = tg[kept], keys[kept]
+        means, counts = y.groupby(by).mean(), y.groupby(by).size()
+        total = float(((y - y.mean()) ** 2).sum())
+        r2 = float((counts * (means - y.mean()) ** 2).sum()) / total if total > 0 else 0.0
+        if r2 >= SHORTCUT_R2 and (best is None or r2 > best["r2"]):
+            high, low = means.idxmax(), means.idxmin()
+            best = {"column": column, "r2": r2,
+                    "high": (high, float(means[high]), int(counts[high])),
+                    "low": (low, float(means[low]), int(counts[low]))}  # fmt: skip
+    return None if best is None else {**best, "threshold": SHORTCUT_R2}

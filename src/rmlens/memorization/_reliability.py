@@ -235,11 +235,12 @@ def target_status(
     reached = bool(np.isfinite(score) and score >= target)
     predicted = runs_needed(score, used, target, folds=folds) if used else None
     cap = whole_repeats(max_runs, folds, up=False)
+    repeats_models = "distinct_training_sets" in reliability and "reason" in reliability
     if reached:
         why = "target_reached"
     elif missing:
         why = "failed_runs"
-    elif runs + folds > cap:
+    elif runs + folds > cap or repeats_models:  # more repeats add copies of the same models
         why = "max_runs"
     else:
         why = None
@@ -266,6 +267,9 @@ def target_status(
         message = (
             f"target reliability {target:g} cannot be reached within {cap_text}: {at}; {need}"
         )
+        if repeats_models:
+            message = (f"target reliability {target:g} cannot be reached: {at}; "
+                       f"{reliability['reason']}, and more runs only repeat them")
     else:
         message = f"target reliability {target:g} not reached yet: {at}"
     return {

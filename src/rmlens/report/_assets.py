@@ -83,6 +83,10 @@ figcaption { color: var(--muted); font-size: 13px; }
 pre { background: #f7f8fa; border: 1px solid var(--line); padding: 10px; overflow-x: auto;
   font-size: 12px; }
 pre.config { max-height: 520px; }
+details { margin: 8px 0; } details > summary { cursor: pointer; color: var(--accent); }
+table.settings { width: auto; } table.settings td { overflow-wrap: anywhere; }
+td.option { color: var(--muted); font-family: ui-monospace, Menlo, Consolas, monospace;
+  white-space: nowrap; }
 q { font-style: italic; }
 footer { text-align: center; color: var(--muted); font-size: 13px; padding: 0 0 30px; }
 footer a, .downloads a { color: var(--accent); }

@@ -202,10 +202,17 @@ HEADLINES = (
 )  # fmt: skip
 
 
-def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int) -> str:
+Answer = list[list[tuple[str, bool]]]
+"""The answer of a comparison: one item per headline figure, each a list of (plain text,
+named audit) segments; the page renders it as HTML, the console as text
+(:func:`comparison_answer`)."""
+
+
+def answer_items(by: dict, plain: list[str], base: str | None, gold: dict,
+                 n_max: int) -> Answer:  # fmt: skip
     """Which audit (no reference row) is best on each headline figure, and what it costs in
-    held-out accuracy against the baseline: the page's answer in a few lines."""
-    lines = []
+    held-out accuracy against the baseline: the page's answer in a few items."""
+    items: Answer = []
     candidates = list(HEADLINES)
     if gold:
         candidates.append((f"the most gold at best-of-{n_max}", "gold", float))
@@ -224,30 +231,67 @@ def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int
         best = tied[0]
         shown = (interval_text(gold[best]["runs"], "gold_at_max_n") if metric == "gold"
                  else figure_cell(by.get((best, metric))))  # fmt: skip
-        who = " and ".join(f"<b>{esc(a)}</b>" for a in tied)
-        text = f"{who} {'has' if len(tied) == 1 else 'tie for'} {esc(words)}: {esc(shown)}"
+        item: list[tuple[str, bool]] = []
+        for i, audit in enumerate(tied):
+            item += [(" and ", False)] if i else []
+            item.append((audit, True))
+        text = f" {'has' if len(tied) == 1 else 'tie for'} {words}: {shown}"
         if len(tied) > 1:
-            text += f" ({esc(best)}'s)"
+            text += f" ({best}'s)"
         if base is not None and base not in tied:
             if metric == "gold":
                 ref = interval_text(gold.get(base, {}).get("runs"), "gold_at_max_n")
             else:
                 ref = figure_cell(by.get((base, metric)))
-            text += f" against {esc(base)}'s {esc(ref)}"
+            text += f" against {base}'s {ref}"
             row = gold[best]["runs"] if metric == "gold" else by.get((best, metric)) or {}
             if _within(_base_value(by, gold, base, metric), row, metric == "gold"):
-                text += (f", which lies within {esc(best)}'s interval: not told apart from "
-                         f"{esc(base)}")
+                text += f", which lies within {best}'s interval: not told apart from {base}"
             cost = by.get((best, COST))
             if cost:
-                text += (f"; {esc(best) + chr(39) + 's' if len(tied) > 1 else 'its'} held-out "
-                         f"accuracy against {esc(base)}: {esc(figure_cell(cost))}")
+                text += (f"; {best + chr(39) + 's' if len(tied) > 1 else 'its'} held-out "
+                         f"accuracy against {base}: {figure_cell(cost)}")
         elif base in tied:
             text += " (no objective beats it)"
-        lines.append(f"<li>{text}</li>")
-    if not lines:
+        items.append(item + [(text, False)])
+    return items
+
+
+def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int) -> str:
+    """:func:`answer_items` as the page shows them (named audits in bold)."""
+    items = answer_items(by, plain, base, gold, n_max)
+    if not items:
         return ""
-    return '<p class="note">Which objective, at what cost:</p><ul>' + "".join(lines) + "</ul>"
+    lines = ["<li>" + "".join(f"<b>{esc(t)}</b>" if named else esc(t) for t, named in item)
+             + "</li>" for item in items]  # fmt: skip
+    return f'<p class="note">{ANSWER}:</p><ul>' + "".join(lines) + "</ul>"
+
+
+ANSWER = "Which objective, at what cost"
+
+
+def comparison_answer(record: dict[str, Any], oo: dict | None = None) -> Answer:
+    """The answer that opens a comparison's page (``compare.html``), as a structure.
+
+    Parameters
+    ----------
+    record : dict
+        The comparison's ``compare.json``.
+    oo : dict, optional
+        Its ``overoptimization.json`` (the best-of-n curves), when of the same audits.
+
+    Returns
+    -------
+    list of list of (str, bool)
+        One item per headline figure (held-out accuracy, shortcut figures, gold at the
+        largest n): plain-text segments, ``True`` where the segment names an audit.
+        Empty where fewer than two audits have a figure.
+    """
+    figures = marked(record)
+    plain = [str(a["label"]) for a in record.get("audits") or [] if not a.get("reference")]
+    base = (record.get("details") or {}).get("baseline")
+    n_max = max((oo or {}).get("ns") or [0])
+    return answer_items(_by(figures), plain, base, _gold(oo), n_max)
 
 
 def _base_value(by: dict, gold: dict, base: str, metric: str) -> float:

@@ -86,7 +86,7 @@ def write_compare_report(out_dir: str | Path) -> Path:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise InputError(f"{path}: not valid JSON ({err})") from None
-    oo = _read_overoptimization(root, record)
+    oo = read_overoptimization(root, record)
     images = {}
     listed = [f for f in record.get("files") or [] if isinstance(f, str)
               and f.startswith("compare_") and f.endswith(".png") and "/" not in f]  # fmt: skip
@@ -101,7 +101,7 @@ def write_compare_report(out_dir: str | Path) -> Path:
     return write_text(render_compare_page(record, images, oo), root / "compare.html")
 
 
-def _read_overoptimization(root: Path, record: dict) -> dict | None:
+def read_overoptimization(root: Path, record: dict) -> dict | None:
     """``overoptimization.json`` beside ``compare.json`` when it is of the same audits."""
     path = root / "overoptimization.json"
     if not path.is_file():

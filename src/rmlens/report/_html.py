@@ -54,18 +54,25 @@ def num_list(values: Iterable[Any], digits: int = 4) -> list[float | None]:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """Short display form of a table cell (numbers rounded, missing values as an en dash)."""
+    """Short display form of a table cell or a number in a sentence: the report's one number
+    format. Integers with thousands separators; floats to ``digits`` decimals, those too small
+    to show that way (0 < |x| < 10^-digits) to two significant digits (``9.6e-07``), large
+    ones (|x| >= 10^5) as whole numbers; booleans as yes/no; missing values as an en dash."""
     if value is None or value is pd.NA:
         return "\u2013"
     if isinstance(value, (bool, np.bool_)):
-        return str(bool(value))
+        return "yes" if value else "no"
     if isinstance(value, (int, np.integer)):
         return f"{int(value):,}"
     if isinstance(value, (float, np.floating)):
         if not math.isfinite(value):
             return "\u2013"
-        if value != 0 and (abs(value) >= 1e5 or abs(value) < 10 ** (-digits)):
-            return f"{value:.{digits}g}"
+        if abs(value) >= 1e15:
+            return f"{value:.3g}"
+        if abs(value) >= 1e5:
+            return f"{value:,.0f}"
+        if value != 0 and abs(value) < 10 ** (-digits):
+            return f"{value:.2g}"
         return f"{value:.{digits}f}"
     if isinstance(value, (list, tuple, np.ndarray, Mapping)):
         return snippet(json.dumps(clean(value), ensure_ascii=False, default=str), 300)

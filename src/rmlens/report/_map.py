@@ -9,7 +9,7 @@ import pandas as pd
 
 from rmlens.memorization._estimate import COLUMNS
 
-from ._html import num_list, plotly_text
+from ._html import fmt, num_list, plotly_text
 
 ESTIMATE_COLUMNS = tuple(COLUMNS)
 TEXT_COLUMNS = ("prompt", "chosen", "rejected")
@@ -187,8 +187,11 @@ def _meta_columns(part: pd.DataFrame) -> list[Any]:
 def _meta_text(value: Any, cap: int) -> str | None:
     if value is None or (isinstance(value, float) and not np.isfinite(value)):
         return None
-    if isinstance(value, (float, np.floating)):
-        return f"{float(value):.4g}"
+    if isinstance(value, (bool, np.bool_)):
+        return fmt(value)  # yes / no, as in the tables
+    if isinstance(value, (float, np.floating)):  # a whole number (an id, a year) as written
+        whole = float(value).is_integer() and abs(value) < 1e15
+        return str(int(value)) if whole else fmt(value)
     text = as_text(value)
     return text if len(text) <= cap else text[: cap - 1] + "\u2026"
 

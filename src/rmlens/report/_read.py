@@ -15,8 +15,6 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.experiment import PLAN, RECORD, ExperimentDir, UnusableFile
 
-from ._html import flatten
-
 MEMORIZATION = "memorization.parquet"
 REQUIRED = ("id", "tm", "tg", "cm")
 _MAX_PNG_BYTES = 4_000_000
@@ -152,49 +150,55 @@ def _read_overoptimization(root: Path, warnings: list[str]):
     return None
 
 
+# what the report shows of each run's manifest (the rest stays in runs/<run>/manifest.json):
+# column -> where it is read, first found wins ("quality" holds the audit's per-split figures)
+RUN_COLUMNS = {
+    "n_train": (("n_train",), ("quality", "in_train", "n")),
+    "n_val": (("n_val",), ("quality", "validation", "n")),
+    "held_out_accuracy": (("quality", "held_out", "accuracy"), ("metrics", "test_accuracy")),
+    "held_out_log_loss": (("quality", "held_out", "log_loss"),),
+    "in_train_accuracy": (("quality", "in_train", "accuracy"), ("metrics", "train_accuracy")),
+    "in_train_log_loss": (("quality", "in_train", "log_loss"),),
+    "l2": (("metrics", "l2"),),
+    "epochs": (("metrics", "epochs"),),
+    "best_epoch": (("metrics", "best_epoch"),),
+}
+
+
 def _read_runs(parts: _Parts) -> pd.DataFrame | None:
-    """One row per run's manifest (the first 500 runs, finished or not): its run, training
-    pairs and metrics; a first row of means over runs when there are several."""
+    """One row per run's manifest (the first 500 runs, finished or not), in run order: its
+    run number and the ``RUN_COLUMNS`` it has (a column no run has is left out); a first row
+    of means over runs when there are several."""
     records = []
     for run in parts.dir.run_numbers()[:_MAX_RUNS]:
         manifest = parts.manifest(run)
         if not isinstance(manifest, dict):
             continue
-        record: dict[str, Any] = {"run": manifest.get("run", parts.dir.run_dir(run).name)}
-        if "n_train" in manifest:
-            record["n_train"] = manifest["n_train"]
-        metrics = manifest.get("metrics")
-        if isinstance(metrics, dict):
-            for key, value in flatten(metrics):
-                if not isinstance(value, (list, dict)):
-                    record[key] = value
+        record: dict[str, Any] = {"run": run}
+        for column, paths in RUN_COLUMNS.items():
+            record[column] = next((v for v in (_number_at(manifest, p) for p in paths)
+                                   if v is not None), None)  # fmt: skip
         records.append(record)
     if not records:
         return None
-    runs = pd.DataFrame.from_records(records)
-    numeric = runs.drop(columns=["run"]).select_dtypes("number")
-    whole = [c for c in numeric.columns if _whole(numeric[c])]
+    runs = pd.DataFrame.from_records(records).dropna(axis=1, how="all")
+    numeric = runs.drop(columns=["run"]).astype(float)
     if len(runs) > 1 and not numeric.empty:
-        mean = {"run": "mean", **numeric.mean().to_dict()}
-        for column in whole:  # a mean count stays an integer only when it is one
-            value = mean[column]
-            mean[column] = int(value) if np.isfinite(value) and float(value).is_integer() else value
-        runs = pd.concat(
-            [pd.DataFrame([mean], dtype=object), runs.astype(object)], ignore_index=True
-        )
-    for column in whole:  # counts stay integers per run (a missing one stays missing)
-        values = [v if pd.isna(v) or not float(v).is_integer() else int(v) for v in runs[column]]
-        runs[column] = pd.Series(values, index=runs.index, dtype=object)
+        means = numeric.mean().to_dict()
+        if "l2" in means:  # a mean of penalties chosen from a grid is no penalty that ran
+            means["l2"] = None
+        mean = pd.DataFrame([{"run": "mean", **means}])
+        runs = pd.concat([mean, runs.astype({"run": object})], ignore_index=True)
     return runs
 
 
-def _whole(column: pd.Series) -> bool:
-    """Whether a numeric column of the runs' manifests holds integers: an integer dtype, or
-    floats that are all whole (an int entry that some run lacks reads as float; a grid value
-    such as lambda 100.0 reads better as 100)."""
-    values = column.dropna()
-    if values.empty or pd.api.types.is_bool_dtype(column):
-        return False
-    if pd.api.types.is_integer_dtype(column):
-        return True
-    return bool(np.all(np.mod(values.to_numpy(float), 1) == 0))
+def _number_at(record: dict, path: tuple[str, ...]) -> float | None:
+    """The finite number at ``record[path[0]][path[1]]...``, else None (a bool is no number)."""
+    value: Any = record
+    for key in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    return float(value) if np.isfinite(value) else None

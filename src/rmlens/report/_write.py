@@ -160,7 +160,7 @@ def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_ca
         sec.generalization_section(exp.generalization),
         sec.overoptimization_section(*exp.overoptimization) if exp.overoptimization else None,
         sec.plots_section(exp.images),
-        sec.config_section(exp.config, __version__, exp.runs),
+        sec.config_section(exp.config, __version__, exp.runs, exp.summary),
     ]
     shown = [s for s in sections if s is not None]
     payload = {

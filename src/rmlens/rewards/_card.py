@@ -81,6 +81,9 @@ def _origin(source: Path | None, run: str | None) -> tuple[dict, list[str]]:
             "held-out accuracy": f"{_num(held)} on the evaluation pairs (last epoch)"
             if held is not None else "– (no evaluation pairs)",
         })  # fmt: skip
+        idle = [why for why in (record.get("not_learned") or {}).values() if why]
+        if idle:
+            facts["**did not learn**"] = idle[0]
     return facts, audit
 
 

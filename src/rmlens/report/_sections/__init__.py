@@ -3,7 +3,8 @@
 One module per group of sections, in page order: ``_quality`` (the reward models),
 ``_summary`` (the dataset), ``_pairs`` (most and least memorized pairs), ``_attribution``,
 ``_sae`` (the SAE lens), ``_results`` (token sweeps, generalization), ``_evaluation``,
-``_overoptimization`` (best-of-n) and ``_appendix`` (plots, config).
+``_overoptimization`` (best-of-n) and ``_appendix`` (plots, config; the settings tables
+in ``_settings``).
 """
 
 from ._appendix import config_section, plots_section

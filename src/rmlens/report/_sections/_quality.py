@@ -8,7 +8,13 @@ from typing import Any
 import pandas as pd
 
 from rmlens.memorization._damping import damping_sentence
-from rmlens.memorization._quality import CHANCE, NEAR_CHANCE, WEAK_ACCURACY
+from rmlens.memorization._quality import (
+    CHANCE,
+    NEAR_CHANCE,
+    WEAK_ACCURACY,
+    WEAK_MARGIN,
+    WEAK_NOT_LEARNED,
+)
 from rmlens.memorization._regime import plan_validation, validation_words
 from rmlens.memorization._reliability import WARN_BELOW
 
@@ -23,7 +29,8 @@ _SPLIT_NAMES = {
 
 
 def quality_line(summary: dict[str, Any] | None) -> str:
-    """One sentence on the RMs' accuracy, for beside the map ('' without rm_quality)."""
+    """One sentence on the RMs' accuracy, for beside the map ('' without rm_quality); with
+    the length-only rule's accuracy when the audit's weak-RM warning gives it."""
     quality = (summary or {}).get("rm_quality")
     if not isinstance(quality, dict):
         return ""
@@ -32,9 +39,12 @@ def quality_line(summary: dict[str, Any] | None) -> str:
         held = quality["held_out"]["accuracy"]["mean"]
     except (KeyError, TypeError):
         return ""
+    length = _finite((_audit_warning(summary, "weak_rm") or {}).get("length_rule_accuracy"))
+    rule = "" if length is None else (
+        f"; a rule that picks the longer response: {fmt(length)}")  # fmt: skip
     return (
         f" The reward models reach accuracy {fmt(fit)} on the pairs they trained on and "
-        f"{fmt(held)} on the pairs they held out (chance 0.5)."
+        f"{fmt(held)} on the pairs they held out (chance 0.5{rule})."
     )
 
 
@@ -57,7 +67,7 @@ def quality_section(
         '<p class="note">How well the audited reward models fit the pairs they trained on '
         "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
         "log-loss, mean ± std over runs. TM averages the first kind of run, TG the "
-        f"second.{esc(_chance_sentence(quality))}</p>"
+        f"second.{esc(_chance_sentence(summary))}</p>"
     )
     if isinstance(quality, dict):
         body += _quality_table(quality)
@@ -88,16 +98,36 @@ def _quality_table(quality: dict[str, Any]) -> str:
     return table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
 
 
-def _chance_sentence(quality: Any) -> str:
-    """What the held-out accuracy says about TG and CM, following its value: within
-    ``NEAR_CHANCE`` of chance, below it, or above it ('' without the figure)."""
+def _audit_warning(summary: dict[str, Any] | None, code: str) -> dict[str, Any] | None:
+    """summary.json's warning with this ``code`` (``weak_rm``, ``barely_generalize``), if any."""
+    for warning in (summary or {}).get("warnings") or []:
+        if isinstance(warning, dict) and warning.get("code") == code:
+            return warning
+    return None
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a finite float, else None."""
     try:
-        held = float(quality["held_out"]["accuracy"]["mean"])
-    except (KeyError, TypeError, ValueError):
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _chance_sentence(summary: dict[str, Any]) -> str:
+    """What the held-out accuracy says about TG and CM, by the rules of the audit's warnings
+    (``rmlens.memorization._quality``), so the page never calls weak RMs good: within
+    ``NEAR_CHANCE`` of chance, below it, weak (the ``weak_rm`` warning: under
+    ``WEAK_ACCURACY``, near the length-only rule, or many pairs not learned), or above it
+    ('' without the figure)."""
+    try:
+        held = _finite(summary["rm_quality"]["held_out"]["accuracy"]["mean"])
+    except (KeyError, TypeError):
         return ""
-    if not math.isfinite(held):
+    if held is None:
         return ""
-    if abs(held - CHANCE) <= NEAR_CHANCE:
+    if abs(held - CHANCE) <= NEAR_CHANCE or _audit_warning(summary, "barely_generalize"):
         return (f" Held-out accuracy {held:.3f} is within {NEAR_CHANCE:g} of chance "
                 f"({CHANCE:g}): the RMs barely generalize, TG sits near {CHANCE:g}, and CM "
                 "mostly measures fitting.")  # fmt: skip
@@ -105,10 +135,36 @@ def _chance_sentence(quality: Any) -> str:
         return (f" Held-out accuracy {held:.3f} is below chance ({CHANCE:g}): on pairs they "
                 "never saw the RMs prefer the rejected response more often than not, which "
                 "pulls TG down and CM up.")  # fmt: skip
-    how = f"a little (below {WEAK_ACCURACY:g}: weak RMs)" if held < WEAK_ACCURACY else ""
+    weak = _audit_warning(summary, "weak_rm")
+    if weak is not None or held < WEAK_ACCURACY:
+        return _weak_sentence(held, weak or {})
     return (f" Held-out accuracy {held:.3f} is {held - CHANCE:.3f} above chance "
-            f"({CHANCE:g}): the RMs generalize{' ' + how if how else ''}, so TG measures "
-            "what carries over to unseen pairs and CM what the RMs fit beyond it.")  # fmt: skip
+            f"({CHANCE:g}): the RMs generalize, so TG measures what carries over to unseen "
+            "pairs and CM what the RMs fit beyond it.")  # fmt: skip
+
+
+def _weak_sentence(held: float, weak: dict[str, Any]) -> str:
+    """The held-out accuracy of weak RMs against chance and against what made them weak
+    (the ``weak_rm`` warning's figures, by its thresholds)."""
+    reasons = []
+    if held < WEAK_ACCURACY:
+        reasons.append(f"under {WEAK_ACCURACY:g}")
+    length = _finite(weak.get("length_rule_accuracy"))
+    near_length = length is not None and held < length + WEAK_MARGIN
+    if near_length:
+        gap = f"only {held - length:.3f} above" if held >= length else f"{length - held:.3f} below"
+        reasons.append(f"{gap} a rule that picks the longer response ({length:.3f} on the "
+                       "same pairs)")  # fmt: skip
+    share = _finite(weak.get("not_learned_share"))
+    if share is not None and share >= WEAK_NOT_LEARNED:
+        reasons.append(f"with {share:.0%} of pairs not learned even when trained on (TM < 0.5)")
+    listed = " and ".join(reasons) if len(reasons) < 3 else (
+        f"{', '.join(reasons[:-1])}, and {reasons[-1]}")  # fmt: skip
+    why = f" but {listed}" if reasons else ""
+    mostly = " (it may be mostly length)" if near_length else ""
+    return (f" Held-out accuracy {held:.3f} is {held - CHANCE:.3f} above chance "
+            f"({CHANCE:g}){why}: the RMs are weak, so TG measures what a weak RM carries over "
+            f"to unseen pairs{mostly} and CM what it fits beyond that.")  # fmt: skip
 
 
 def _regime_block(

@@ -152,3 +152,12 @@ def test_report_after_fit_sae(cache: Path) -> None:  # noqa: F811 - the fixture
     shown = listed(html, "Latents the heads weigh most")
     assert shown and set(shown) <= {c["name"] for c in lens.cards}
     assert f"{len(lens.cards)} cards" in html
+
+
+def test_more_latents_than_responses_is_a_warning_on_the_page() -> None:
+    from rmlens.sae._lens import size_warning
+
+    oversized = {**record(0.1), "size_warning": size_warning(512, 16, 270)}
+    body = sae_section(oversized, cards()).body
+    assert 'class="warning"' in body and "512 is more than the 270 responses" in body
+    assert "try n_latents 64" in body

@@ -156,36 +156,45 @@ def by_margin_figures(rows, draws, config, details, quiet) -> list[dict]:
     toward 0; its percentile interval would sit beside the figure, not around it.
     """
     out = []
-    for row in rows:
-        m = table_margin(row.table)
-        if m is None:
-            continue
-        terc = margin_terciles(m)
-        p, p_cf = row.probabilities()
-        point = pair_scores(p, row.member, row.val, p_cf)
-        boot = np.full((config.n_boot, len(MARGIN_METRICS)), np.nan)
-        block = 50  # draws at a time: memory about n_pairs x block x 3 floats
-        with progress_bar(f"bootstrap {row.label}", total=config.n_boot, quiet=quiet) as advance:
-            for start in range(0, config.n_boot, block):
-                chunk = draws[row.label][start:start + block]
-                scores = pair_score_draws(p, row.member, row.val,
-                                          run_weights(chunk, len(row.runs)), p_cf)  # fmt: skip
-                for k in range(len(chunk)):
-                    boot[start + k] = margin_figures(scores[k], m, terc, correlation=False)
-                advance(len(chunk))
-        values = margin_figures(point, m, terc)
-        counts = margin_counts(point, m, terc)
-        bounds = tercile_bounds(m, terc)
-        details["margin_terciles"][row.label] = [list(b) for b in bounds]
-        shown = [f"margin {lo:g} to {hi:g}" for lo, hi in bounds]
-        detail = {"cm_margin_low_minus_high": f"low ({shown[0]}) minus high ({shown[2]}), "
-                  "per draw", "tg_low_margin": shown[0],
-                  "cm_margin_spearman": "across pairs; no interval (see notes)",
-                  **dict(zip(MARGIN_METRICS[:3], shown))}  # fmt: skip
-        for k, metric in enumerate(MARGIN_METRICS):
-            draws_k = None if metric == "cm_margin_spearman" else boot[:, k]
-            out.append(_figure(row.label, metric, values[k], draws_k, counts[k], config.level,
-                               detail[metric]))  # fmt: skip
+    margins = {row.label: table_margin(row.table) for row in rows}
+    total = config.n_boot * sum(m is not None for m in margins.values())
+    with progress_bar("bootstrap", total=total, quiet=quiet) as advance:  # one bar, all audits
+        for row in rows:
+            m = margins[row.label]
+            if m is None:
+                continue
+            out += _margin_rows(row, m, draws, config, details, advance)
+    return out
+
+
+def _margin_rows(row, m, draws, config, details, advance) -> list[dict]:
+    """One audit's figures by margin with their intervals (:func:`by_margin_figures`)."""
+    out = []
+    terc = margin_terciles(m)
+    p, p_cf = row.probabilities()
+    point = pair_scores(p, row.member, row.val, p_cf)
+    boot = np.full((config.n_boot, len(MARGIN_METRICS)), np.nan)
+    block = 50  # draws at a time: memory about n_pairs x block x 3 floats
+    for start in range(0, config.n_boot, block):
+        chunk = draws[row.label][start:start + block]
+        scores = pair_score_draws(p, row.member, row.val,
+                                  run_weights(chunk, len(row.runs)), p_cf)  # fmt: skip
+        for k in range(len(chunk)):
+            boot[start + k] = margin_figures(scores[k], m, terc, correlation=False)
+        advance(len(chunk))
+    values = margin_figures(point, m, terc)
+    counts = margin_counts(point, m, terc)
+    bounds = tercile_bounds(m, terc)
+    details["margin_terciles"][row.label] = [list(b) for b in bounds]
+    shown = [f"margin {lo:g} to {hi:g}" for lo, hi in bounds]
+    detail = {"cm_margin_low_minus_high": f"low ({shown[0]}) minus high ({shown[2]}), "
+              "per draw", "tg_low_margin": shown[0],
+              "cm_margin_spearman": "across pairs; no interval (see notes)",
+              **dict(zip(MARGIN_METRICS[:3], shown))}  # fmt: skip
+    for k, metric in enumerate(MARGIN_METRICS):
+        draws_k = None if metric == "cm_margin_spearman" else boot[:, k]
+        out.append(_figure(row.label, metric, values[k], draws_k, counts[k], config.level,
+                           detail[metric]))  # fmt: skip
     return out
 
 

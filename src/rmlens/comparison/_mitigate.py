@@ -20,13 +20,14 @@ from pathlib import Path
 import pandas as pd
 
 from rmlens._base import needed_out, resolve_config
-from rmlens._errors import InputError, RmlensNote
+from rmlens._errors import InputError, RmlensNote, RmlensWarning
 from rmlens._io import write_json
 from rmlens.attribution._bias import objective_bias
 from rmlens.comparison._compare import compare
 from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.comparison._overoptimize import overoptimize
 from rmlens.comparison._result import Comparison
+from rmlens.experiment import ExperimentDir
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.progress import status
@@ -183,7 +184,10 @@ def mitigate(
             trainer.backbone = backbone  # loaded by the first audit, shared by the rest
         if not quiet:
             status(f"objective {name}: auditing into {out / name}")
-        audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", RmlensWarning)
+            audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
+        _say_once(name, out / name, said)
         backbone = getattr(trainer, "backbone_", None)
     labels, dirs = list(kept), [out / name for name in kept]
     if "sae" in debias:
@@ -214,3 +218,22 @@ def debias_sae(out: Path, *, quiet: bool = False) -> Path:
     fit_sae(source, quiet=quiet)
     debias(source, out=target, quiet=quiet)
     return target
+
+
+def _say_once(name: str, folder: Path, said: list) -> None:
+    """An objective's audit warnings as one line naming their codes and where their words
+    are (its ``summary.json``), so eight audits do not print eight screens; the other
+    warnings (notes, library ones) as they came."""
+    ours = [w for w in said if issubclass(w.category, RmlensWarning)
+            and not issubclass(w.category, RmlensNote)]  # fmt: skip
+    for w in said:
+        if w not in ours:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if not ours:
+        return
+    summary = ExperimentDir(folder).read_json("summary.json", required=False) or {}
+    codes = [w.get("code", "?") for w in summary.get("warnings", [])]
+    warnings.warn(f"objective {name}: {len(ours)} warning(s) of its audit"
+                  + (f" ({', '.join(codes)})" if codes else "")
+                  + f", in words in {folder / 'summary.json'} and its report",
+                  RmlensWarning, stacklevel=3)  # fmt: skip

@@ -300,11 +300,13 @@ class TrainConfig(ObjectiveConfig):
         default="bradley-terry",
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
     )
-    epochs: int = field(default=1, metadata={"help": "Passes over the training pairs."})
+    # 2 epochs at lr 5e-4 (head 2e-3): LoRA MiniLM and SmolLM2-135M learn on CPU
+    # (benchmarks/finetune_defaults.py; 1 epoch at 1e-4 left MiniLM at chance)
+    epochs: int = field(default=2, metadata={"help": "Passes over the training pairs."})
     batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
-    lr: float = field(default=1e-4, metadata={"help": "AdamW learning rate of the backbone."})
-    head_lr: float = field(default=1e-3, metadata={"help": "Learning rate of the reward head."})
+    lr: float = field(default=5e-4, metadata={"help": "AdamW learning rate of the backbone."})
+    head_lr: float = field(default=2e-3, metadata={"help": "Learning rate of the reward head."})
     lr_grid: tuple[float, ...] = field(
         default=(),
         metadata={

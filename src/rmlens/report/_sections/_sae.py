@@ -35,6 +35,8 @@ def sae_section(record: dict | None, cards: list[dict] | None) -> Section | None
             f"FVU {fmt(fvu)} (at least {FVU_WARN:g}): the SAE leaves much of the response "
             "features' variance unexplained, so the latents describe the features only roughly."
         )
+    if isinstance(record.get("size_warning"), str):  # more latents than responses
+        body += warning_box(record["size_warning"].replace("`", ""))
     if not valid:
         body += warning_box("No name cards: sae/cards.json is missing, unreadable or empty.")
         return Section("sae", "SAE lens", body)

@@ -220,6 +220,7 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame,
     agreements above their ceiling (saying so when an audit's reliability measures seed noise
     only)."""
     flags = []
+    slices: dict[str, list] = {}  # a slice flagged in several audits: one line for it
     for r in table[table.near_chance].itertuples():
         if r.metric == "heldout_accuracy":
             flags.append(f"{r.audit}: held-out accuracy {r.value:.3f} is within "
@@ -228,13 +229,23 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame,
         elif r.metric == "worst_group_accuracy":
             flags.append(f"{r.audit}: worst-group held-out accuracy {r.value:.3f} is near "
                             f"or below chance ({r.detail})")
-        elif r.metric == "slice_low_margin":
-            flags.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
-                            "near or below chance: the RMs barely rank the weakest "
-                            "preferences (some may be near ties in the data itself)")
         else:
-            flags.append(f"{r.audit}: {M.label(r.metric)} is {r.value:.3f} ({r.n} pairs), "
-                            "near or below chance: on these pairs the RMs follow the shortcut")
+            slices.setdefault(r.metric, []).append(r)
+    for metric, rows in slices.items():
+        why = ("the RMs barely rank the weakest preferences (some may be near ties in the data "
+               "itself)" if metric == "slice_low_margin"
+               else "on these pairs the RMs follow the shortcut")  # fmt: skip
+        if len(rows) == 1:
+            r = rows[0]
+            flags.append(f"{r.audit}: {M.label(metric)} is {r.value:.3f} ({r.n} pairs), near "
+                         f"or below chance: {why}")
+            continue
+        each = ", ".join(f"{r.audit} {r.value:.3f}" for r in rows)
+        sizes = sorted({int(r.n) for r in rows})
+        pairs = (f"{sizes[0]} pairs" if len(sizes) == 1
+                 else f"{sizes[0]} to {sizes[-1]} pairs")  # fmt: skip
+        flags.append(f"{M.label(metric)} is near or below chance in {len(rows)} audits ({each}; "
+                     f"{pairs}): {why}")
     warnings = []
     shared = agree[agree.above_ceiling & agree.same_plan]
     if len(shared):

@@ -90,6 +90,10 @@ def finish(
         )
     finished, estimator = m.runs, m.estimator
     del m
+    distinct, used = reliability.get("distinct_training_sets"), reliability["n_runs"]
+    if "reason" not in reliability and distinct is not None and distinct < used:
+        reliability["note"] = (f"the {used} runs train on {distinct} distinct training sets: "
+                               "runs that share one differ only in their seeds")  # fmt: skip
     if same_partition(plan, k) and "reason" not in reliability:
         reliability["note"] = SAME_PARTITION
     duplicates, conflict = duplicates_across_groups(

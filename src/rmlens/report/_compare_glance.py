@@ -4,6 +4,7 @@ figures as one table, and the best-of-n section (``overoptimization.json`` besid
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -262,7 +263,10 @@ def _answer(by: dict, plain: list[str], base: str | None, gold: dict, n_max: int
     items = answer_items(by, plain, base, gold, n_max)
     if not items:
         return ""
-    lines = ["<li>" + "".join(f"<b>{esc(t)}</b>" if named else esc(t) for t, named in item)
+    def text(t: str) -> str:  # element text: quotes stay as they are
+        return html.escape(t, quote=False)
+
+    lines = ["<li>" + "".join(f"<b>{text(t)}</b>" if named else text(t) for t, named in item)
              + "</li>" for item in items]  # fmt: skip
     return f'<p class="note">{ANSWER}:</p><ul>' + "".join(lines) + "</ul>"
 

@@ -268,7 +268,7 @@ def test_pairs_identical_after_truncation_are_dropped(tiny_causal_dir):
         }
     )
     trainer = ExplicitRMTrainer(config(tiny_causal_dir, max_length=10))
-    with pytest.warns(RmlensWarning, match="1 pairs dropped: chosen and rejected are the same tokens as the model reads"):
+    with pytest.warns(RmlensWarning, match="1 pairs dropped: chosen and rejected are the same tok"):
         trainer.fit(pairs, quiet=True)
     assert trainer.n_dropped_ == 1
     assert trainer.prepare(pairs, quiet=True).tolist() == [False, True]

@@ -184,7 +184,7 @@ def test_audit_outcome_is_labelled_rows() -> None:
     assert "runs finished | 23 of 25 (2 failed: run 3: CUDA out of memory; run 7: killed)" in text
     assert "pairs | 30 |" in text
     assert "pairs lacking an in- or out-run | 4 (1 with no in-run, 3 with no out-run" in text
-    assert "pairs dropped at truncation | 0 |" in text
+    assert "pairs dropped as the same tokens | 0 |" in text
     assert "mean TM / TG / CM | 0.700 / 0.600 / 0.100" in text
     assert "objective | curate (its mechanism inactive in 1 of 23 runs)" in text
     assert "estimator | paired" in text

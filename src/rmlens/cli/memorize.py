@@ -88,7 +88,9 @@ def print_summary(out: Path) -> None:
 
             plan = pd.read_parquet(out / "plan.parquet")
         console.print(quality_table(quality, summary.get("validation") or {}, plan=plan))
-    shortcut = shortcut_line(summary)
+    from rmlens.memorization import shortcut_sentence
+
+    shortcut = shortcut_sentence(summary.get("shortcut"))
     if shortcut:
         console.print(shortcut, markup=False)
     if summary.get("estimator_note"):
@@ -157,19 +159,6 @@ def print_summary(out: Path) -> None:
 
 SHOWN = 5  # pairs in the console's most memorized table (summary.json lists more)
 RELIABLE = 0.8  # the reliability summary.json's runs_for_0_8 aims at
-
-def shortcut_line(summary: dict) -> str | None:
-    """The audit's strongest single shortcut in one line (``summary.json``'s ``shortcut``,
-    ``rmlens.memorization`` ``strongest_shortcut``), or None when it has none."""
-    found = summary.get("shortcut")
-    if not found:
-        return None
-    (hi, hi_tg, hi_n), (lo, lo_tg, lo_n) = found["high"], found["low"]
-    return (f"held-out accuracy rests on {found['column']}: TG {hi_tg:.2f} for {hi} ({hi_n} "
-            f"pairs) vs {lo_tg:.2f} for {lo} ({lo_n} pairs); {found['column']} alone explains "
-            f"{found['r2']:.0%} of TG's variance across pairs (a shortcut from "
-            f"{found['threshold']:.0%})")  # fmt: skip
-
 
 def more_runs_line(reliability: dict, max_runs: int | None) -> str | None:
     """Where CM's reliability is below ``RELIABLE`` and the prophecy formula gives the runs

@@ -10,6 +10,7 @@ __all__, __getattr__, __dir__ = attach(
         "_estimate": ["estimate", "memorization_scores"],
         "_map": ["plot_memorization_map"],
         "_plans": ["make_plan"],
+        "_quality": ["shortcut_sentence", "strongest_shortcut"],
         "_regime": ["plan_validation", "validation_words"],
         "_runner": ["audit"],
         "_summary": ["categorize", "memorized_note", "summarize_audit"],

@@ -8,6 +8,8 @@ from ._estimate import estimate as estimate
 from ._estimate import memorization_scores as memorization_scores
 from ._map import plot_memorization_map as plot_memorization_map
 from ._plans import make_plan as make_plan
+from ._quality import shortcut_sentence as shortcut_sentence
+from ._quality import strongest_shortcut as strongest_shortcut
 from ._regime import plan_validation as plan_validation
 from ._regime import validation_words as validation_words
 from ._runner import audit as audit

@@ -406,9 +406,11 @@ column, not only on what the responses say. With no effect at all the share is a
 ``SHORTCUT_MIN_PAIRS`` pairs or more)."""
 SHORTCUT_MIN_PAIRS = 20  # a value on fewer pairs is left out: its mean TG is mostly noise
 SHORTCUT_VALUES = 20  # a column with more values is no metadata category (ids, texts)
-# memorization.parquet's own columns and the pair's texts: never a shortcut
+# memorization.parquet's own columns, the pair's texts, and the synthetic generator's record
+# of which mechanism decided the label (the label's cause, not something the RM can read):
+# never a shortcut
 AUDIT_COLUMNS = ("id", "prompt", "chosen", "rejected", "tm", "tg", "cm", "n_in", "n_out",
-                 "group", "category", "cm_significant", "conflict")  # fmt: skip
+                 "group", "category", "cm_significant", "conflict", "mechanism")  # fmt: skip
 
 
 def strongest_shortcut(table, group_by: str | None = None) -> dict | None:
@@ -446,3 +448,15 @@ def strongest_shortcut(table, group_by: str | None = None) -> dict | None:
                     "high": (high, float(means[high]), int(counts[high])),
                     "low": (low, float(means[low]), int(counts[low]))}  # fmt: skip
     return None if best is None else {**best, "threshold": SHORTCUT_R2}
+
+
+def shortcut_sentence(found: dict | None) -> str | None:
+    """:func:`strongest_shortcut` (``summary.json``'s ``shortcut``) in one sentence, for the
+    console and the report alike; None without one."""
+    if not found:
+        return None
+    (hi, hi_tg, hi_n), (lo, lo_tg, lo_n) = found["high"], found["low"]
+    return (f"held-out accuracy rests on {found['column']}: TG {hi_tg:.2f} for {hi} ({hi_n} "
+            f"pairs) vs {lo_tg:.2f} for {lo} ({lo_n} pairs); {found['column']} alone explains "
+            f"{found['r2']:.0%} of TG's variance across pairs (a shortcut from "
+            f"{found['threshold']:.0%})")  # fmt: skip

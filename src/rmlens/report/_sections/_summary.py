@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from rmlens.memorization import shortcut_sentence
+
 from .._html import card, esc, fmt, prose, readable_rows, snippet, table, warning_box
 from ._base import Section
 
@@ -97,7 +99,7 @@ _SHOWN_APART = (
     "memorized_conflicts", "estimator_note", "exactness", "damping", "thresholds",
     "n_runs_finished", "n_runs_planned", "complete", "failed_runs", "n_pairs",
     "pairs_lacking_runs", "dropped_truncation", "mean", "objective", "estimator",
-    "target_reliability", "dedupe",
+    "target_reliability", "dedupe", "shortcut",
 )  # fmt: skip
 _ESTIMATORS = {
     "paired": "paired (each run scores every pair with its group in and out)",
@@ -186,8 +188,13 @@ def _outcome_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(dropped, dict) and "count" in dropped:
         text = _count(dropped["count"])
         if dropped["count"]:
-            text += " (chosen and rejected the same text after truncation; not audited)"
-        rows.append(("pairs dropped at truncation", text))
+            text += (" (chosen and rejected the same tokens as the model reads them: cut "
+                     "to the length, or different only where the tokenizer does not look; "
+                     "not audited)")  # fmt: skip
+        rows.append(("pairs dropped as the same tokens", text))
+    shortcut = shortcut_sentence(summary.get("shortcut"))
+    if shortcut:
+        rows.append(("strongest single shortcut", shortcut))
     mean = summary.get("mean")
     if isinstance(mean, dict) and mean:
         rows.append(("mean TM / TG / CM",

@@ -248,8 +248,8 @@ def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path,
         '{"prompt": "yo", "chosen": "good cat", "rejected": "good dog"}\n'
     )  # at 4 tokens, [CLS] prompt [SEP] and 1 response token: "good" == "good"
     args = ["memorize", "--data", data, "--out", tmp_path / "o", "--model", tiny_encoder_dir,
-            "--max-length", "4", "--quiet", "--no-report"]  # fmt: skip
-    code = main([str(a) for a in args])
+            "--max-length", "4", "--l2-grid", "1", "--quiet", "--no-report"]  # fmt: skip
+    code = main([str(a) for a in args])  # a fixed lambda: 2 groups need no validation group
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, err
     assert err.startswith("error: 1 usable pair(s) left of 2 (1 dropped: chosen == rejected")
@@ -269,7 +269,7 @@ def test_a_refused_plan_writes_nothing_and_the_same_out_takes_other_data(
         '{"prompt": "yo", "chosen": "good cat", "rejected": "good dog"}\n'
     )  # the second pair's responses are the same after truncation to 4 tokens
     args = ["memorize", "--data", data, "--out", out, "--model", tiny_encoder_dir, "--runs",
-            "2", "--max-length", "4", "--quiet", "--no-report"]  # fmt: skip
+            "2", "--max-length", "4", "--l2-grid", "1", "--quiet", "--no-report"]  # fmt: skip
     assert main([str(a) for a in args]) == 2
     assert "would train on none" in capsys.readouterr().err
     assert list(out.iterdir()) == []

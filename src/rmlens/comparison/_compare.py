@@ -223,9 +223,11 @@ def _figure_warnings(table: pd.DataFrame, agree: pd.DataFrame,
     slices: dict[str, list] = {}  # a slice flagged in several audits: one line for it
     for r in table[table.near_chance].itertuples():
         if r.metric == "heldout_accuracy":
-            flags.append(f"{r.audit}: held-out accuracy {r.value:.3f} is within "
-                            f"{M.NEAR_CHANCE} of chance: its RMs barely generalize, so its CM "
-                            "mostly measures fitting and its other figures say little")
+            where = (f"is within {M.NEAR_CHANCE} of chance" if r.value >= 0.5 - M.NEAR_CHANCE
+                     else "is below chance")  # fmt: skip
+            flags.append(f"{r.audit}: held-out accuracy {r.value:.3f} {where}: its RMs barely "
+                         "generalize, so its CM mostly measures fitting and its other figures "
+                         "say little")  # fmt: skip
         elif r.metric == "worst_group_accuracy":
             flags.append(f"{r.audit}: worst-group held-out accuracy {r.value:.3f} is near "
                             f"or below chance ({r.detail})")

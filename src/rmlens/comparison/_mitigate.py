@@ -176,19 +176,18 @@ def mitigate(
     bias = objective_bias(pairs, trainer_config.replace(objective=needs_bias))
     write_json({"objectives": kept, "left_out": notes, "debias": list(debias),
                 "audit": config.to_dict()}, out / "mitigate.json")  # fmt: skip
-    backbone = None
+    backbone, codes = None, {}
     for name in kept:
         run_config = config.replace(**{nested: trainer_config.replace(objective=name)})
         trainer = default_trainer(run_config, bias)
         if config.mode == "frozen":
             trainer.backbone = backbone  # loaded by the first audit, shared by the rest
-        if not quiet:
-            status(f"objective {name}: auditing into {out / name}")
         with warnings.catch_warnings(record=True) as said:
             warnings.simplefilter("always", RmlensWarning)
             audit(pairs, run_config, out=out / name, trainer=trainer, bias=bias, quiet=quiet)
-        _say_once(name, out / name, said)
+        codes[name] = _audit_codes(out / name, said)
         backbone = getattr(trainer, "backbone_", None)
+    _say_codes(codes, out)
     labels, dirs = list(kept), [out / name for name in kept]
     if "sae" in debias:
         dirs.append(debias_sae(out, quiet=quiet))
@@ -220,20 +219,31 @@ def debias_sae(out: Path, *, quiet: bool = False) -> Path:
     return target
 
 
-def _say_once(name: str, folder: Path, said: list) -> None:
-    """An objective's audit warnings as one line naming their codes and where their words
-    are (its ``summary.json``), so eight audits do not print eight screens; the other
-    warnings (notes, library ones) as they came."""
+def _audit_codes(folder: Path, said: list) -> list[str]:
+    """The codes of an audit's warnings (its ``summary.json``), which :func:`_say_codes`
+    says for all the audits in one line; the other warnings said while it ran (notes,
+    library ones) are said again as they came."""
     ours = [w for w in said if issubclass(w.category, RmlensWarning)
             and not issubclass(w.category, RmlensNote)]  # fmt: skip
     for w in said:
         if w not in ours:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     if not ours:
-        return
+        return []
     summary = ExperimentDir(folder).read_json("summary.json", required=False) or {}
-    codes = [w.get("code", "?") for w in summary.get("warnings", [])]
-    warnings.warn(f"objective {name}: {len(ours)} warning(s) of its audit"
-                  + (f" ({', '.join(codes)})" if codes else "")
-                  + f", in words in {folder / 'summary.json'} and its report",
-                  RmlensWarning, stacklevel=3)  # fmt: skip
+    return [w.get("code", "?") for w in summary.get("warnings", [])] or ["?"] * len(ours)
+
+
+def _say_codes(codes: dict[str, list[str]], out: Path) -> None:
+    """One warning naming every audit's warning codes (those of all audits first), so
+    eight audits do not print eight screens; their words are in each audit's summary.json
+    and report."""
+    named = {name: c for name, c in codes.items() if c}
+    if not named:
+        return
+    common = [c for c in next(iter(named.values())) if all(c in v for v in codes.values())]
+    parts = [f"all {len(codes)}: {', '.join(common)}"] if common else []
+    parts += [f"{name}: {', '.join(c for c in v if c not in common)}"
+              for name, v in named.items() if any(c not in common for c in v)]  # fmt: skip
+    warnings.warn(f"the audits' warnings (in words in {out}/<objective>/summary.json and "
+                  f"report.html): {'; '.join(parts)}", RmlensWarning, stacklevel=3)

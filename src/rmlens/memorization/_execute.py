@@ -117,7 +117,8 @@ class Executor:
         failures: list[RunFailure] = []
         in_a_row = 0
         with (
-            progress_bar("runs", total=len(pending), quiet=self.quiet) as advance,
+            progress_bar(f"runs of {self.exp.path}", total=len(pending),
+                         quiet=self.quiet) as advance,  # fmt: skip
             closing(self.execute(self.trainer, jobs, train_index)) as outcomes,
         ):
             for job, outcome in outcomes:

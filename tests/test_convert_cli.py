@@ -261,6 +261,8 @@ def test_memorize_runs_on_every_converted_fixture(app, tmp_path, tiny_encoder_di
                 "2",
                 "--folds",
                 "2",
+                "--l2-grid",  # a fixed lambda: a fixture of 2 users has no group to validate on
+                "1",
                 "--quiet",
                 "--no-report",
                 *audit_flags,

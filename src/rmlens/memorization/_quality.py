@@ -413,16 +413,27 @@ AUDIT_COLUMNS = ("id", "prompt", "chosen", "rejected", "tm", "tg", "cm", "n_in",
                  "group", "category", "cm_significant", "conflict", "mechanism")  # fmt: skip
 
 
-def strongest_shortcut(table, group_by: str | None = None) -> dict | None:
-    """The metadata column of ``table`` (memorization.parquet) that alone best predicts TG,
-    when it explains at least ``SHORTCUT_R2`` of TG's variance; None otherwise.
+def strongest_shortcut(table: pd.DataFrame, group_by: str | None = None) -> dict | None:
+    """The metadata column that alone best predicts TG, when it explains at least
+    ``SHORTCUT_R2`` of TG's variance across pairs (``summary.json``'s ``shortcut``).
 
-    Columns: text, category or boolean metadata with 2 to ``SHORTCUT_VALUES`` values, not the
-    audit's own (``AUDIT_COLUMNS``, intervals) nor the grouping column ``group_by`` (a group's
-    pairs are held out together, so their TG is alike by construction). Values on fewer than
-    ``SHORTCUT_MIN_PAIRS`` pairs are left out. Returns ``column``, ``r2``, and ``high`` and
-    ``low``: the values with the highest and lowest mean TG, each ``(value, mean TG, pairs)``,
-    and ``threshold`` (``SHORTCUT_R2``); ``summary.json``'s ``shortcut``.
+    Parameters
+    ----------
+    table : DataFrame
+        An audit's memorization table (``tg`` and the pairs' metadata columns).
+    group_by : str, optional
+        The grouping column, never a shortcut: a group's pairs are held out together, so
+        their TG is alike by construction.
+
+    Returns
+    -------
+    dict or None
+        ``column``, ``r2`` (the share of TG's variance it explains: the correlation ratio),
+        ``high`` and ``low`` (the values with the highest and lowest mean TG, each
+        ``(value, mean TG, pairs)``) and ``threshold`` (``SHORTCUT_R2``); None when no
+        column reaches it. Columns: text, category or boolean metadata with 2 to
+        ``SHORTCUT_VALUES`` values, not the audit's own (``AUDIT_COLUMNS``, intervals);
+        values on fewer than ``SHORTCUT_MIN_PAIRS`` pairs are left out.
     """
     tg = pd.to_numeric(table["tg"], errors="coerce")
     best = None
@@ -451,8 +462,19 @@ def strongest_shortcut(table, group_by: str | None = None) -> dict | None:
 
 
 def shortcut_sentence(found: dict | None) -> str | None:
-    """:func:`strongest_shortcut` (``summary.json``'s ``shortcut``) in one sentence, for the
-    console and the report alike; None without one."""
+    """The strongest single shortcut in one sentence, for the console and the report alike.
+
+    Parameters
+    ----------
+    found : dict or None
+        :func:`strongest_shortcut`'s result (``summary.json``'s ``shortcut``).
+
+    Returns
+    -------
+    str or None
+        "held-out accuracy rests on COLUMN: TG ... for VALUE vs ... for VALUE; ..."; None
+        without a shortcut.
+    """
     if not found:
         return None
     (hi, hi_tg, hi_n), (lo, lo_tg, lo_n) = found["high"], found["low"]

@@ -102,7 +102,20 @@ def write_compare_report(out_dir: str | Path) -> Path:
 
 
 def read_overoptimization(root: Path, record: dict) -> dict | None:
-    """``overoptimization.json`` beside ``compare.json`` when it is of the same audits."""
+    """The best-of-n curves beside a comparison, when they are of the same audits.
+
+    Parameters
+    ----------
+    root : Path
+        The comparison directory.
+    record : dict
+        Its ``compare.json``.
+
+    Returns
+    -------
+    dict or None
+        ``overoptimization.json``; None when absent, unreadable or of other audits.
+    """
     path = root / "overoptimization.json"
     if not path.is_file():
         return None

@@ -244,3 +244,21 @@ def test_whole_page_has_no_python_literals(tmp_path: Path) -> None:
     points = json.loads(data.group(1))["map"]["points"]
     flag = points["meta"][points["meta_columns"].index("flag")]
     assert set(flag) == {"yes"}, "booleans in the details panel read as words"
+
+
+def test_what_held_out_accuracy_rests_on_is_said_beside_it() -> None:
+    """Generalizing RMs whose TG follows one metadata column (SQuALITY: who wrote the
+    response) say so in the section that says they generalize, not only in a table."""
+    from rmlens.memorization import strongest_shortcut
+
+    n = 200
+    table = pd.DataFrame({"id": [f"p{i}" for i in range(n)],
+                          "chosen_model": ["human"] * 150 + ["bart"] * 50,
+                          "tg": [0.92] * 150 + [0.42] * 50})  # fmt: skip
+    summary = {**audit_summary(0.885, length_rule_pairs()), "shortcut": strongest_shortcut(table)}
+    body = quality_section(summary).body
+    text = _text(body)
+    assert "the RMs generalize" in text
+    assert ('class="warning">Held-out accuracy rests on chosen_model: TG 0.92 for human (150 '
+            "pairs) vs 0.42 for bart (50 pairs)") in body  # fmt: skip
+    assert "shortcut" not in _text(quality_section(audit_summary(0.885, length_rule_pairs())).body)

@@ -221,17 +221,16 @@ def debias_sae(out: Path, *, quiet: bool = False) -> Path:
 
 def _audit_codes(folder: Path, said: list) -> list[str]:
     """The codes of an audit's warnings (its ``summary.json``), which :func:`_say_codes`
-    says for all the audits in one line; the other warnings said while it ran (notes,
-    library ones) are said again as they came."""
-    ours = [w for w in said if issubclass(w.category, RmlensWarning)
-            and not issubclass(w.category, RmlensNote)]  # fmt: skip
-    for w in said:
-        if w not in ours:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if not ours:
-        return []
+    says for all the audits in one line; every other warning said while it ran (notes,
+    the trainer's, the loader's) is said again as it came."""
     summary = ExperimentDir(folder).read_json("summary.json", required=False) or {}
-    return [w.get("code", "?") for w in summary.get("warnings", [])] or ["?"] * len(ours)
+    recorded = summary.get("warnings") or []
+    words = {w.get("message") for w in recorded}
+    for w in said:
+        if not (issubclass(w.category, RmlensWarning) and str(w.message) in words):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return [w.get("code", "?") for w in recorded if w.get("message") in
+            {str(x.message) for x in said}]  # fmt: skip
 
 
 def _say_codes(codes: dict[str, list[str]], out: Path) -> None:

@@ -34,7 +34,8 @@ from rmlens.evaluation._posthoc import (
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.experiment import ExperimentDir
 from rmlens.rewards import EnsembleRM, load_rm
-from rmlens.rewards._ensemble import member_pair_scores, use_format
+from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards._formatting import use_format
 from rmlens.rewards._metrics import pairwise_accuracy
 
 CROSS_FIT_NOTE = (

@@ -53,10 +53,14 @@ def num_list(values: Iterable[Any], digits: int = 4) -> list[float | None]:
     return [float(v) if math.isfinite(v) else None for v in arr]
 
 
+ROUNDING_NOISE = 1e-12  # below this a float is the rounding of equal values (a std of copies)
+
+
 def fmt(value: Any, digits: int = 3) -> str:
     """Short display form of a table cell or a number in a sentence: the report's one number
     format. Integers with thousands separators; floats to ``digits`` decimals, those too small
-    to show that way (0 < |x| < 10^-digits) to two significant digits (``9.6e-07``), large
+    to show that way (0 < |x| < 10^-digits) to two significant digits (``9.6e-07``) unless
+    they are rounding noise (under ``ROUNDING_NOISE``: 0), large
     ones (|x| >= 10^5) as whole numbers; booleans as yes/no; missing values as an en dash."""
     if value is None or value is pd.NA:
         return "\u2013"
@@ -71,6 +75,8 @@ def fmt(value: Any, digits: int = 3) -> str:
             return f"{value:.3g}"
         if abs(value) >= 1e5:
             return f"{value:,.0f}"
+        if abs(value) < ROUNDING_NOISE:  # a difference of equal floats: 0, as written
+            value = 0.0
         if value != 0 and abs(value) < 10 ** (-digits):
             return f"{value:.2g}"
         return f"{value:.{digits}f}"

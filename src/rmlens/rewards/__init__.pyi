@@ -8,8 +8,8 @@ from ._config import ObjectiveConfig as ObjectiveConfig
 from ._config import ScoreConfig as ScoreConfig
 from ._config import TrainConfig as TrainConfig
 from ._ensemble import EnsembleRM as EnsembleRM
-from ._ensemble import use_format as use_format
 from ._export import export_rm as export_rm
+from ._formatting import use_format as use_format
 from ._head import HeadRM as HeadRM
 from ._load import RM_PRESETS as RM_PRESETS
 from ._load import load_rm as load_rm

@@ -108,7 +108,7 @@ def reward_function(
     ...                       args=GRPOConfig(...), train_dataset=prompts)  # doctest: +SKIP
     """
     from rmlens.rewards._config import resolve_device
-    from rmlens.rewards._ensemble import use_format
+    from rmlens.rewards._formatting import use_format
     from rmlens.rewards._load import load_rm
     from rmlens.rewards._saved import SequenceClassifierRM
 

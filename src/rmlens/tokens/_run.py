@@ -204,7 +204,7 @@ def sweep(
 
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import use_format
+    from rmlens.rewards._formatting import use_format
     from rmlens.tokens._adapt import token_scorer
 
     exp = ExperimentDir(out).create()

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from rmlens.memorization import shortcut_sentence
 from rmlens.memorization._damping import damping_sentence
 from rmlens.memorization._quality import (
     CHANCE,
@@ -63,6 +64,9 @@ def quality_section(
         warning_box(str(w.get("message", w)) if isinstance(w, dict) else str(w))
         for w in warnings
     )
+    shortcut = shortcut_sentence(summary.get("shortcut"))
+    if shortcut:  # what held-out accuracy rests on, beside what it is
+        body += warning_box(shortcut[0].upper() + shortcut[1:])
     body += (
         '<p class="note">How well the audited reward models fit the pairs they trained on '
         "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "

@@ -15,6 +15,7 @@ from typing import Any
 
 import pandas as pd
 
+from rmlens._errors import InputError
 from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
 from rmlens.rewards._config import (
     BIAS_OBJECTIVES,
@@ -223,14 +224,15 @@ def _audit_rows(config: dict, audit: dict, summary: dict) -> list[dict[str, str]
 
 
 def _check_exact(config: dict, summary: dict) -> int | None:
-    """Groups refitted per run when ``check_exact`` was left unset: 1 with the paired
-    estimator and the logistic head, else 0 (no check); None when the estimator is unknown."""
+    """Groups refitted per run when ``check_exact`` was left unset, by the audit's own rule
+    (``AuditConfig.exact_checks``); None when the estimator or the settings are unknown."""
     estimator = config.get("estimator") or summary.get("estimator")
-    audit = config.get("audit") or {}
-    head = (audit.get("head") or {}).get("head")
-    if estimator == "paired" and head == "logistic" and audit.get("mode") == "frozen":
-        return 1
-    return 0 if estimator else None
+    if not estimator:
+        return None
+    try:
+        return AuditConfig.from_dict(config.get("audit") or {}).exact_checks(estimator)
+    except InputError:  # settings of another version
+        return None
 
 
 def _applies(name: str, nested: dict) -> bool:

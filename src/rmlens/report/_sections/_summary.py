@@ -6,8 +6,6 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.memorization import shortcut_sentence
-
 from .._html import card, esc, fmt, prose, readable_rows, snippet, table, warning_box
 from ._base import Section
 
@@ -192,9 +190,6 @@ def _outcome_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
                      "to the length, or different only where the tokenizer does not look; "
                      "not audited)")  # fmt: skip
         rows.append(("pairs dropped as the same tokens", text))
-    shortcut = shortcut_sentence(summary.get("shortcut"))
-    if shortcut:
-        rows.append(("strongest single shortcut", shortcut))
     mean = summary.get("mean")
     if isinstance(mean, dict) and mean:
         rows.append(("mean TM / TG / CM",

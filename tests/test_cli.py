@@ -57,14 +57,14 @@ def test_finetune_takes_every_training_option(pairs_file, tmp_path, captured, ca
     args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--mode", "finetune",
             "--model", "tiny", "--lr", "0.002", "--lora-r", "4", "--epochs", "3",
             "--batch-size", "2", "--beta", "0.5", "--bf16", "--finetune", "full",
-            "--rm", "implicit", "--max-length", "64", "--use-margin"]  # fmt: skip
+            "--rm-kind", "implicit", "--max-length", "64", "--use-margin"]  # fmt: skip
     code, _, err = run(args, capsys)
     assert code == 0, err
     config = captured[0]
     assert (config.mode, config.model, config.max_length) == ("finetune", "tiny", 64)
     t = config.train
     assert (t.lr, t.lora_r, t.epochs, t.batch_size, t.beta) == (0.002, 4, 3, 2, 0.5)
-    assert (t.bf16, t.finetune, t.rm, t.use_margin) == (True, "full", "implicit", True)
+    assert (t.bf16, t.finetune, t.rm_kind, t.use_margin) == (True, "full", "implicit", True)
     assert config.head.epochs == AuditConfig().head.epochs  # the frozen head is untouched
 
 
@@ -84,7 +84,7 @@ def test_shared_option_goes_to_the_chosen_mode(pairs_file, tmp_path, captured, c
     ("extra", "expected"),
     [
         (["--lora-r", "4"], "--lora-r applies to --mode finetune only (here --mode frozen)"),
-        (["--rm", "implicit"], "--rm applies to --mode finetune only"),
+        (["--rm-kind", "implicit"], "--rm-kind applies to --mode finetune only"),
         (["--mode", "finetune", "--head", "mlp"], "--head applies to --mode frozen only"),
     ],
 )

@@ -57,4 +57,4 @@ def test_moved_configs_keep_their_public_names():
     assert frozen.HeadConfig is _config.HeadConfig is HeadConfig is rmlens.HeadConfig
     assert finetune.TrainConfig is _config.TrainConfig is TrainConfig is rmlens.TrainConfig
     assert frozen.FrozenHeadTrainer().config == HeadConfig()
-    assert finetune.make_trainer(TrainConfig(rm="implicit")).config.rm == "implicit"
+    assert finetune.make_trainer(TrainConfig(rm_kind="implicit")).config.rm_kind == "implicit"

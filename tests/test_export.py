@@ -158,7 +158,7 @@ def test_cli_export_and_train_export(lora_rm, audit_dir, tmp_path, tiny_causal_d
 def test_implicit_rm_exports_its_policy_with_reference_and_beta(tiny_causal_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
-    cfg = TrainConfig(model=str(tiny_causal_dir), rm="implicit", device="cpu", max_length=40,
+    cfg = TrainConfig(model=str(tiny_causal_dir), rm_kind="implicit", device="cpu", max_length=40,
                       epochs=1, batch_size=4, lr=5e-2, beta=0.2)  # fmt: skip
     rm = train(PAIRS, cfg, out=tmp_path / "im", quiet=True)
     exported = export_rm(tmp_path / "im", tmp_path / "hf")

@@ -461,4 +461,4 @@ def load_rm_folder_ok(folder) -> bool:
 
 def test_implicit_rms_refuse_the_guided_objectives():
     with pytest.raises(ValueError, match="for an implicit RM"):
-        TrainConfig(rm="implicit", objective="curate").check()
+        TrainConfig(rm_kind="implicit", objective="curate").check()

@@ -36,7 +36,7 @@ PAIRS = pd.DataFrame(
 def config(path, **kw) -> TrainConfig:
     base = dict(
         model=str(path),
-        rm="implicit",
+        rm_kind="implicit",
         device="cpu",
         max_length=40,
         epochs=1,
@@ -156,5 +156,5 @@ def test_full_finetune_keeps_a_frozen_reference(tiny_causal_dir, tmp_path):
 def test_implicit_needs_a_causal_lm(tiny_encoder_dir):
     with pytest.raises(InputError, match="causal"):
         ImplicitRMTrainer(config(tiny_encoder_dir)).fit(PAIRS, quiet=True)
-    with pytest.raises(ValueError, match="'rm' parameter of TrainConfig must be 'implicit'"):
-        ImplicitRMTrainer(TrainConfig(rm="explicit")).fit(PAIRS, quiet=True)
+    with pytest.raises(ValueError, match="'rm_kind' parameter of TrainConfig must be 'implicit'"):
+        ImplicitRMTrainer(TrainConfig(rm_kind="explicit")).fit(PAIRS, quiet=True)

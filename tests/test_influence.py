@@ -170,7 +170,8 @@ def test_mlp_paired_counterfactuals_are_not_refitted():
     with pytest.raises(ValueError, match="estimator"):
         AuditConfig(estimator="paired", head=HeadConfig(head="mlp", objective="group_dro")).check()
     with pytest.raises(ValueError, match="estimator"):
-        AuditConfig(estimator="paired", mode="finetune", train=TrainConfig(rm="implicit")).check()
+        AuditConfig(estimator="paired", mode="finetune",
+                    train=TrainConfig(rm_kind="implicit")).check()
     cfg = AuditConfig(head=HeadConfig(head="mlp"))
     assert cfg.counterfactuals == "last-layer" and not cfg.pairable  # brute unless asked
 

@@ -328,7 +328,7 @@ def test_paired_audit_end_to_end(tmp_path, tiny_encoder_dir):
     [
         (["--estimator", "paired", "--head", "mlp", "--objective", "group_dro"],
          "--estimator must be brute or unset"),
-        (["--estimator", "paired", "--mode", "finetune", "--rm", "implicit"],
+        (["--estimator", "paired", "--mode", "finetune", "--rm-kind", "implicit"],
          "--estimator must be brute or unset"),
         (["--check-exact", "2", "--head", "mlp"], "--check-exact must be 0"),
         (["--check-exact", "3", "--estimator", "brute"], "--check-exact must be 0"),

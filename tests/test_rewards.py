@@ -91,7 +91,7 @@ def test_trainers_share_one_contract_and_params_from_their_config():
 
     for cls, config in ((FrozenHeadTrainer, HeadConfig(epochs=7)),
                         (ExplicitRMTrainer, TrainConfig(epochs=3)),
-                        (ImplicitRMTrainer, TrainConfig(rm="implicit"))):  # fmt: skip
+                        (ImplicitRMTrainer, TrainConfig(rm_kind="implicit"))):  # fmt: skip
         trainer = cls(config)
         assert isinstance(trainer, Trainer)
         assert trainer.get_params() == {f: getattr(config, f) for f in config.to_dict()}
@@ -101,7 +101,7 @@ def test_trainers_share_one_contract_and_params_from_their_config():
             assert callable(getattr(trainer, name))
     with pytest.raises(ValueError, match="'lr' parameter of HeadConfig"):
         FrozenHeadTrainer().set_params(lr="fast")
-    assert ImplicitRMTrainer().config.rm == "implicit"
+    assert ImplicitRMTrainer().config.rm_kind == "implicit"
 
 
 def test_every_rm_kind_is_a_reward_model():

@@ -237,6 +237,7 @@ class Config:
 
     _constraints: typing.ClassVar[dict[str, Any]] = {}
     _nested: typing.ClassVar[dict[str, Nested]] = {}
+    _renamed: typing.ClassVar[dict[str, str]] = {}  # a field's old name -> its name now
 
     def check(self):
         """Raise :class:`ParamError` naming the first bad field; return ``self``."""
@@ -278,6 +279,7 @@ class Config:
         owner = cls.__name__
         if not isinstance(data, dict):
             raise InputError(f"{owner} must be a table of settings, got {type(data).__name__}")
+        data = cls.upgrade(data)
         hints = typing.get_type_hints(cls)
         known = {f.name: f for f in fields(cls) if f.init}
         unknown = sorted(set(data) - set(known))
@@ -301,6 +303,24 @@ class Config:
             else:
                 values[name] = _coerce(hint, value)
         return cls(**values)
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any]) -> dict[str, Any]:
+        """Saved settings with each field saved under an old name (``_renamed``) under its
+        name now, nested configs too; so records and TOML files written before a rename
+        still load, and resume, as they were."""
+        if not isinstance(data, dict):
+            return data
+        out = {}
+        for key, value in data.items():
+            new = cls._renamed.get(key)
+            out[new if new and new not in data else key] = value
+        hints = typing.get_type_hints(cls)
+        for name, value in out.items():
+            nested = _config_type(hints[name]) if name in hints else None
+            if nested is not None and isinstance(value, dict):
+                out[name] = nested.upgrade(value)
+        return out
 
     def replace(self, **changes):
         """A copy with ``changes`` applied (validated like :meth:`from_dict`).

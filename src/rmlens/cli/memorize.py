@@ -25,6 +25,17 @@ def memorize(
     ),
     report: bool = typer.Option(True, "--report/--no-report", help="Write report.html."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    rm: Path | None = typer.Option(
+        None, "--rm",
+        help="Audit this RM (a folder written by `rmlens train`: explicit, LoRA) from its one "
+        "training run instead of training R runs: --data must be the pairs it was trained "
+        "on; each group's removal is a Gauss-Newton step through its adapters and head.",
+    ),  # fmt: skip
+    checkpoint_damping: float | None = typer.Option(
+        None, "--checkpoint-damping", min=0.0,
+        help="With --rm: the Gauss-Newton step's damping, a multiple of tr(G)/min(q, n) "
+        "(default: the value calibrated on the benchmark).",
+    ),  # fmt: skip
     **options,
 ) -> None:
     """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs.
@@ -39,23 +50,33 @@ def memorize(
     command again to resume.
 
     Head options (--head, --epochs, --lr, ...) apply to --mode frozen; fine-tuning options
-    (--rm, --finetune, --lora-r, --beta, --bf16, ...) to --mode finetune; a shared option
-    such as --epochs goes to the mode chosen.
+    (--rm-kind, --finetune, --lora-r, --beta, --bf16, ...) to --mode finetune; a shared
+    option such as --epochs goes to the mode chosen. With --rm, the RM's own training
+    settings hold and only the grouping and output options apply.
     """
     config = resolve(ctx, AUDIT, options)
     pairs = load_table(data, column_map, sep=sep)
-    run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet)
-    save_config(config, out / "config.toml", sections=AUDIT)
+    run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet, rm=rm,
+              damping=checkpoint_damping)  # fmt: skip
+    if rm is None:
+        save_config(config, out / "config.toml", sections=AUDIT)
 
 
 def run_audit(
-    pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool
+    pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool,
+    rm: Path | None = None, damping: float | None = None,
 ) -> None:
     from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
 
-    trainer_config = config.head if config.mode == "frozen" else config.train
-    audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
+    if rm is not None:
+        from rmlens.memorization import audit_rm
+
+        audit_rm(pairs, rm, config, out=out, device=config.train.device, quiet=quiet,
+                 damping=damping)  # fmt: skip
+    else:
+        trainer_config = config.head if config.mode == "frozen" else config.train
+        audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
     if attribute:
         from rmlens.attribution import attribute as run_attribution
 
@@ -112,7 +133,10 @@ def print_summary(out: Path) -> None:
 
         console.print(damping_sentence(summary["damping"]), markup=False)
     reliability = summary.get("reliability")
-    if reliability:
+    if reliability and (reliability.get("n_runs") or 0) < 2:
+        console.print(f"Reliability: {reliability.get('reason', 'fewer than 2 runs')}",
+                      markup=False)  # fmt: skip
+    elif reliability:
         console.print(reliability_table(reliability))
     target = summary.get("target_reliability")
     if target:

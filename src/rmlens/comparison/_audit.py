@@ -19,6 +19,7 @@ from scipy.special import expit, logit
 
 from rmlens._errors import InputError
 from rmlens.experiment import PLAN, RECORD, ExperimentDir
+from rmlens.memorization._config import AuditConfig
 
 NEEDED = (RECORD, PLAN, "memorization.parquet")
 PAIR_COLUMNS = ("id", "tm", "tg", "cm", "prompt", "chosen", "rejected")
@@ -127,9 +128,9 @@ class Audit:
             ``label, path, reference, model, mode, head, objective, plan, seed, runs,
             estimator, n_pairs, group_by, data_sha1``.
         """
-        cfg = self.record.get("audit") or {}
+        cfg = AuditConfig.upgrade(self.record.get("audit") or {})  # records before rm_kind too
         part = cfg.get("train" if self.mode == "finetune" else "head") or {}
-        kind = part.get("rm", "explicit") if self.mode == "finetune" else part.get("head")
+        kind = part.get("rm_kind", "explicit") if self.mode == "finetune" else part.get("head")
         return {
             "label": self.label,
             "path": str(self.path),

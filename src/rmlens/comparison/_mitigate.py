@@ -48,7 +48,7 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
         if name in (*GUIDED_OBJECTIVES, "low_margin") and config.mode == "finetune" and (
-            config.train.rm == "implicit"
+            config.train.rm_kind == "implicit"
         ):
             notes.append(f"{name} left out: its loss weights come from an explicit head on "
                          "frozen features, and `rm` is implicit")  # fmt: skip

@@ -118,7 +118,7 @@ def split_metrics(r_c: np.ndarray, r_r: np.ndarray, scale: float) -> dict[str, f
 def _prepare_dir(out: Path, record: dict) -> None:
     exp = ExperimentDir(out).create()
     exp.resume(record, what="a comparison of explicit and implicit RMs",
-               settings=lambda r: r.get("generalize") or {},
+               settings=lambda r: GeneralizeConfig.upgrade(r.get("generalize") or {}),
                defaults=GeneralizeConfig().to_dict())  # fmt: skip
     exp.write_record(record)
 
@@ -137,7 +137,7 @@ def _trained_rm(kind: str, splits, config: GeneralizeConfig, out: Path, quiet: b
         return load_rm(folder, device=config.train.device)
     if not quiet:
         status(f"training the {kind} RM on {len(splits['train'])} pairs")
-    trainer = make_trainer(config.train.replace(rm=kind))
+    trainer = make_trainer(config.train.replace(rm_kind=kind))
     trainer.fit(splits["train"], checkpoint_dir=folder / "checkpoints", quiet=quiet)
     write_json(trainer.history_, folder / "history.json")
     trainer.rm_.save(folder)

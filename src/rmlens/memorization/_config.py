@@ -123,10 +123,10 @@ class AuditConfig(Config):
         metadata={
             "help": "paired: every run also scores each pair with its group removed (if in) "
             "or added (if out), so every run counts for every pair: a Newton step of the "
-            "convex head (--head logistic, exact), or last-layer influence with a "
-            "calibrated damping (--head linear/mlp, or --mode finetune with --rm explicit; "
-            "objective bt or label_smoothing); brute: compare a pair's in-runs with its "
-            "out-runs (any head or mode).",
+            "convex head (--head logistic, exact), or influence with a calibrated damping "
+            "(--head linear/mlp: last-layer; --mode finetune with an explicit RM: "
+            "--influence; objective bt or label_smoothing); brute: compare a pair's in-runs "
+            "with its out-runs (any head or mode).",
             "unset": "paired with --head logistic unless one group holds more than a tenth "
             "of a run's training pairs, else brute",
         },
@@ -252,15 +252,16 @@ class AuditConfig(Config):
     def counterfactuals(self) -> str | None:
         """How the runs can give paired counterfactuals: ``"newton"`` (frozen, the convex
         head: exact Newton steps), ``"last-layer"`` (an AdamW head, or a fine-tuned explicit
-        RM on pairs, trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton
-        influence), or None."""
+        RM on pairs with ``influence`` last-layer) or ``"gauss-newton"`` (a fine-tuned
+        explicit RM on pairs, through its LoRA adapters and head), trained with ``bt`` or
+        ``label_smoothing``; or None."""
         if self.mode == "frozen":
             if self.head.convex:
                 return "newton"
             return "last-layer" if self.head.objective in INFLUENCE_OBJECTIVES else None
         t = self.train
-        pairwise = t.rm == "explicit" and t.loss == "bradley-terry"
-        return "last-layer" if pairwise and t.objective in INFLUENCE_OBJECTIVES else None
+        pairwise = t.rm_kind == "explicit" and t.loss == "bradley-terry"
+        return t.influence if pairwise and t.objective in INFLUENCE_OBJECTIVES else None
 
     @property
     def pairable(self) -> bool:
@@ -271,7 +272,7 @@ class AuditConfig(Config):
         if self.mode == "frozen":
             return f"`mode` frozen, `head` {self.head.head}, `objective` {self.head.objective}"
         t = self.train
-        return f"`mode` finetune, `rm` {t.rm}, `loss` {t.loss}, `objective` {t.objective}"
+        return f"`mode` finetune, `rm_kind` {t.rm_kind}, `loss` {t.loss}, `objective` {t.objective}"
 
     def _check_estimator(self) -> None:
         here = self._where()
@@ -284,9 +285,9 @@ class AuditConfig(Config):
                 message=(
                     f"`estimator` paired does not apply here ({here}): it needs `head` "
                     "logistic (exact Newton steps), or an explicit RM on pairs (`head` "
-                    "linear/mlp, or `mode` finetune `rm` explicit `loss` bradley-terry) "
+                    "linear/mlp, or `mode` finetune `rm_kind` explicit `loss` bradley-terry) "
                     f"trained with `objective` {' or '.join(INFLUENCE_OBJECTIVES)} "
-                    "(last-layer influence); use `estimator` brute"
+                    "(influence); use `estimator` brute"
                 ),
             )  # fmt: skip
         if self.check_exact and (self.estimator == "brute" or not self.pairable):
@@ -450,7 +451,7 @@ def regime_words(config: AuditConfig, *, n_groups: int | None = None,
     else:
         t = config.train
         what = (
-            f"{config.model} fine-tuned ({t.finetune}, {t.rm} RM) per run: lr {t.lr:g}, "
+            f"{config.model} fine-tuned ({t.finetune}, {t.rm_kind} RM) per run: lr {t.lr:g}, "
             f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
             "epochs"
         )

@@ -1,4 +1,5 @@
-"""The damping of last-layer influence, calibrated on the audit's own runs.
+"""The damping of influence (last-layer, or Gauss-Newton through a fine-tuned RM's trained
+parameters), calibrated on the audit's own runs.
 
 Runs whose RM is not convex (an MLP head, a fine-tuned RM) give their paired
 counterfactuals over a grid of damping values (``rmlens.rewards._influence``): the ranking
@@ -50,8 +51,8 @@ def choose_damping(
         paired = sums / counts[:, None]  # (n_pairs, K)
     pairs = np.isfinite(brute) & (counts > 0)
     record = {
-        "method": "last-layer Gauss-Newton influence, damping calibrated so that the mean "
-        "paired CM equals brute force's mean CM over the same runs and pairs",
+        "method": "Gauss-Newton influence, damping calibrated so that the mean paired CM "
+        "equals brute force's mean CM over the same runs and pairs",
         "pairs": int(pairs.sum()),
         "grid": grid.tolist(),
     }
@@ -159,7 +160,7 @@ def damping_warning(damping: dict | None) -> dict | None:
             f"paired CM agrees with the same runs' brute-force CM at Spearman "
             f"{check['spearman']:.2f}, {share:.0%} of the {check['ceiling']:.2f} that the "
             f"two reliabilities allow (brute force's: {check['brute_reliability']:.2f}): "
-            "last-layer influence misses much of what retraining changes here; prefer "
+            f"{_influence_words(damping)} misses much of what retraining changes here; prefer "
             "`estimator` brute with more runs"
         )
     if not parts:
@@ -184,9 +185,10 @@ def damping_sentence(damping: dict) -> str:
         mean CM when known; then, when its Spearman is finite, how paired CM agrees with the
         same runs' brute-force CM; then the note on the grid's edge, if any. No final period.
     """
+    scale = "tr(G)/min(q, n)" if damping.get("influence") == "gauss-newton" else "tr(G)/d"
     text = (
-        f"Last-layer influence: damping {damping['damping']:.3g} x tr(G)/d, calibrated so "
-        "that the mean paired CM equals brute force's over these runs"
+        f"{_influence_words(damping).capitalize()}: damping {damping['damping']:.3g} x {scale}, "
+        "calibrated so that the mean paired CM equals brute force's over these runs"
     )
     if "brute_mean_cm" in damping:
         text += f" ({damping['brute_mean_cm']:.4f})"
@@ -200,3 +202,9 @@ def damping_sentence(damping: dict) -> str:
     if damping.get("edge"):
         text += f"; {damping['edge']}"
     return text
+
+
+def _influence_words(damping: dict) -> str:
+    if damping.get("influence") == "gauss-newton":
+        return "Gauss-Newton influence through the LoRA adapters and the head"
+    return "last-layer influence"

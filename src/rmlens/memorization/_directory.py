@@ -228,7 +228,7 @@ def saved_audit(record: dict) -> dict:
     """A record's ``audit`` settings; one it lacks (saved before it existed) had its
     default's effect."""
     defaults = json.loads(json.dumps(AuditConfig().to_dict()))  # as saved: tuples as lists
-    return with_defaults(record.get("audit") or {}, defaults)
+    return with_defaults(AuditConfig.upgrade(record.get("audit") or {}), defaults)
 
 
 def grew_hint(saved: dict, record: dict, *, fixed: bool) -> str:

@@ -85,6 +85,7 @@ def finish(
     )
     damping = m.damping
     if damping is not None:
+        damping["influence"] = config.counterfactuals
         damping["brute_check"] = brute_agreement(
             table.cm.to_numpy(), m, reliability, np.asarray(m.runs) // k, k, config.seed
         )
@@ -111,7 +112,9 @@ def finish(
         **summarize_audit(table, cm_threshold=config.cm_threshold),
         **_accounting(exp, table, pairs, finished, n_runs),
     }
-    if estimator == "paired":
+    if not config.n_boot:  # no intervals asked for: no significance to speak of
+        summary["cm_significant"] = None
+    elif estimator == "paired":
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
@@ -210,7 +213,8 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
         found.append(coverage_warning(table, plan, config, folds))
     found.append(exactness_warning(summary.get("exactness")))
     found.append(damping_warning(summary.get("damping")))
-    found.append(interval_warning(summary["intervals"], len(table)))
+    if config.n_boot:
+        found.append(interval_warning(summary["intervals"], len(table)))
     found.append(objective_warning(summary["objective"]))
     found.append(truncation_warning(summary.get("truncation"), summary["n_pairs"]))
     found += duplicates_warnings(summary["duplicates"], summary.get("memorized_conflicts"),

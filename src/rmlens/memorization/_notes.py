@@ -11,7 +11,7 @@ from rmlens.memorization._run_folders import RunFailure
 from rmlens.progress import status
 
 PAIRED_SIGNIFICANCE = (
-    "paired CM: an RM's step with a pair's group (the convex head's, or the last layer's) "
+    "paired CM: an RM's step with a pair's group (the convex head's, or an influence step's) "
     "almost always scores that pair higher than without it (a training pair's influence on "
     "itself is positive), and the "
     "paired differences share each run's noise, so nearly every pair's interval lies above "

@@ -39,6 +39,7 @@ GUIDED_OBJECTIVES = ("complementary", "curate")  # loss weights from a nested au
 # per-pair loss weights, and the objectives that read the pairs' groups
 WEIGHTED_OBJECTIVES = ("reweight", "low_margin", *GUIDED_OBJECTIVES)
 GROUP_OBJECTIVES = ("group_dro", *GUIDED_OBJECTIVES)
+INFLUENCE_METHODS = ("gauss-newton", "last-layer")  # a fine-tuned run's paired counterfactuals
 INFLUENCE_OBJECTIVES = ("bt", "label_smoothing")  # whose last layer is the logistic problem
 DRO_STEP = {"steps": 0.01, "convex": 0.5}  # group_dro's default step: per batch, per solve
 L2_GRID = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
@@ -272,7 +273,7 @@ class TrainConfig(ObjectiveConfig):
         default="minilm",
         metadata={"help": MODEL_HELP},
     )
-    rm: str = field(
+    rm_kind: str = field(
         default="explicit",
         metadata={
             "help": "explicit: linear head on the pooled hidden state; implicit: "
@@ -281,6 +282,14 @@ class TrainConfig(ObjectiveConfig):
     )
     finetune: str = field(
         default="lora", metadata={"help": "lora: adapters (and the head) through peft; full."}
+    )
+    influence: str = field(
+        default="gauss-newton",
+        metadata={
+            "help": "How a paired audit's run gives each pair its group's removal or addition: "
+            "gauss-newton (through the LoRA adapters and the head, per-pair gradients) or "
+            "last-layer (the head alone: cheapest, leaves the backbone's change out)."
+        },
     )
     lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
     lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha."})
@@ -344,9 +353,11 @@ class TrainConfig(ObjectiveConfig):
     ensemble: int = field(default=1, metadata={"help": "rmlens train: members of a seed ensemble."})
     seed: int = field(default=0, metadata={"help": "Seed of initialisation and batch order."})
 
+    _renamed = {"rm": "rm_kind"}  # ``rm`` now names an RM folder on every command
     _constraints = {
-        "rm": ("explicit", "implicit"),
+        "rm_kind": ("explicit", "implicit"),
         "finetune": ("lora", "full"),
+        "influence": INFLUENCE_METHODS,
         "lora_r": (positive_int, "an int > 0"),
         "lora_alpha": (positive, "a float > 0"),
         "lora_dropout": (unit_interval, "a float in [0, 1)"),
@@ -384,7 +395,7 @@ class TrainConfig(ObjectiveConfig):
 
     def _check_more(self) -> None:
         if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight" and (
-            self.rm != "explicit"
+            self.rm_kind != "explicit"
         ):
             raise ParamError(
                 "objective", type(self).__name__,

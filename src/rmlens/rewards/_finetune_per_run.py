@@ -4,6 +4,7 @@ last-layer influence for paired counterfactuals."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,12 +27,12 @@ class PerRun:
 
     @property
     def counterfactuals(self) -> str | None:
-        """``"last-layer"`` where runs give paired counterfactuals (an explicit RM on pairs,
-        trained with ``bt`` or ``label_smoothing``: last-layer Gauss-Newton influence,
-        ``rmlens.rewards._influence``), else None."""
+        """``"gauss-newton"`` or ``"last-layer"`` (``influence``) where runs give paired
+        counterfactuals (an explicit RM on pairs, trained with ``bt`` or
+        ``label_smoothing``: ``rmlens.rewards._influence``), else None."""
         cfg = self._config()
-        pairwise = self.rm == "explicit" and cfg.loss == "bradley-terry"
-        return "last-layer" if pairwise and cfg.objective in OBJECTIVES else None
+        pairwise = self.rm_kind == "explicit" and cfg.loss == "bradley-terry"
+        return cfg.influence if pairwise and cfg.objective in OBJECTIVES else None
 
     def prepare(
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
@@ -127,7 +128,9 @@ class PerRun:
         history = self._train_best_lr(fit_index, eval_index, cfg, seed)
         paired = None
         if getattr(self, "groups_codes_", None) is not None:
+            start = time.perf_counter()
             r, paired = influence_scores(self, fit_index, eval_index)
+            self.run_record_["influence_seconds"] = time.perf_counter() - start
         else:
             r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)
         r_c, r_r = r[:, 0], r[:, 1]

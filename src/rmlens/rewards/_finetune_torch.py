@@ -18,9 +18,15 @@ from rmlens.backbones import Backbone
 from rmlens.data._fingerprint import data_sha1
 from rmlens.rewards._finetune_loop import length_batches, score_examples
 from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
+from rmlens.rewards._influence import (
+    DAMPING,
+    bt_terms,
+    gauss_newton_counterfactuals,
+    last_layer_counterfactuals,
+)
 from rmlens.rewards._nets import ExplicitNet, reset_lora, wrap_lora
 from rmlens.rewards._packing import Example, make_example
+from rmlens.rewards._pair_gradients import pair_gradients
 from rmlens.rewards._trainer_base import inside_outside
 from rmlens.rewards.losses import PairExtras
 
@@ -199,30 +205,49 @@ def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | 
     The examples follow from these (tokenizer of the base, ``max_length``; the eval split
     from ``eval_fraction`` and ``seed``), so a checkpoint is resumed only for the same.
     """
-    skip = {"device", "ensemble", "save_steps"}
+    skip = {"device", "ensemble", "save_steps", "influence"}
     settings = {k: v for k, v in cfg.to_dict().items() if k not in skip}
     parts = [settings, identity, data_sha1(data)]
     parts.append(None if eval_data is None else data_sha1(eval_data))
     return json_sha1(parts, 16)
 
 
-def influence_scores(trainer, fit_index, eval_index):
-    """Rewards (n, 2) of every pair from the pooled hidden states h, and p, p_cf over
-    the damping grid from the score head's influence (``rmlens.rewards._influence``)."""
+def influence_scores(trainer, fit_index, eval_index, damping: tuple[float, ...] = DAMPING):
+    """Rewards (n, 2) of every pair, and p, p_cf over the damping grid: Gauss-Newton
+    influence through the trained parameters (``influence`` gauss-newton), or the score
+    head's alone from the pooled hidden states (``rmlens.rewards._influence``)."""
     cfg, net = trainer.config_, trainer.net_
-    h = score_examples(
-        net, trainer.examples_, trainer.runtime_, batch_size=cfg.batch_size, method="pooled"
-    ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
-    h = np.nan_to_num(h)
-    u = net.head.weight.detach().double().cpu().numpy()[0]
-    r = h @ u + float(net.head.bias.detach())
     kept = np.asarray(trainer.kept_, dtype=bool)
-    inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
     offset, target = bt_terms(cfg, trainer.margin_)
-    p, p_cf, lambdas = last_layer_counterfactuals(
-        h[:, 0] - h[:, 1], u, trainer.groups_codes_, inside, outside, offset=offset,
-        target=target,
-    )  # fmt: skip
+    if cfg.influence == "gauss-newton":
+        inside, outside = inside_outside(len(kept), kept, fit_index, eval_index)
+        rows = np.flatnonzero(inside | outside)  # the pairs a group's step moves
+        r = np.full((len(kept), 2), np.nan)
+        others = np.flatnonzero(kept & ~(inside | outside))  # validation: scored only
+        if len(others):
+            r[others] = score_examples(net, [trainer.examples_[i] for i in others],
+                                       trainer.runtime_, batch_size=cfg.batch_size)[:, :2]
+        r[rows], part = pair_gradients(net, [trainer.examples_[i] for i in rows],
+                                       trainer.runtime_, batch_size=cfg.batch_size,
+                                       seed=cfg.seed)  # fmt: skip
+        jac = np.zeros((len(r), part.shape[1]), dtype=np.float32)
+        jac[rows] = part
+        p, p_cf, lambdas = gauss_newton_counterfactuals(
+            jac, np.nan_to_num(r[:, 0] - r[:, 1]), trainer.groups_codes_, inside, outside,
+            offset=offset, target=target, damping=damping,
+        )  # fmt: skip
+    else:
+        h = score_examples(
+            net, trainer.examples_, trainer.runtime_, batch_size=cfg.batch_size, method="pooled"
+        ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
+        h = np.nan_to_num(h)
+        u = net.head.weight.detach().double().cpu().numpy()[0]
+        r = h @ u + float(net.head.bias.detach())
+        inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
+        p, p_cf, lambdas = last_layer_counterfactuals(
+            h[:, 0] - h[:, 1], u, trainer.groups_codes_, inside, outside, offset=offset,
+            target=target, damping=damping,
+        )  # fmt: skip
     r[~kept] = np.nan
     p[~kept] = np.nan
     return r, (p, p_cf, lambdas)

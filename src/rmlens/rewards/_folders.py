@@ -101,7 +101,7 @@ def _load_implicit_pair(
     net.eval().requires_grad_(False).to(device)
     reference.model.requires_grad_(False).eval().to(device)
     # Saved again, this is a full fine-tune of `reference` whose weights are the policy's.
-    train = TrainConfig(model=config["reference"], rm="implicit", finetune="full", beta=beta)
+    train = TrainConfig(model=config["reference"], rm_kind="implicit", finetune="full", beta=beta)
     backbone = Backbone(name=config["reference"], identity=reference.identity,
                         tokenizer=policy.tokenizer, model=policy.model, kind="causal",
                         pooling="last", max_length=policy.max_length)  # fmt: skip

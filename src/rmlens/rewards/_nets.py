@@ -157,6 +157,6 @@ def load_causal_lm(
 
 def load_base(config: TrainConfig) -> Backbone:
     """The backbone a config trains: ``AutoModel`` (explicit) or a causal LM (implicit)."""
-    if config.rm == "implicit":
+    if config.rm_kind == "implicit":
         return load_causal_lm(config.model, max_length=config.max_length, format=config.format)
     return load_backbone(config.model, max_length=config.max_length, format=config.format)

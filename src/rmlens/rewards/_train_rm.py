@@ -86,7 +86,7 @@ def train(
     }
     exp = ExperimentDir(out, record="train.json").create()
     saved = exp.resume(
-        record, what="an RM", settings=lambda r: r.get("train_config") or {},
+        record, what="an RM", settings=lambda r: TrainConfig.upgrade(r.get("train_config") or {}),
         data_keys=("data_sha1", "eval_sha1", "n_eval"), size_key="n_train",
         defaults=TrainConfig().to_dict(),
     )  # fmt: skip

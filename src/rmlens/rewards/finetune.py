@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from rmlens.rewards._tuned import TunedRM
 
 # The settings that shape the network: a trainer is set up once for them
-_STRUCTURE = ("model", "rm", "finetune", "lora_r", "lora_alpha", "lora_dropout",
+_STRUCTURE = ("model", "rm_kind", "finetune", "lora_r", "lora_alpha", "lora_dropout",
               "lora_targets", "beta", "max_length", "format", "packing", "device",
               "bf16")  # fmt: skip
 
@@ -49,12 +49,12 @@ class _TunedTrainer(PerRun, Trainer):
     ``_finetune_per_run.PerRun``."""
 
     config_class = TrainConfig
-    rm = ""
+    rm_kind = ""
 
     def __init__(
         self, config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
     ):
-        self.config = config if config is not None else TrainConfig(rm=self.rm)
+        self.config = config if config is not None else TrainConfig(rm_kind=self.rm_kind)
         self.backbone = backbone
         self.bias = bias
 
@@ -66,8 +66,9 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.rewards._tuned import runtime_for
 
         cfg = self.config.check()
-        if cfg.rm != self.rm:
-            raise ParamError("rm", "TrainConfig", f"{self.rm!r} for {type(self).__name__}", cfg.rm)
+        if cfg.rm_kind != self.rm_kind:
+            raise ParamError("rm_kind", "TrainConfig", f"{self.rm_kind!r} for "
+                             f"{type(self).__name__}", cfg.rm_kind)  # fmt: skip
         self.config_ = cfg
         structure = {k: getattr(cfg, k) for k in _STRUCTURE}
         if getattr(self, "structure_", None) == structure:
@@ -106,7 +107,7 @@ class _TunedTrainer(PerRun, Trainer):
     def _examples(self, data: pd.DataFrame):
         from rmlens.rewards._finetune_torch import examples_of
 
-        return examples_of(data, self.base_, self.config_, self.rm == "implicit")
+        return examples_of(data, self.base_, self.config_, self.rm_kind == "implicit")
 
     def _extras(self, index: np.ndarray):
         from rmlens.rewards._finetune_torch import extras_at
@@ -114,13 +115,7 @@ class _TunedTrainer(PerRun, Trainer):
         return extras_at(self.config_.objective, self.bias_, self.groups_, index)
 
     def _split_eval(self, index: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """``eval_fraction`` of the pairs at ``index`` held out to evaluate each epoch."""
-        frac = self.config_.eval_fraction
-        if not frac or len(index) < 2:
-            return index, index[:0]
-        order = np.random.default_rng([seed, 1]).permutation(len(index))
-        n_eval = min(len(index) - 1, max(1, int(round(frac * len(index)))))
-        return index[order[n_eval:]], index[order[:n_eval]]
+        return eval_split(index, self.config_.eval_fraction, seed)
 
     def _prepare_refs(self, examples) -> None:
         """Implicit RMs: reference log-probs, computed once per example."""
@@ -237,7 +232,7 @@ class ExplicitRMTrainer(_TunedTrainer):
     Parameters
     ----------
     config : TrainConfig, optional
-        ``rm`` must be ``"explicit"``.
+        ``rm_kind`` must be ``"explicit"``.
     backbone : Backbone, optional
         An already loaded backbone (``load_backbone``); trained in place.
     bias : DataFrame of shape (n_pairs, k), optional
@@ -250,7 +245,7 @@ class ExplicitRMTrainer(_TunedTrainer):
     >>> rm.score(["2+2?"], ["4"])                                          # doctest: +SKIP
     """
 
-    rm = "explicit"
+    rm_kind = "explicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
         from rmlens.rewards._finetune_torch import explicit_net
@@ -267,14 +262,14 @@ class ImplicitRMTrainer(_TunedTrainer):
     Parameters
     ----------
     config : TrainConfig, optional
-        ``rm`` must be ``"implicit"``.
+        ``rm_kind`` must be ``"implicit"``.
     backbone : Backbone, optional
         A causal LM loaded with ``AutoModelForCausalLM``; trained in place.
     bias : DataFrame of shape (n_pairs, k), optional
         Shortcut feature differences of the pairs, for ``poe`` and ``reweight``.
     """
 
-    rm = "implicit"
+    rm_kind = "implicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
         from rmlens.rewards._finetune_torch import implicit_net
@@ -287,6 +282,17 @@ class ImplicitRMTrainer(_TunedTrainer):
         reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)
 
 
+def eval_split(index: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``fraction`` of the pairs at ``index`` held out to evaluate each epoch: (train, eval).
+    The one rule of ``train`` and of an audit run without validation groups, so a
+    one-checkpoint audit finds the same split again."""
+    if not fraction or len(index) < 2:
+        return index, index[:0]
+    order = np.random.default_rng([seed, 1]).permutation(len(index))
+    n_eval = min(len(index) - 1, max(1, int(round(fraction * len(index)))))
+    return index[order[n_eval:]], index[order[:n_eval]]
+
+
 def make_trainer(
     config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None
 ) -> _TunedTrainer:
@@ -295,7 +301,7 @@ def make_trainer(
     Parameters
     ----------
     config : TrainConfig, optional
-        The fine-tuning settings; default ``TrainConfig()``. ``config.rm`` picks the class.
+        The fine-tuning settings; default ``TrainConfig()``. ``config.rm_kind`` picks the class.
     backbone : Backbone, optional
         A loaded backbone to fine-tune; default loaded from ``config.model``.
     bias : ndarray of shape (n_pairs, k), optional
@@ -308,5 +314,5 @@ def make_trainer(
         The trainer, not yet fitted.
     """
     config = config or TrainConfig()
-    cls = ImplicitRMTrainer if config.rm == "implicit" else ExplicitRMTrainer
+    cls = ImplicitRMTrainer if config.rm_kind == "implicit" else ExplicitRMTrainer
     return cls(config, backbone=backbone, bias=bias)

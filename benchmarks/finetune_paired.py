@@ -1,0 +1,237 @@
+"""Fine-tuned paired CM against brute force: Gauss-Newton influence through the LoRA and
+head parameters, beside last-layer influence (issue 40).
+
+Settings (each a LoRA RM per run, the audit's fine-tuning with one learning rate):
+
+- ``minilm-hh``: MiniLM on the 300 shortest shared HH pairs (128 tokens), grouped by prompt;
+- ``minilm-synth``: MiniLM on 300 synthetic pairs of 30 users (planted mechanisms);
+- ``smollm2-hh``: SmolLM2-135M-Instruct on the 120 shortest shared HH pairs (128 tokens).
+
+For each: a disjoint brute-force reference (plan seed 1, ``--reference-runs``; 24 for
+SmolLM2) that grows over invocations (its audit directory resumes), and two 5-run paired
+audits of plan seed 0, the same trainings read two ways: ``gauss-newton`` (per-pair
+gradients of the LoRA adapters and the head, a Woodbury solve in pair space) and
+``last-layer`` (the head alone). Each audit calibrates its damping on its own 5 runs.
+Printed per setting and method: CM's split-half reliability (each run a unit), Spearman
+with the reference's CM, the ceiling sqrt(rel * rel_ref), the share of it, mean CM; the
+cost of a paired run against a brute-force run (median seconds between runs' manifests,
+and the influence pass each run records); then the one-checkpoint audit (``rmlens memorize
+--rm``) of an RM trained once on every pair, against the paired audit and the reference.
+
+``--phase reference`` grows the references only; ``--phase paired`` reads them as they
+stand (their finished runs); ``--phase cost`` times one run of each kind in turn in this
+process (brute force, and paired with each method).
+
+    python benchmarks/finetune_paired.py [--settings minilm-hh minilm-synth smollm2-hh]
+        [--reference-runs 40] [--smollm2-reference-runs 24] [--phase all|reference|paired|cost]
+        [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from finetune_defaults import DEFAULT as HH
+from finetune_defaults import shortest
+from paired_cm import cm_from, reliability_at
+
+from rmlens.data import load_pairs, synthesize
+from rmlens.data._synth_config import SynthConfig
+from rmlens.memorization import AuditConfig, audit
+from rmlens.memorization._run_folders import RunMatrices, load_matrices
+from rmlens.rewards import TrainConfig
+from rmlens.stats import spearman
+
+LORA = TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(), head_lr=2e-3)
+PAIRED_RUNS = 5
+SETTINGS = {
+    "minilm-hh": dict(model="minilm", pairs=300, data="hh"),
+    "minilm-synth": dict(model="minilm", pairs=300, data="synth"),
+    "smollm2-hh": dict(model="smollm2-135m", pairs=120, data="hh"),
+}
+METHODS = ("gauss-newton", "last-layer")
+
+
+def pairs_of(setting: dict):
+    if setting["data"] == "synth":
+        return synthesize(SynthConfig(n_pairs=setting["pairs"], n_users=30, seed=0))
+    if not HH.exists():
+        return None
+    return shortest(load_pairs(HH), setting["model"], setting["pairs"], 128)
+
+
+def config_of(setting: dict) -> AuditConfig:
+    return AuditConfig(model=setting["model"], max_length=128, mode="finetune", train=LORA,
+                       n_boot=0)  # fmt: skip
+
+
+def per_run(out: Path) -> float:
+    """Median seconds between consecutive runs' manifests (so resumed audits time too)."""
+    stamps = sorted(p.stat().st_mtime for p in out.glob("runs/*/manifest.json"))
+    return float(np.median(np.diff(stamps))) if len(stamps) > 2 else float("nan")
+
+
+def influence_seconds(out: Path) -> float:
+    """Median seconds of the runs' influence pass (what a paired run adds)."""
+    seconds = []
+    for path in out.glob("runs/*/manifest.json"):
+        value = json.loads(path.read_text())["metrics"].get("influence_seconds")
+        if value is not None:
+            seconds.append(value)
+    return float(np.median(seconds)) if seconds else float("nan")
+
+
+def brute_of(m: RunMatrices) -> RunMatrices:
+    return RunMatrices(m.ids, m.runs, m.p, m.member, m.val)
+
+
+def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
+    ref = load_matrices(ref_dir)  # its finished runs (a reference still growing counts too)
+    ref_cm = cm_from(ref, np.arange(len(ref.runs)))
+    folds = json.loads((ref_dir / "config.json").read_text())["folds_used"]
+    whole = len(ref.runs) // folds * folds
+    rel_ref = reliability_at(ref, whole, folds)
+    print(f"\n## {name}: brute-force reference, {len(ref.runs)} runs (plan seed 1): CM "
+          f"Spearman-Brown {rel_ref:.3f}, mean CM {np.nanmean(ref_cm):.4f}")  # fmt: skip
+    print("method | runs | rel | rho_ref | ceiling | of ceiling | mean CM | damping")
+    rows = []
+    for method, out in paired.items():
+        m = load_matrices(out)
+        runs = len(m.runs)
+        damping = json.loads((out / "summary.json").read_text()).get("damping") or {}
+        rows.append((method, m, runs, f"{damping.get('damping', float('nan')):.3g}"))
+    if rows:
+        rows.append(("brute, same runs", brute_of(rows[0][1]), rows[0][2], "-"))
+    for method, m, runs, damping in rows:
+        cm = cm_from(m, np.arange(runs))
+        rel = reliability_at(m, runs, folds)
+        rho = spearman(cm, ref_cm)
+        ceiling = float(np.sqrt(max(rel, 0) * max(rel_ref, 0))) if np.isfinite(rel) else np.nan
+        share = rho / ceiling if ceiling > 0 else np.nan
+        print(f"{method} | {runs} | {rel:.3f} | {rho:.3f} | {ceiling:.3f} | {share:.2f} | "
+              f"{np.nanmean(cm):.4f} | {damping}")  # fmt: skip
+    scored = np.isfinite(ref.p) & ~ref.val
+    inside, outside = ref.member & scored, ~ref.member & scored
+    print(f"reference RMs: in-train accuracy {np.mean(ref.p[inside] > 0.5):.3f}, held-out "
+          f"{np.mean(ref.p[outside] > 0.5):.3f} (pairs x runs)")  # fmt: skip
+    brute_s = per_run(ref_dir)
+    for method, out in paired.items():
+        paired_s, extra = per_run(out), influence_seconds(out)
+        print(f"cost, {method}: {paired_s:.1f} s per paired run against {brute_s:.1f} s per "
+              f"brute-force run ({paired_s / brute_s:.2f}x); its influence pass {extra:.1f} s "
+              f"(+{extra / brute_s:.2f} of a brute-force run)")  # fmt: skip
+
+
+def cost(name: str, setting: dict, pairs, repeats: int = 2) -> None:
+    """Seconds of one run trained and scored as brute force does, and as a paired run does
+    (the same training plus the influence pass), interleaved in this process on the same
+    pairs and seed (the plan's run 0 of seed 0)."""
+    from rmlens.memorization._directory import group_pairs
+    from rmlens.memorization._plans import carve_validation, make_plan
+    from rmlens.rewards import make_trainer
+
+    config = config_of(setting)
+    groups = group_pairs(pairs, config).groups
+    plan = carve_validation(make_plan(groups, n_runs=5, n_folds=5, seed=0), 0.2, seed=0)
+    run = plan[plan.run == 0].set_index("group")
+    label = groups.astype(str).to_numpy()
+    train = np.flatnonzero(run.in_train.reindex(label).to_numpy(bool))
+    val = np.flatnonzero(run.validation.reindex(label).to_numpy(bool))
+    seconds = {}
+    for method in ("brute", *METHODS):
+        trainer = make_trainer(config.resolved().train.replace(
+            influence="gauss-newton" if method == "brute" else method))
+        trainer.prepare(pairs, quiet=True, groups=None if method == "brute" else groups)
+        seconds[method] = (trainer, [])
+    for _ in range(repeats):
+        for method, (trainer, times) in seconds.items():
+            start = time.perf_counter()
+            out = trainer.fit_score(train, seed=7, val_index=val)
+            times.append(time.perf_counter() - start)
+            if method != "brute":
+                times[-1] = (times[-1], out.metrics["influence_seconds"])
+    brute = min(seconds["brute"][1])
+    for method in METHODS:
+        best = min(seconds[method][1])
+        print(f"cost, {name}, {method}: a paired run {best[0]:.1f} s against a brute-force run "
+              f"{brute:.1f} s ({best[0] / brute:.2f}x; influence pass {best[1]:.1f} s), best of "
+              f"{repeats}, interleaved in one process")  # fmt: skip
+
+
+def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
+    """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
+    paired audit (Gauss-Newton) and the brute-force reference."""
+    from rmlens.memorization import audit_rm
+    from rmlens.rewards import train
+
+    rm = work / f"{name}-checkpoint-rm"
+    if not (rm / "rm_config.json").exists():
+        train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu"),
+              out=rm, quiet=True)  # fmt: skip
+    out = work / f"{name}-checkpoint"
+    table = audit_rm(pairs, rm, out=out, quiet=True).set_index("id")
+    paired = pd.read_parquet(work / f"{name}-paired-gauss-newton" / "memorization.parquet")
+    paired = paired.set_index("id").loc[table.index]
+    ref = load_matrices(ref_dir)
+    ref_cm = pd.Series(cm_from(ref, np.arange(len(ref.runs))), index=ref.ids).loc[table.index]
+    seconds = json.loads((out / "runs" / "000" / "manifest.json").read_text())["metrics"]
+    print(f"one checkpoint ({len(table)} pairs, one training of all of them): CM Spearman "
+          f"with the 5-run paired audit {spearman(table.cm, paired.cm):.3f} (TM "
+          f"{spearman(table.tm, paired.tm):.3f}, TG {spearman(table.tg, paired.tg):.3f}), "
+          f"with the reference {spearman(table.cm, ref_cm):.3f}; mean CM "
+          f"{table.cm.mean():.4f}; influence pass {seconds['influence_seconds']:.1f} s")
+
+
+def bench(name: str, reference_runs: int, phase: str, work: Path) -> None:
+    setting = SETTINGS[name]
+    pairs = pairs_of(setting)
+    if pairs is None:
+        print(f"{name}: skipped, {HH} not found")
+        return
+    if phase == "cost":
+        cost(name, setting, pairs)
+        return
+    config = config_of(setting)
+    ref = work / f"{name}-ref"
+    if phase != "paired":
+        print(f"{name}: {len(pairs)} pairs; growing the reference to {reference_runs} runs",
+              flush=True)  # fmt: skip
+        audit(pairs, config.replace(runs=reference_runs, seed=1, estimator="brute"), out=ref,
+              quiet=True)  # fmt: skip
+    if phase == "reference":
+        return
+    paired = {}
+    for method in METHODS:
+        out = work / f"{name}-paired-{method}"
+        train = config.train.replace(influence=method)
+        audit(pairs, config.replace(runs=PAIRED_RUNS, seed=0, estimator="paired", train=train),
+              out=out, quiet=True)  # fmt: skip
+        paired[method] = out
+    report(f"{name} ({len(pairs)} pairs)", paired, ref)
+    checkpoint(name, setting, pairs, work, ref)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument("--reference-runs", type=int, default=40)
+    parser.add_argument("--smollm2-reference-runs", type=int, default=24)
+    parser.add_argument("--phase", choices=("all", "reference", "paired", "cost"),
+                        default="all")  # fmt: skip
+    parser.add_argument("--work", type=Path, default=Path("finetune-paired-work"),
+                        help="Where the audits live (resumed on the next invocation).")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    for name in args.settings:
+        runs = args.smollm2_reference_runs if name.startswith("smollm2") else args.reference_runs
+        bench(name, runs, args.phase, args.work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""Per-pair gradients of a fine-tuned RM's reward difference, in one batched backward pass.
+
+Gauss-Newton influence through the trained parameters (``_influence.gauss_newton_counterfactuals``)
+needs, for every pair j, the gradient J_j of d_j = r(x, y+) - r(x, y-) with respect to the
+run's trainable parameters theta (LoRA adapters and the score head). A LoRA adapter and the
+head are linear layers y = W x, so J_j's block of W is sum_t delta_t x_t' over the tokens of
+pair j's sequences, delta_t the gradient of d_j at the layer's output: the same outer
+products a backward pass forms for the whole batch, kept per example (the trick of Opacus
+and of influence packages such as kronfluence and bergson). Since d_j depends on example j's
+rows only, one backward of sum_j d_j gives every example's delta at once. Each row of a
+batch holds one example's sequences (``rewards._packing``), so rows are summed per example.
+
+When n x P is too large to keep (a large run or a large model), each gradient is sketched to
+``dim`` coordinates with a CountSketch (each parameter hashed to one coordinate with a random
+sign), which keeps inner products in expectation: the influence solve needs J J' only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from rmlens._errors import InputError
+
+EXACT_BUDGET = 1 << 29  # floats of n x P kept exactly (2 GiB); sketched above
+SKETCH_MIN = 4096  # coordinates of a sketch, at least
+
+
+def trainable_linears(net: nn.Module) -> list[tuple[str, nn.Linear]]:
+    """The linear layers with trainable weights; refuses other trainable parameters."""
+    linears = [(n, m) for n, m in net.named_modules()
+               if isinstance(m, nn.Linear) and m.weight.requires_grad]  # fmt: skip
+    covered = {id(p) for _, m in linears for p in m.parameters(recurse=False)}
+    other = [n for n, p in net.named_parameters() if p.requires_grad and id(p) not in covered]
+    if other:
+        raise InputError(
+            f"`influence` gauss-newton runs through LoRA adapters and the score head; "
+            f"{len(other)} trained tensors are not linear layers (e.g. {other[0]}): use "
+            "`finetune` lora, or `influence` last-layer"
+        )
+    return linears
+
+
+def n_params(linears: list[tuple[str, nn.Linear]]) -> int:
+    return sum(_size(m) for _, m in linears)
+
+
+def _size(module: nn.Linear) -> int:
+    return sum(p.numel() for p in module.parameters(recurse=False) if p.requires_grad)
+
+
+class _Capture:
+    """Forward hooks that keep each linear layer's input and, through a tensor hook, the
+    gradient at its output."""
+
+    def __init__(self, linears):
+        self.inputs, self.grads, self.handles = {}, {}, []
+        for name, module in linears:
+            self.handles.append(module.register_forward_hook(self._hook(name)))
+
+    def _hook(self, name):
+        def hook(module, args, output):
+            self.inputs[name] = args[0].detach()
+            output.register_hook(lambda g: self.grads.__setitem__(name, g.detach()))
+
+        return hook
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def _row_examples(batch, n_rows: int) -> torch.Tensor:
+    """The example (0..B-1) each row of a batch belongs to."""
+    owner = torch.full((n_rows,), -1, dtype=torch.long)
+    b, k = torch.nonzero(batch.valid.cpu(), as_tuple=True)
+    owner[batch.rows.cpu()[b, k]] = b
+    return owner
+
+
+def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, size: int,
+                 head: bool):  # fmt: skip
+    """Per-example gradient of one linear layer, flattened: (B, out * in [+ out]); a
+    backbone layer reads rows of tokens (R, T, in), the head each example's pooled states."""
+    x, g = x.float(), g.float()
+    if not head:
+        owner = _row_examples(batch, x.shape[0]).to(x.device)
+        w = torch.einsum("rto,rti->roi", g, x).flatten(1)
+        parts = [w] + ([g.sum(1)] if module.bias is not None and module.bias.requires_grad else [])
+        rows = torch.cat(parts, 1)
+        out = torch.zeros(size, rows.shape[1], device=x.device)
+        return out.index_add_(0, owner.clamp(min=0), rows * (owner >= 0)[:, None])
+    x, g = x.reshape(size, -1, x.shape[-1]), g.reshape(size, -1, g.shape[-1])  # the head
+    w = torch.einsum("bko,bki->boi", g, x).flatten(1)
+    if module.bias is not None and module.bias.requires_grad:
+        w = torch.cat([w, g.sum(1)], 1)
+    return w
+
+
+def pair_gradients(
+    net, examples, rt, *, batch_size: int, dim: int | None = None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rewards (n, 2) and J (n, q), float32: row j of J the gradient of pair j's reward
+    difference with respect to the trainable parameters (q = P), or its CountSketch to
+    ``dim`` coordinates (``dim`` None: exact while n x P fits ``EXACT_BUDGET``, else the
+    largest sketch that does). The rewards come from the same forward pass, so a run that
+    needs J scores its pairs at no extra cost."""
+    from rmlens.rewards._finetune_loop import length_batches
+
+    linears = trainable_linears(net)
+    total = n_params(linears)
+    n = len(examples)
+    if dim is None and n * total > EXACT_BUDGET:
+        dim = max(SKETCH_MIN, EXACT_BUDGET // max(n, 1))
+    sketch = _sketches(linears, dim, seed) if dim and dim < total else None
+    out = np.zeros((n, dim if sketch else total), dtype=np.float32)
+    rewards = np.zeros((n, 2))
+    training = net.training
+    net.eval()
+    capture = _Capture(linears)
+    try:
+        for index in length_batches([ex.packed_length for ex in examples], batch_size):
+            batch = rt.batch(examples, index)
+            net.zero_grad(set_to_none=True)
+            with torch.enable_grad(), rt.autocast():
+                r = net(batch)
+                (r[:, 0] - r[:, 1]).sum().backward()
+            rewards[np.asarray(index)] = r.detach().float().cpu().numpy()[:, :2]
+            blocks = []
+            for name, module in linears:
+                if name in capture.grads:
+                    flat = _per_example(capture.inputs[name], capture.grads[name], module,
+                                        batch, len(index), head=name == "head")  # fmt: skip
+                else:  # a layer the rewards do not read (e.g. an encoder's pooler)
+                    flat = torch.zeros(len(index), _size(module), device=r.device)
+                if sketch is None:
+                    blocks.append(flat)
+                else:
+                    where, sign = sketch[name]
+                    blocks.append(torch.zeros(len(index), dim, device=flat.device).index_add_(
+                        1, where.to(flat.device), flat * sign.to(flat.device)))  # fmt: skip
+            rows = torch.cat(blocks, 1) if sketch is None else sum(blocks)
+            out[np.asarray(index)] = rows.cpu().numpy()
+            capture.inputs.clear()
+            capture.grads.clear()
+    finally:
+        capture.close()
+        net.zero_grad(set_to_none=True)
+        net.train(training)
+    return rewards, out
+
+
+def _sketches(linears, dim: int | None, seed: int) -> dict | None:
+    """Per layer: each parameter's coordinate and sign in a CountSketch to ``dim``."""
+    if not dim:
+        return None
+    gen = torch.Generator().manual_seed(seed)
+    sketch = {}
+    for name, module in linears:
+        size = _size(module)
+        where = torch.randint(0, dim, (size,), generator=gen)
+        sign = torch.randint(0, 2, (size,), generator=gen).float() * 2 - 1
+        sketch[name] = (where, sign)
+    return sketch

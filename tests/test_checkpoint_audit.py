@@ -1,0 +1,88 @@
+"""The one-checkpoint audit (``rmlens memorize --rm RM``) and the ``rm`` -> ``rm_kind``
+rename (``--rm`` names an RM folder on every command; old records still load)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit
+
+from rmlens._errors import InputError
+from rmlens.memorization import AuditConfig, audit_rm
+from rmlens.rewards import TrainConfig, train
+from test_paired import word_pairs
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_encoder_dir, tmp_path_factory):
+    pairs = word_pairs(24, 6)
+    cfg = TrainConfig(model=str(tiny_encoder_dir), epochs=2, batch_size=8, lr=5e-3,
+                      head_lr=5e-3, device="cpu", max_length=24)  # fmt: skip
+    out = tmp_path_factory.mktemp("ckpt") / "rm"
+    train(pairs, cfg, out=out, quiet=True)
+    return pairs, out
+
+
+def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_path):
+    pairs, rm = trained
+    out = tmp_path / "audit"
+    table = audit_rm(pairs, rm, out=out, quiet=True)
+    scores = pd.read_parquet(out / "runs" / "000" / "scores.parquet")
+    manifest = json.loads((out / "runs" / "000" / "manifest.json").read_text())
+    config = json.loads((out / "config.json").read_text())
+    # TM is the RM's own p; TG the p of its group removed; CM their difference
+    np.testing.assert_allclose(scores.p, expit(scores.r_chosen - scores.r_rejected), atol=1e-6)
+    merged = table.merge(scores, on="id")
+    trained_ids = set(manifest["train_ids"])
+    inside = merged.id.isin(trained_ids).to_numpy()
+    np.testing.assert_allclose(merged.tm[inside], merged.p[inside], atol=1e-9)
+    np.testing.assert_allclose(merged.tg[inside], merged.p_cf[inside], atol=1e-9)
+    np.testing.assert_allclose(merged.cm, merged.tm - merged.tg, atol=1e-9)
+    assert (merged.cm[inside] > 0).mean() > 0.9  # removing a pair's group lowers its p
+    # its scores are the saved RM's: rmlens.load_rm gives the same rewards
+    from rmlens.rewards import load_rm
+
+    r = load_rm(rm, device="cpu").score_pairs(pairs)
+    np.testing.assert_allclose(scores.r_chosen, r[0], atol=1e-4)
+    assert config["estimator"] == "paired" and config["checkpoint"]["rm"] == str(rm)
+    assert "one checkpoint" in config["estimator_note"]
+    # started again: nothing recomputed
+    stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns
+    audit_rm(pairs, rm, out=out, quiet=True)
+    assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
+
+
+def test_one_checkpoint_audit_refuses_other_pairs_and_other_rms(trained, tmp_path):
+    pairs, rm = trained
+    with pytest.raises(InputError, match="not the pairs .* was trained on"):
+        audit_rm(pairs.iloc[:-1], rm, out=tmp_path / "a", quiet=True)
+    with pytest.raises(InputError, match="no rm_config.json"):
+        audit_rm(pairs, tmp_path, out=tmp_path / "b", quiet=True)
+    with pytest.raises(InputError, match="dedupe"):
+        audit_rm(pairs, rm, AuditConfig(dedupe="pairs"), out=tmp_path / "c", quiet=True)
+
+
+def test_cli_memorize_rm_audits_a_folder(trained, tmp_path, monkeypatch, capsys):
+    from rmlens.cli import main
+
+    pairs, rm = trained
+    data = tmp_path / "pairs.jsonl"
+    pairs.to_json(data, orient="records", lines=True)
+    out = tmp_path / "audit"
+    code = main(["memorize", "--data", str(data), "--rm", str(rm), "--out", str(out),
+                 "--quiet"])  # fmt: skip
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert (out / "report.html").is_file()
+    assert (out / "memorization.parquet").is_file()
+    assert "one checkpoint" in printed.out
+
+
+def test_rm_kind_reads_old_records_and_toml():
+    assert TrainConfig.from_dict({"rm": "implicit"}).rm_kind == "implicit"
+    old = AuditConfig.from_dict({"mode": "finetune", "train": {"rm": "implicit", "beta": 0.2}})
+    assert old.train.rm_kind == "implicit" and old.train.beta == 0.2
+    assert AuditConfig.upgrade({"train": {"rm": "explicit"}}) == {"train": {"rm_kind": "explicit"}}

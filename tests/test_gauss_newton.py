@@ -1,0 +1,117 @@
+"""Gauss-Newton influence through a fine-tuned RM's trained parameters: per-pair gradients
+against autograd, the pair-space (Woodbury) solve against the step written out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import expit
+
+from rmlens._errors import InputError
+from rmlens.rewards import TrainConfig, make_trainer
+from rmlens.rewards._influence import gauss_newton_counterfactuals, last_layer_counterfactuals
+from rmlens.rewards._pair_gradients import pair_gradients, trainable_linears
+from test_paired import word_pairs
+
+
+def _case(n=12, q=20, seed=0):
+    rng = np.random.default_rng(seed)
+    jac = rng.normal(0.2, 1, (n, q))
+    d = rng.normal(0.3, 1, n)
+    groups = np.array([0, 0, 0, 1, 2, 3, 4, 5, 5, 6, 7, 7])[:n]
+    inside = np.zeros(n, dtype=bool)
+    inside[:7] = True
+    outside = ~inside
+    outside[-1] = False  # a validation pair: neither in nor out
+    return jac, d, groups, inside, outside
+
+
+@pytest.mark.parametrize("q", [20, 4])  # pair space (q > |T| = 7) and parameter space
+def test_gauss_newton_step_by_hand(q):
+    jac, d, groups, inside, outside = _case(q=q)
+    p, p_cf, lambdas = gauss_newton_counterfactuals(jac, d, groups, inside, outside,
+                                                    damping=(0.3, 3.0))  # fmt: skip
+    s = expit(d) * (1 - expit(d))
+    scale = float(s[inside] @ (jac[inside] ** 2).sum(1)) / min(q, inside.sum())  # tr(G) / .
+    np.testing.assert_allclose(lambdas, scale * np.array([0.3, 3.0]))
+    np.testing.assert_allclose(p, expit(d))
+    for k, lam in enumerate(lambdas):
+        H = (jac[inside] * s[inside, None]).T @ jac[inside] + lam * np.eye(q)
+        for i in np.flatnonzero(inside | outside):
+            rows = np.flatnonzero((groups == groups[i]) & (inside | outside))
+            sign = -1 if inside[i] else 1
+            jg = jac[rows]
+            changed = H + sign * (jg * s[rows, None]).T @ jg
+            step = -sign * np.linalg.solve(changed, jg.T @ (expit(d[rows]) - 1))
+            assert p_cf[i, k] == pytest.approx(expit(d[i] + jac[i] @ step), abs=1e-10)
+    assert np.isnan(p_cf[~(inside | outside)]).all()
+
+
+def test_gauss_newton_of_a_linear_rm_is_the_last_layer_step():
+    """d = z . u is linear in u: J = z, and both steps coincide at the same lambda."""
+    jac, _, groups, inside, outside = _case(q=20)
+    u = np.random.default_rng(3).normal(0, 0.3, 20)
+    _, ll, ll_lambdas = last_layer_counterfactuals(jac, u, groups, inside, outside,
+                                                   damping=(0.5,))  # fmt: skip
+    relative = 0.5 * inside.sum() / 20  # the two grids' scales: tr(G)/d and tr(G)/|T|
+    _, gn, gn_lambdas = gauss_newton_counterfactuals(jac, jac @ u, groups, inside, outside,
+                                                     damping=(relative,))  # fmt: skip
+    np.testing.assert_allclose(gn_lambdas, ll_lambdas)
+    np.testing.assert_allclose(gn, ll, atol=1e-10)
+
+
+def _prepared(model_dir, **overrides):
+    pairs = word_pairs(10, 5)
+    cfg = TrainConfig(model=str(model_dir), epochs=1, batch_size=4, lr_grid=(), device="cpu",
+                      max_length=24, **overrides)  # fmt: skip
+    trainer = make_trainer(cfg)
+    trainer.prepare(pairs, quiet=True)
+    torch.manual_seed(1)
+    with torch.no_grad():  # adapters away from B = 0, so every block has a gradient
+        for param in trainer.net_.parameters():
+            if param.requires_grad:
+                param.add_(0.1 * torch.randn_like(param))
+    return trainer
+
+
+def _autograd_rows(trainer) -> np.ndarray:
+    net, rows = trainer.net_, []
+    linears = trainable_linears(net)
+    net.eval()
+    for i in range(len(trainer.examples_)):
+        net.zero_grad(set_to_none=True)
+        r = net(trainer.runtime_.batch(trainer.examples_, [i]))
+        (r[0, 0] - r[0, 1]).backward()
+        grads = []
+        for _, module in linears:  # an unread layer (the pooler) has no gradient: zeros
+            for param in (module.weight, module.bias):
+                if param is not None and param.requires_grad:
+                    grad = param.grad if param.grad is not None else torch.zeros_like(param)
+                    grads.append(grad.flatten())
+        rows.append(torch.cat(grads).numpy())
+    return np.stack(rows)
+
+
+@pytest.mark.parametrize("which", ["encoder", "causal"])
+def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_causal_dir):
+    from rmlens.rewards._finetune_loop import score_examples
+
+    trainer = _prepared(tiny_encoder_dir if which == "encoder" else tiny_causal_dir)
+    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    expected = _autograd_rows(trainer)
+    scored = score_examples(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    np.testing.assert_allclose(r, scored, atol=1e-5)  # the same pass gives the rewards
+    assert jac.shape == expected.shape and np.abs(expected).max() > 0
+    np.testing.assert_allclose(jac, expected, atol=1e-5, rtol=1e-4)
+    # a sketch keeps the pairs' inner products (what the solve reads), up to its noise
+    _, sketch = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
+                               batch_size=4, dim=jac.shape[1] // 2)  # fmt: skip
+    exact, approx = jac @ jac.T, sketch @ sketch.T
+    assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9
+
+
+def test_full_finetuning_is_refused_by_gauss_newton(tiny_encoder_dir):
+    trainer = _prepared(tiny_encoder_dir, finetune="full")
+    with pytest.raises(InputError, match="last-layer"):
+        pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)

@@ -59,6 +59,10 @@ def test_one_checkpoint_audit_refuses_other_pairs_and_other_rms(trained, tmp_pat
     pairs, rm = trained
     with pytest.raises(InputError, match="not the pairs .* was trained on"):
         audit_rm(pairs.iloc[:-1], rm, out=tmp_path / "a", quiet=True)
+    with pytest.raises(InputError, match="no train.json"):
+        (tmp_path / "copy").mkdir()
+        (tmp_path / "copy" / "rm_config.json").write_text((rm / "rm_config.json").read_text())
+        audit_rm(pairs, tmp_path / "copy", out=tmp_path / "d", quiet=True)
     with pytest.raises(InputError, match="no rm_config.json"):
         audit_rm(pairs, tmp_path, out=tmp_path / "b", quiet=True)
     with pytest.raises(InputError, match="dedupe"):

@@ -8,7 +8,6 @@ import pytest
 import torch
 from scipy.special import expit
 
-from rmlens._errors import InputError
 from rmlens.rewards import TrainConfig, make_trainer
 from rmlens.rewards._influence import gauss_newton_counterfactuals, last_layer_counterfactuals
 from rmlens.rewards._pair_gradients import pair_gradients, trainable_linears
@@ -77,18 +76,18 @@ def _prepared(model_dir, **overrides):
 
 def _autograd_rows(trainer) -> np.ndarray:
     net, rows = trainer.net_, []
-    linears = trainable_linears(net)
+    linears, other = trainable_linears(net)
+    params = [p for _, m in linears for p in (m.weight, m.bias) if p is not None
+              and p.requires_grad] if not other else [  # fmt: skip
+        p for p in net.parameters() if p.requires_grad]
     net.eval()
     for i in range(len(trainer.examples_)):
         net.zero_grad(set_to_none=True)
         r = net(trainer.runtime_.batch(trainer.examples_, [i]))
         (r[0, 0] - r[0, 1]).backward()
-        grads = []
-        for _, module in linears:  # an unread layer (the pooler) has no gradient: zeros
-            for param in (module.weight, module.bias):
-                if param is not None and param.requires_grad:
-                    grad = param.grad if param.grad is not None else torch.zeros_like(param)
-                    grads.append(grad.flatten())
+        # an unread layer (the pooler) has no gradient: zeros
+        grads = [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                 for p in params]  # fmt: skip
         rows.append(torch.cat(grads).numpy())
     return np.stack(rows)
 
@@ -111,7 +110,13 @@ def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_caus
     assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9
 
 
-def test_full_finetuning_is_refused_by_gauss_newton(tiny_encoder_dir):
+def test_full_finetuning_takes_its_gradients_pair_by_pair(tiny_encoder_dir):
     trainer = _prepared(tiny_encoder_dir, finetune="full")
-    with pytest.raises(InputError, match="last-layer"):
-        pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    assert trainable_linears(trainer.net_)[1]  # embeddings and norms train too
+    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    np.testing.assert_allclose(jac, _autograd_rows(trainer), atol=1e-5, rtol=1e-4)
+    _, sketch = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
+                               batch_size=4, dim=jac.shape[1] // 4)  # fmt: skip
+    assert sketch.shape[1] == jac.shape[1] // 4
+    exact, approx = jac @ jac.T, sketch @ sketch.T
+    assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9

@@ -2,7 +2,8 @@
 
 An RM trained on all the pairs is one run in which every group is in (its own evaluation
 split aside: read by its early stopping, so neither in nor out). Each group's removal,
-a Gauss-Newton step through the RM's LoRA adapters and head
+a Gauss-Newton step through the RM's trained parameters (LoRA adapters and head, or every
+weight of a full fine-tune)
 (``rmlens.rewards._influence.gauss_newton_counterfactuals``), gives its pairs' out-side:
 TM_i = p_i, TG_i = p_i with i's group removed, CM_i = TM_i - TG_i, the paired estimator of
 one run. No brute force exists to calibrate the damping on, so it is the value that
@@ -54,10 +55,10 @@ def trained_record(rm: Path) -> tuple[dict, dict]:
             "by `rmlens train` (a fine-tuned explicit RM)"
         )
     saved = json.loads(config.read_text())
-    if saved.get("kind") != "explicit_finetuned" or saved.get("finetune") != "lora":
+    if saved.get("kind") != "explicit_finetuned":
         raise InputError(
-            f"`rm` {rm}: a {saved.get('kind')} RM fine-tuned {saved.get('finetune')}; the "
-            "one-checkpoint audit runs through the LoRA adapters and head of an explicit RM"
+            f"`rm` {rm}: a {saved.get('kind')} RM; the one-checkpoint audit runs through the "
+            "trained parameters of a fine-tuned explicit RM (`rmlens train`)"
         )
     if not train.is_file():
         raise InputError(
@@ -88,7 +89,7 @@ def audit_rm(
         Exactly the pairs the RM was trained on (their fingerprint is checked against the
         RM's ``train.json``).
     rm : str or Path
-        A folder written by ``rmlens train`` (explicit RM, LoRA).
+        A folder written by ``rmlens train`` (explicit RM, LoRA or full).
     config : AuditConfig, optional
         Grouping (``group_by``), ``n_boot``, ``cm_threshold``; the training settings are
         the RM's own.
@@ -125,8 +126,9 @@ def audit_rm(
     config = _config_of(config or AuditConfig(), train_cfg)
     grouping = group_pairs(pairs, config)
     exp = ExperimentDir(out)
+    trained_part = "every weight" if train_cfg.finetune == "full" else "its LoRA adapters and head"
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
-            f"its LoRA adapters and head, damping {damping:g} x tr(G)/min(q, n)")  # fmt: skip
+            f"{trained_part}, damping {damping:g} x tr(G)/min(q, n)")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
     record["checkpoint"] = {"rm": str(folder), "damping": damping, "standing": STANDING,
                             "rm_data_sha1": trained.get("data_sha1")}  # fmt: skip
@@ -135,11 +137,12 @@ def audit_rm(
     if saved is None or not exp.run_done(0):
         start = time.perf_counter()
         if not quiet:
-            status(f"{folder}: gradients of {len(pairs)} pairs through its LoRA adapters and head")
+            status(f"{folder}: gradients of {len(pairs)} pairs through {trained_part}")
         model = load_rm(folder, device=device)
         net = model.net
-        for name, param in net.named_parameters():  # what training moved: adapters and head
-            param.requires_grad_("lora_" in name or name.startswith("head."))
+        for name, param in net.named_parameters():  # what training moved
+            param.requires_grad_(train_cfg.finetune == "full" or "lora_" in name
+                                 or name.startswith("head."))  # fmt: skip
         backbone = model.backbone
         backbone.format = model.format
         examples, kept = examples_of(pairs, backbone, train_cfg, implicit=False)

@@ -10,6 +10,9 @@ and of influence packages such as kronfluence and bergson). Since d_j depends on
 rows only, one backward of sum_j d_j gives every example's delta at once. Each row of a
 batch holds one example's sequences (``rewards._packing``), so rows are summed per example.
 
+Full fine-tuning also trains tensors that are not linear layers (embeddings, norms): its
+gradients are taken pair by pair instead, through every trained tensor.
+
 When n x P is too large to keep (a large run or a large model), each gradient is sketched to
 ``dim`` coordinates with a CountSketch (each parameter hashed to one coordinate with a random
 sign), which keeps inner products in expectation: the influence solve needs J J' only.
@@ -21,25 +24,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from rmlens._errors import InputError
-
 EXACT_BUDGET = 1 << 29  # floats of n x P kept exactly (2 GiB); sketched above
 SKETCH_MIN = 4096  # coordinates of a sketch, at least
 
 
-def trainable_linears(net: nn.Module) -> list[tuple[str, nn.Linear]]:
-    """The linear layers with trainable weights; refuses other trainable parameters."""
+def trainable_linears(net: nn.Module) -> tuple[list[tuple[str, nn.Linear]], list[str]]:
+    """The linear layers with trainable weights, and the names of the trainable tensors
+    outside them (full fine-tuning's embeddings and norms)."""
     linears = [(n, m) for n, m in net.named_modules()
                if isinstance(m, nn.Linear) and m.weight.requires_grad]  # fmt: skip
     covered = {id(p) for _, m in linears for p in m.parameters(recurse=False)}
     other = [n for n, p in net.named_parameters() if p.requires_grad and id(p) not in covered]
-    if other:
-        raise InputError(
-            f"`influence` gauss-newton runs through LoRA adapters and the score head; "
-            f"{len(other)} trained tensors are not linear layers (e.g. {other[0]}): use "
-            "`finetune` lora, or `influence` last-layer"
-        )
-    return linears
+    return linears, other
 
 
 def n_params(linears: list[tuple[str, nn.Linear]]) -> int:
@@ -108,12 +104,13 @@ def pair_gradients(
     needs J scores its pairs at no extra cost."""
     from rmlens.rewards._finetune_loop import length_batches
 
-    linears = trainable_linears(net)
+    linears, other = trainable_linears(net)
+    if other:  # full fine-tuning: not every trained tensor is a linear layer's
+        return _pair_by_pair(net, examples, rt, dim=dim, seed=seed)
     total = n_params(linears)
     n = len(examples)
-    if dim is None and n * total > EXACT_BUDGET:
-        dim = max(SKETCH_MIN, EXACT_BUDGET // max(n, 1))
-    sketch = _sketches(linears, dim, seed) if dim and dim < total else None
+    dim = _sketch_dim(dim, n, total)
+    sketch = _sketches(linears, dim, seed) if dim else None
     out = np.zeros((n, dim if sketch else total), dtype=np.float32)
     rewards = np.zeros((n, 2))
     training = net.training
@@ -151,6 +148,14 @@ def pair_gradients(
     return rewards, out
 
 
+def _sketch_dim(dim: int | None, n: int, total: int) -> int | None:
+    """The sketch's coordinates (None: exact): ``dim`` when given and below ``total``, else
+    the largest that keeps n x dim within ``EXACT_BUDGET`` once n x total would not."""
+    if dim is None and n * total > EXACT_BUDGET:
+        dim = max(SKETCH_MIN, EXACT_BUDGET // max(n, 1))
+    return dim if dim and dim < total else None
+
+
 def _sketches(linears, dim: int | None, seed: int) -> dict | None:
     """Per layer: each parameter's coordinate and sign in a CountSketch to ``dim``."""
     if not dim:
@@ -163,3 +168,41 @@ def _sketches(linears, dim: int | None, seed: int) -> dict | None:
         sign = torch.randint(0, 2, (size,), generator=gen).float() * 2 - 1
         sketch[name] = (where, sign)
     return sketch
+
+
+def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
+    """Full fine-tuning's per-pair gradients: one backward pass per pair through every
+    trained tensor, each sketched as it comes when n x P passes the budget (a full model's
+    P is tens of millions): the same (rewards, J) as ``pair_gradients``, slower."""
+    params = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
+    total = sum(p.numel() for _, p in params)
+    dim = _sketch_dim(dim, len(examples), total)
+    sketch = None
+    if dim:
+        gen = torch.Generator().manual_seed(seed)
+        sketch = [(torch.randint(0, dim, (p.numel(),), generator=gen),
+                   torch.randint(0, 2, (p.numel(),), generator=gen).float() * 2 - 1)
+                  for _, p in params]  # fmt: skip
+    out = np.zeros((len(examples), dim or total), dtype=np.float32)
+    rewards = np.zeros((len(examples), 2))
+    training = net.training
+    net.eval()
+    try:
+        for i in range(len(examples)):
+            with torch.enable_grad(), rt.autocast():
+                r = net(rt.batch(examples, [i]))
+                grads = torch.autograd.grad(r[0, 0] - r[0, 1], [p for _, p in params],
+                                            allow_unused=True)  # fmt: skip
+            rewards[i] = r.detach().float().cpu().numpy()[0, :2]
+            flat = [torch.zeros(p.numel(), device=p.device) if g is None else g.float().flatten()
+                    for (_, p), g in zip(params, grads)]  # fmt: skip
+            if sketch is None:
+                out[i] = torch.cat(flat).cpu().numpy()
+            else:
+                row = torch.zeros(dim, device=flat[0].device)
+                for f, (where, sign) in zip(flat, sketch):
+                    row.index_add_(0, where.to(f.device), f * sign.to(f.device))
+                out[i] = row.cpu().numpy()
+    finally:
+        net.train(training)
+    return rewards, out

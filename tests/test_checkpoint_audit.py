@@ -63,7 +63,7 @@ def test_one_checkpoint_audit_refuses_other_pairs_and_other_rms(trained, tmp_pat
         (tmp_path / "copy").mkdir()
         (tmp_path / "copy" / "rm_config.json").write_text((rm / "rm_config.json").read_text())
         audit_rm(pairs, tmp_path / "copy", out=tmp_path / "d", quiet=True)
-    with pytest.raises(InputError, match="no rm_config.json"):
+    with pytest.raises(InputError, match="neither an rmlens RM folder"):
         audit_rm(pairs, tmp_path, out=tmp_path / "b", quiet=True)
     with pytest.raises(InputError, match="dedupe"):
         audit_rm(pairs, rm, AuditConfig(dedupe="pairs"), out=tmp_path / "c", quiet=True)
@@ -90,3 +90,52 @@ def test_rm_kind_reads_old_records_and_toml():
     old = AuditConfig.from_dict({"mode": "finetune", "train": {"rm": "implicit", "beta": 0.2}})
     assert old.train.rm_kind == "implicit" and old.train.beta == 0.2
     assert AuditConfig.upgrade({"train": {"rm": "explicit"}}) == {"train": {"rm_kind": "explicit"}}
+
+
+@pytest.fixture(scope="module")
+def classifier_dirs(tiny_causal_dir, tmp_path_factory):
+    """A whole causal classifier RM (as TRL's RewardTrainer saves one), and a PEFT LoRA
+    adapter on it, both with weights away from their initialisation."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    root = tmp_path_factory.mktemp("classifiers")
+    torch.manual_seed(3)
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_causal_dir, num_labels=1)
+    model.config.pad_token_id = 0
+    tokenizer = AutoTokenizer.from_pretrained(tiny_causal_dir)
+    model.save_pretrained(root / "whole")
+    tokenizer.save_pretrained(root / "whole")
+    lora = get_peft_model(model, LoraConfig(task_type="SEQ_CLS", r=4,
+                                            target_modules=["q_proj", "v_proj"]))  # fmt: skip
+    with torch.no_grad():
+        for name, param in lora.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0, 0.1)
+    lora.peft_config["default"].base_model_name_or_path = str(root / "whole")
+    lora.save_pretrained(root / "adapter")
+    return root / "whole", root / "adapter"
+
+
+@pytest.mark.parametrize("which", ["whole", "adapter"])
+def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_path):
+    from rmlens.rewards import load_rm
+
+    whole, adapter = classifier_dirs
+    folder = whole if which == "whole" else adapter
+    pairs = word_pairs(12, 4)
+    out = tmp_path / "audit"
+    with pytest.warns(Warning, match="not checked"):
+        table = audit_rm(pairs, folder, AuditConfig(format="chat", max_length=24), out=out,
+                         device="cpu", quiet=True)  # fmt: skip
+    scores = pd.read_parquet(out / "runs" / "000" / "scores.parquet").set_index("id")
+    if which == "whole":  # its rewards are the classifier's own, as load_rm reads them
+        r_c, _ = load_rm(whole).score_pairs(pairs)
+        np.testing.assert_allclose(scores.loc[pairs.id, "r_chosen"], r_c, atol=1e-4)
+    assert (table.n_in == 1).all() and (table.n_out == 1).all()
+    np.testing.assert_allclose(table.cm, table.tm - table.tg, atol=1e-12)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "checkpoint_pairs_unchecked" in [w["code"] for w in summary["warnings"]]
+    trained = "LoRA adapters and score" if which == "adapter" else "every weight"
+    assert trained in json.loads((out / "config.json").read_text())["estimator_note"]

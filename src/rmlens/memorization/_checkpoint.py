@@ -49,11 +49,6 @@ def trained_record(rm: Path) -> tuple[dict, dict]:
     """The RM's ``rm_config.json`` and the ``train.json`` of its training; refuses, in one
     line, an RM whose training pairs cannot be matched."""
     config, train = rm / "rm_config.json", rm / "train.json"
-    if not config.is_file():
-        raise InputError(
-            f"`rm` {rm}: no rm_config.json; the one-checkpoint audit takes an RM folder written "
-            "by `rmlens train` (a fine-tuned explicit RM)"
-        )
     saved = json.loads(config.read_text())
     if saved.get("kind") != "explicit_finetuned":
         raise InputError(
@@ -86,10 +81,12 @@ def audit_rm(
     Parameters
     ----------
     pairs : DataFrame
-        Exactly the pairs the RM was trained on (their fingerprint is checked against the
-        RM's ``train.json``).
+        Exactly the pairs the RM was trained on (their fingerprint is checked against an
+        rmlens RM's ``train.json``; for an RM trained elsewhere it cannot be, and the
+        summary warns so).
     rm : str or Path
-        A folder written by ``rmlens train`` (explicit RM, LoRA or full).
+        A folder written by ``rmlens train`` (explicit RM, LoRA or full), or a Hugging Face
+        causal classifier RM (whole, or a PEFT LoRA adapter on one) trained elsewhere.
     config : AuditConfig, optional
         Grouping (``group_by``), ``n_boot``, ``cm_threshold``; the training settings are
         the RM's own.
@@ -108,62 +105,49 @@ def audit_rm(
     DataFrame
         The memorization table, as :func:`rmlens.memorization.audit` returns it.
     """
-    from rmlens.rewards import load_rm
     from rmlens.rewards._finetune_torch import examples_of, influence_scores
     from rmlens.rewards._trainer_base import group_codes
-    from rmlens.rewards.finetune import eval_split
 
     folder = Path(rm)
     damping = CHECKPOINT_DAMPING if damping is None else float(damping)
-    _, trained = trained_record(folder)
-    if data_sha1(pairs) != trained.get("data_sha1"):
-        raise InputError(
-            f"`data`: not the pairs `rm` {folder} was trained on ({len(pairs)} pairs, "
-            f"fingerprint {data_sha1(pairs)[:12]}; its train.json: {trained.get('n_train')} "
-            f"pairs, {str(trained.get('data_sha1'))[:12]}): pass its training file as it was"
-        )
-    train_cfg = TrainConfig.from_dict(trained["train_config"])
-    config = _config_of(config or AuditConfig(), train_cfg)
+    config = config or AuditConfig()
+    ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
+            else _ClassifierRM(folder, config))  # fmt: skip
+    config = _config_of(config, ckpt.train)
     grouping = group_pairs(pairs, config)
     exp = ExperimentDir(out)
-    trained_part = "every weight" if train_cfg.finetune == "full" else "its LoRA adapters and head"
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
-            f"{trained_part}, damping {damping:g} x tr(G)/min(q, n)")  # fmt: skip
+            f"{ckpt.trained}, damping {damping:g} x tr(G)/min(q, n)")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
     record["checkpoint"] = {"rm": str(folder), "damping": damping, "standing": STANDING,
-                            "rm_data_sha1": trained.get("data_sha1")}  # fmt: skip
+                            "training_pairs": ckpt.pairs_note}  # fmt: skip
     with output_errors(exp):
         saved = check_resume(exp, record)
     if saved is None or not exp.run_done(0):
         start = time.perf_counter()
         if not quiet:
-            status(f"{folder}: gradients of {len(pairs)} pairs through {trained_part}")
-        model = load_rm(folder, device=device)
-        net = model.net
-        for name, param in net.named_parameters():  # what training moved
-            param.requires_grad_(train_cfg.finetune == "full" or "lora_" in name
-                                 or name.startswith("head."))  # fmt: skip
-        backbone = model.backbone
-        backbone.format = model.format
-        examples, kept = examples_of(pairs, backbone, train_cfg, implicit=False)
-        fit, held = eval_split(np.flatnonzero(kept), train_cfg.eval_fraction, train_cfg.seed)
+            status(f"{folder}: gradients of {len(pairs)} pairs through {ckpt.trained}")
+        net, backbone, runtime = ckpt.load(device)
+        examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
+        fit, held = ckpt.split(np.flatnonzero(kept))
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
-        state = SimpleNamespace(config_=train_cfg, net_=net, examples_=examples, kept_=kept,
-                                runtime_=model.runtime, margin_=margin,
+        state = SimpleNamespace(config_=ckpt.train, net_=net, examples_=examples, kept_=kept,
+                                runtime_=runtime, margin_=margin,
                                 groups_codes_=group_codes(grouping.groups))  # fmt: skip
         r, (p, p_cf, _) = influence_scores(state, fit, held, damping=(damping,))
+        ckpt.check(pairs, r, kept)
         member = np.zeros(len(pairs), bool)
         member[fit] = True
         val = np.zeros(len(pairs), bool)
         val[held] = True
         plan = pd.DataFrame({"run": 0, "group": pd.unique(grouping.groups.astype(str)),
                              "in_train": True, "validation": False})  # fmt: skip
-        record["format"] = model.format
+        record["format"] = backbone.format
         with output_errors(exp):
             write_plan(exp, record, plan, 1)
         ids = pairs.id.to_numpy()
         manifest = {
-            "run": 0, "seed": train_cfg.seed, "n_train": int(len(fit)),
+            "run": 0, "seed": ckpt.train.seed, "n_train": int(len(fit)),
             "train_ids": ids[fit].tolist(), "n_val": int(len(held)),
             "val_ids": ids[held].tolist(), "estimator": "paired",
             "quality": run_quality(np.where(kept, p, np.nan), kept & member, kept & val),
@@ -180,9 +164,104 @@ def audit_rm(
             "one training run: no split-half reliability; how far one-checkpoint CM agrees "
             f"with a multi-run paired audit was measured on the benchmark ({STANDING})"
         )
+        if ckpt.unchecked:
+            summary["warnings"].append({"code": "checkpoint_pairs_unchecked",
+                                        "message": ckpt.pairs_note})  # fmt: skip
         exp.write_json(summary, "summary.json")
     say_summary(summary)
     return table
+
+
+class _RmlensRM:
+    """An RM folder of ``rmlens train``: its training pairs checked by fingerprint, its
+    evaluation split found again."""
+
+    unchecked = False
+
+    def __init__(self, folder: Path, pairs: pd.DataFrame):
+        _, trained = trained_record(folder)
+        if data_sha1(pairs) != trained.get("data_sha1"):
+            raise InputError(
+                f"`data`: not the pairs `rm` {folder} was trained on ({len(pairs)} pairs, "
+                f"fingerprint {data_sha1(pairs)[:12]}; its train.json: "
+                f"{trained.get('n_train')} pairs, {str(trained.get('data_sha1'))[:12]}): pass "
+                "its training file as it was"
+            )
+        self.folder = folder
+        self.train = TrainConfig.from_dict(trained["train_config"])
+        self.trained = ("every weight" if self.train.finetune == "full"
+                        else "its LoRA adapters and head")  # fmt: skip
+        self.pairs_note = f"the pairs of its train.json (sha1 {trained['data_sha1'][:12]})"
+
+    def load(self, device: str):
+        from rmlens.rewards import load_rm
+
+        model = load_rm(self.folder, device=device)
+        for name, param in model.net.named_parameters():  # what training moved
+            param.requires_grad_(self.train.finetune == "full" or "lora_" in name
+                                 or name.startswith("head."))  # fmt: skip
+        model.backbone.format = model.format
+        return model.net, model.backbone, model.runtime
+
+    def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        from rmlens.rewards.finetune import eval_split
+
+        return eval_split(usable, self.train.eval_fraction, self.train.seed)
+
+    def check(self, pairs, rewards, kept) -> None:
+        """Its own rewards: nothing to compare."""
+
+
+class _ClassifierRM:
+    """A Hugging Face classifier RM (whole, or a PEFT LoRA adapter): trained elsewhere, so its
+    training pairs are the user's word, every pair counts as trained on, and its rewards
+    are checked against its own forward pass."""
+
+    unchecked = True
+
+    def __init__(self, folder: Path, config: AuditConfig):
+        if not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
+            raise InputError(
+                f"`rm` {folder}: neither an rmlens RM folder (rm_config.json) nor a Hugging "
+                "Face model (config.json) or PEFT adapter (adapter_config.json)"
+            )
+        self.folder, self.config = folder, config
+        self.train = TrainConfig(model=str(folder), max_length=config.max_length,
+                                 format=config.format, eval_fraction=0.0)  # fmt: skip
+        self.trained = ("its LoRA adapters and score layer"
+                        if (folder / "adapter_config.json").is_file() else "every weight")
+        self.pairs_note = (
+            "as given: an RM trained outside rmlens records no training pairs, so that "
+            "--data holds exactly the pairs it was trained on is not checked; a pair it was "
+            "not trained on gets a TM and TG that mean nothing"
+        )
+
+    def load(self, device: str):
+        from rmlens.rewards._classifier_net import classifier_net
+        from rmlens.rewards._config import resolve_device
+        from rmlens.rewards._tuned import runtime_for
+
+        dev = resolve_device(device)
+        net, backbone, self.trained, self.classifier = classifier_net(
+            self.folder, format=self.config.format, max_length=self.config.max_length,
+            device=dev,
+        )  # fmt: skip
+        self.backbone = backbone
+        self.train = self.train.replace(format=backbone.format, max_length=backbone.max_length)
+        return net, backbone, runtime_for(backbone, self.train, dev)
+
+    def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return usable, usable[:0]
+
+    def check(self, pairs, rewards, kept) -> None:
+        from rmlens.rewards._classifier_net import check_agreement
+        from rmlens.rewards._saved import SequenceClassifierRM
+
+        classifier = SequenceClassifierRM(self.classifier, self.backbone.tokenizer,
+                                          max_length=self.backbone.max_length,
+                                          format=self.backbone.format)  # fmt: skip
+        r_c, r_r = classifier.score_pairs(pairs[kept])
+        check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1))
 
 
 def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:

@@ -8,15 +8,16 @@ Settings (each a LoRA RM per run, the audit's fine-tuning with one learning rate
 - ``smollm2-hh``: SmolLM2-135M-Instruct on the 120 shortest shared HH pairs (128 tokens).
 
 For each: a disjoint brute-force reference (plan seed 1, ``--reference-runs``; 24 for
-SmolLM2) that grows over invocations (its audit directory resumes), and two 5-run paired
-audits of plan seed 0, the same trainings read two ways: ``gauss-newton`` (per-pair
-gradients of the LoRA adapters and the head, a Woodbury solve in pair space) and
-``last-layer`` (the head alone). Each audit calibrates its damping on its own 5 runs.
-Printed per setting and method: CM's split-half reliability (each run a unit), Spearman
-with the reference's CM, the ceiling sqrt(rel * rel_ref), the share of it, mean CM; the
-cost of a paired run against a brute-force run (median seconds between runs' manifests,
-and the influence pass each run records); then the one-checkpoint audit (``rmlens memorize
---rm``) of an RM trained once on every pair, against the paired audit and the reference.
+SmolLM2) that grows over invocations (its audit directory resumes), and a 5-run paired
+audit of plan seed 0 read two ways: ``gauss-newton`` (per-pair gradients of the LoRA
+adapters and the head, a Woodbury solve in pair space), and ``last-layer`` (the head alone,
+from each run's saved RM: the same trainings, not trained again). Each reading calibrates
+its damping on its own 5 runs. Printed per setting and method: CM's split-half
+reliability (each run a unit), Spearman with the reference's CM, the ceiling
+sqrt(rel * rel_ref), the share of it, mean CM; the cost of a paired run against a
+brute-force run (median seconds between runs' manifests, and the influence pass each run
+records); then the one-checkpoint audit (``rmlens memorize --rm``) of an RM trained once on
+every pair, against the paired audit and the reference.
 
 ``--phase reference`` grows the references only; ``--phase paired`` reads them as they
 stand (their finished runs); ``--phase cost`` times one run of each kind in turn in this
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import time
 import warnings
 from pathlib import Path
@@ -92,6 +94,14 @@ def brute_of(m: RunMatrices) -> RunMatrices:
 
 
 def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
+    if not list(ref_dir.glob("runs/*/manifest.json")):
+        print(f"\n## {name}: no brute-force reference yet (--phase reference grows it)")
+        for method, out in paired.items():
+            m = load_matrices(out)
+            rel = reliability_at(m, len(m.runs), 5)
+            print(f"{method}: {len(m.runs)} runs, CM reliability {rel:.3f}, mean CM "
+                  f"{np.nanmean(cm_from(m, np.arange(len(m.runs)))):.4f}")  # fmt: skip
+        return
     ref = load_matrices(ref_dir)  # its finished runs (a reference still growing counts too)
     ref_cm = cm_from(ref, np.arange(len(ref.runs)))
     folds = json.loads((ref_dir / "config.json").read_text())["folds_used"]
@@ -164,6 +174,59 @@ def cost(name: str, setting: dict, pairs, repeats: int = 2) -> None:
               f"{repeats}, interleaved in one process")  # fmt: skip
 
 
+def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
+    """The Gauss-Newton audit's own runs read by last-layer influence: each run's saved RM
+    scores the pairs again and writes its grid of last-layer counterfactuals into a copy of
+    the audit, which then finishes (calibration included) as any audit does. The same
+    trainings read two ways, at no second training."""
+    from types import SimpleNamespace
+
+    from rmlens._io import write_parquet
+    from rmlens.experiment import ExperimentDir
+    from rmlens.memorization._directory import group_pairs
+    from rmlens.memorization._finish import finish
+    from rmlens.rewards import load_rm
+    from rmlens.rewards._finetune_torch import examples_of, influence_scores
+    from rmlens.rewards._trainer_base import group_codes
+
+    if (out / "summary.json").exists():
+        return out
+    shutil.copytree(gn_dir, out, dirs_exist_ok=True)
+    record = json.loads((out / "config.json").read_text())
+    record["audit"]["train"]["influence"] = "last-layer"
+    (out / "config.json").write_text(json.dumps(record, indent=1))
+    config = AuditConfig.from_dict(record["audit"])
+    groups = group_pairs(pairs, config).groups
+    ids = pairs.id.astype(str).to_numpy()
+    margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
+    gap = 0.0
+    for run in sorted((out / "runs").iterdir()):
+        manifest = json.loads((run / "manifest.json").read_text())
+        model = load_rm(run / "rm", device="cpu")
+        model.backbone.format = model.format
+        cfg = model.config.replace(influence="last-layer")
+        examples, kept = examples_of(pairs, model.backbone, cfg, implicit=False)
+        fit = np.flatnonzero(np.isin(ids, manifest["train_ids"]))
+        val = np.flatnonzero(np.isin(ids, manifest["val_ids"]))
+        state = SimpleNamespace(config_=cfg, net_=model.net, examples_=examples, kept_=kept,
+                                runtime_=model.runtime, margin_=margin,
+                                groups_codes_=group_codes(groups))  # fmt: skip
+        start = time.perf_counter()
+        r, (p, p_cf, lambdas) = influence_scores(state, fit, val)
+        saved = pd.read_parquet(run / "scores.parquet").set_index("id")
+        gap = max(gap, float(np.nanmax(np.abs(saved.r_chosen.to_numpy()
+                                              - r[kept, 0]))))  # fmt: skip
+        scores = pd.DataFrame({"id": pairs.id.to_numpy(), "r_chosen": r[:, 0],
+                               "r_rejected": r[:, 1], "p": p, "p_cf_grid": list(p_cf)})[kept]
+        write_parquet(scores, run / "scores.parquet")
+        manifest["metrics"].update(damping_l2=lambdas.tolist(),
+                                   influence_seconds=time.perf_counter() - start)
+        (run / "manifest.json").write_text(json.dumps(manifest))
+    print(f"last-layer from the saved runs' RMs: rewards within {gap:.2g} of the runs' own")
+    finish(pairs, groups, config, ExperimentDir(out), quiet=True)
+    return out
+
+
 def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
     """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
     paired audit (Gauss-Newton) and the brute-force reference."""
@@ -172,20 +235,24 @@ def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> No
 
     rm = work / f"{name}-checkpoint-rm"
     if not (rm / "rm_config.json").exists():
-        train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu"),
+        train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu",
+                                  eval_fraction=0.2),
               out=rm, quiet=True)  # fmt: skip
     out = work / f"{name}-checkpoint"
     table = audit_rm(pairs, rm, out=out, quiet=True).set_index("id")
     paired = pd.read_parquet(work / f"{name}-paired-gauss-newton" / "memorization.parquet")
     paired = paired.set_index("id").loc[table.index]
-    ref = load_matrices(ref_dir)
-    ref_cm = pd.Series(cm_from(ref, np.arange(len(ref.runs))), index=ref.ids).loc[table.index]
+    against_ref = ""
+    if list(ref_dir.glob("runs/*/manifest.json")):
+        ref = load_matrices(ref_dir)
+        ref_cm = pd.Series(cm_from(ref, np.arange(len(ref.runs))), index=ref.ids)
+        against_ref = f", with the reference {spearman(table.cm, ref_cm.loc[table.index]):.3f}"
     seconds = json.loads((out / "runs" / "000" / "manifest.json").read_text())["metrics"]
     print(f"one checkpoint ({len(table)} pairs, one training of all of them): CM Spearman "
           f"with the 5-run paired audit {spearman(table.cm, paired.cm):.3f} (TM "
-          f"{spearman(table.tm, paired.tm):.3f}, TG {spearman(table.tg, paired.tg):.3f}), "
-          f"with the reference {spearman(table.cm, ref_cm):.3f}; mean CM "
-          f"{table.cm.mean():.4f}; influence pass {seconds['influence_seconds']:.1f} s")
+          f"{spearman(table.tm, paired.tm):.3f}, TG {spearman(table.tg, paired.tg):.3f})"
+          f"{against_ref}; mean CM {table.cm.mean():.4f} (the paired audit's "
+          f"{paired.cm.mean():.4f}); influence pass {seconds['influence_seconds']:.1f} s")
 
 
 def bench(name: str, reference_runs: int, phase: str, work: Path) -> None:
@@ -206,13 +273,11 @@ def bench(name: str, reference_runs: int, phase: str, work: Path) -> None:
               quiet=True)  # fmt: skip
     if phase == "reference":
         return
-    paired = {}
-    for method in METHODS:
-        out = work / f"{name}-paired-{method}"
-        train = config.train.replace(influence=method)
-        audit(pairs, config.replace(runs=PAIRED_RUNS, seed=0, estimator="paired", train=train),
-              out=out, quiet=True)  # fmt: skip
-        paired[method] = out
+    gn = work / f"{name}-paired-gauss-newton"
+    audit(pairs, config.replace(runs=PAIRED_RUNS, seed=0, estimator="paired"), out=gn,
+          quiet=True)  # fmt: skip
+    paired = {"gauss-newton": gn,
+              "last-layer": last_layer_of(gn, work / f"{name}-paired-last-layer", pairs)}
     report(f"{name} ({len(pairs)} pairs)", paired, ref)
     checkpoint(name, setting, pairs, work, ref)
 

@@ -366,5 +366,6 @@ def test_category_counts_and_significance_in_the_summary(trainer, tmp_path):
     ]  # fmt: skip
     assert sum(summary["counts"].values()) == len(table)
     assert summary["cm_significant"]["count"] == int((table.cm_lo > 0).sum())
+    assert "Frozen and fine-tuned" in summary["mode_note"]  # a frozen audit cites the table
     assert table.cm_significant.dtype == bool
     assert (table.category[table.tm < 0.5] == "not_learned").all()

@@ -47,12 +47,17 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
 
     r = load_rm(rm, device="cpu").score_pairs(pairs)
     np.testing.assert_allclose(scores.r_chosen, r[0], atol=1e-4)
+    summary = json.loads((out / "summary.json").read_text())
+    assert "standing" in summary["reliability"]["reason"] and summary["mode_note"] is None
+    assert summary["validation"]["pairs_words"].startswith("the RM's own evaluation split")
     assert config["estimator"] == "paired" and config["checkpoint"]["rm"] == str(rm)
     assert "one checkpoint" in config["estimator_note"]
     # started again: nothing recomputed
     stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns
     audit_rm(pairs, rm, out=out, quiet=True)
     assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
+    with pytest.raises(InputError, match="another checkpoint or damping"):
+        audit_rm(pairs, rm, out=out, damping=10.0, quiet=True)
 
 
 def test_one_checkpoint_audit_refuses_other_pairs_and_other_rms(trained, tmp_path):
@@ -139,3 +144,12 @@ def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_p
     assert "checkpoint_pairs_unchecked" in [w["code"] for w in summary["warnings"]]
     trained = "LoRA adapters and score" if which == "adapter" else "every weight"
     assert trained in json.loads((out / "config.json").read_text())["estimator_note"]
+
+
+def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():
+    from rmlens.memorization._notes import mode_note
+
+    note = mode_note(AuditConfig(model="minilm"))
+    assert note.startswith("frozen audit") and "'Frozen and fine-tuned'" in note
+    assert "0.96 corrected" in note and "0.48 corrected" in note
+    assert mode_note(AuditConfig(mode="finetune")) is None

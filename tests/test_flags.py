@@ -37,7 +37,7 @@ COMMANDS = {
     "memorize": (
         [(AuditConfig, ())],
         {"--data", "--out", "--map", "--sep", "--attribute", "--no-attribute", "--report",
-         "--no-report", "--quiet"},
+         "--no-report", "--quiet", "--rm", "--checkpoint-damping"},
     ),
     "demo": (
         [(AuditConfig, ()), (SynthConfig, ("seed",))],  # the data take the audit's seed

@@ -154,7 +154,7 @@ def test_experiment_sweep_is_the_mean_of_its_runs(experiment):
 
 def test_finetuned_explicit_and_implicit_folders(root, tiny_causal_dir):
     for kind in ("explicit", "implicit"):
-        config = TrainConfig(model=str(tiny_causal_dir), rm=kind, epochs=1, batch_size=4,
+        config = TrainConfig(model=str(tiny_causal_dir), rm_kind=kind, epochs=1, batch_size=4,
                              max_length=40, lr=5e-2, head_lr=5e-2, device="cpu")
         trained = train(PAIRS, config, out=root / kind, quiet=True)
         rm = load_rm(root / kind, device="cpu")

@@ -174,7 +174,7 @@ def test_finetuned_rm_folder_matches_its_own_scores(models, tmp_path, kind):
     words = [tok.decode([i]) for i in range(40, 80)]
     pairs = pd.DataFrame({"id": [str(i) for i in range(20)], "prompt": "What is best?",
                           "chosen": words[:20], "rejected": words[20:]})
-    config = rewards.TrainConfig(model=str(models["root"] / "backbone"), rm=kind,
+    config = rewards.TrainConfig(model=str(models["root"] / "backbone"), rm_kind=kind,
                                  finetune="lora", epochs=2, batch_size=4, lr=5e-2)
     rewards.train(pairs, config, out=tmp_path / "rm", quiet=True)
     tuned = rewards.load_rm(tmp_path / "rm")

@@ -116,6 +116,8 @@ def print_summary(out: Path) -> None:
         console.print(shortcut, markup=False)
     if summary.get("estimator_note"):
         console.print(f"Estimator: {summary['estimator_note']}", markup=False)
+    if summary.get("mode_note"):
+        console.print(f"Mode: {summary['mode_note']}.", markup=False)
     dedupe = summary.get("dedupe") or {}
     if dedupe.get("how", "none") != "none":
         console.print(f"Dedupe (`dedupe` {dedupe['how']}): {dedupe['note']}", markup=False)
@@ -306,7 +308,8 @@ def quality_table(quality: dict, validation: dict, *, plan=None):
     n_runs = len(quality.get("runs", []))
     stop = ""
     lam = validation.get("l2")
-    share = validation_words(validation.get("fraction") or 0.0, plan_validation(plan))
+    share = validation.get("pairs_words") or validation_words(
+        validation.get("fraction") or 0.0, plan_validation(plan))  # fmt: skip
     if validation.get("used") and lam:
         stop = (f"; lambda chosen on validation pairs from {share}: {lam['min']:g} to "
                 f"{lam['max']:g}")  # fmt: skip

@@ -15,7 +15,7 @@ from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import brute_agreement, damping_warning
 from rmlens.memorization._estimate import memorization_scores
 from rmlens.memorization._map import plot_memorization_map
-from rmlens.memorization._notes import PAIRED_SIGNIFICANCE
+from rmlens.memorization._notes import PAIRED_SIGNIFICANCE, mode_note
 from rmlens.memorization._paired import exactness_summary, exactness_warning
 from rmlens.memorization._plans import runs_per_repeat
 from rmlens.memorization._quality import (
@@ -116,6 +116,7 @@ def finish(
         summary["cm_significant"] = None
     elif estimator == "paired":
         summary["cm_significant"]["note"] = PAIRED_SIGNIFICANCE
+    summary["mode_note"] = mode_note(config)
     summary["validation"] = validation_note(config, quality)
     summary["intervals"] = interval_note(table)
     for key in ("format", "truncation"):  # how the runs tokenized the pairs (config.json)

@@ -180,7 +180,7 @@ def _regime_block(
     lam = validation.get("l2")
     share = validation.get("fraction")
     share = float(share) if isinstance(share, (int, float)) else 0.0
-    groups = validation_words(share, counts)
+    groups = validation.get("pairs_words") or validation_words(share, counts)
     if isinstance(lam, dict):
         html += (
             '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
@@ -233,6 +233,8 @@ def _estimator_block(summary: dict[str, Any]) -> str:
     if not name:
         return ""
     html = f'<p class="note">Estimator: {prose(str(summary.get("estimator_note") or name))}.</p>'
+    if summary.get("mode_note"):
+        html += f'<p class="note">Mode: {prose(str(summary["mode_note"]))}.</p>'
     exact = summary.get("exactness")
     if isinstance(exact, dict):
         html += (

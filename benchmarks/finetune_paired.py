@@ -93,6 +93,26 @@ def brute_of(m: RunMatrices) -> RunMatrices:
     return RunMatrices(m.ids, m.runs, m.p, m.member, m.val)
 
 
+def interval(a: np.ndarray, b: np.ndarray, ref: np.ndarray, draws: int = 1000) -> str:
+    """95% bootstrap interval over pairs of Spearman(a, ref), and of Spearman(a, ref) -
+    Spearman(b, ref) when ``b`` is given (the same resampled pairs for both)."""
+    ok = np.isfinite(a) & np.isfinite(ref) & (np.isfinite(b) if b is not None else True)
+    a, ref = a[ok], ref[ok]
+    b = None if b is None else b[ok]
+    rng = np.random.default_rng(0)
+    rho, diff = [], []
+    for _ in range(draws):
+        i = rng.integers(0, len(a), len(a))
+        rho.append(spearman(a[i], ref[i]))
+        if b is not None:
+            diff.append(rho[-1] - spearman(b[i], ref[i]))
+    text = "[{:.2f}, {:.2f}]".format(*np.quantile(rho, [0.025, 0.975]))
+    if b is not None:
+        text += "; minus the next method's: [{:.3f}, {:.3f}]".format(
+            *np.quantile(diff, [0.025, 0.975]))  # fmt: skip
+    return text
+
+
 def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
     if not list(ref_dir.glob("runs/*/manifest.json")):
         print(f"\n## {name}: no brute-force reference yet (--phase reference grows it)")
@@ -118,6 +138,13 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
         rows.append((method, m, runs, f"{damping.get('damping', float('nan')):.3g}"))
     if rows:
         rows.append(("brute, same runs", brute_of(rows[0][1]), rows[0][2], "-"))
+    cms = [pd.Series(cm_from(m, np.arange(runs)), index=m.ids).reindex(ref.ids).to_numpy()
+           for _, m, runs, _ in rows]  # fmt: skip
+    spreads = [
+        f"{method}: Spearman with the reference, 95% bootstrap over pairs "
+        f"{interval(cms[k], cms[k + 1] if k + 1 < len(rows) else None, ref_cm)}"
+        for k, (method, _, _, _) in enumerate(rows)
+    ]
     for method, m, runs, damping in rows:
         cm = cm_from(m, np.arange(runs))
         rel = reliability_at(m, runs, folds)
@@ -126,6 +153,7 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
         share = rho / ceiling if ceiling > 0 else np.nan
         print(f"{method} | {runs} | {rel:.3f} | {rho:.3f} | {ceiling:.3f} | {share:.2f} | "
               f"{np.nanmean(cm):.4f} | {damping}")  # fmt: skip
+    print("\n".join(spreads))
     scored = np.isfinite(ref.p) & ~ref.val
     inside, outside = ref.member & scored, ~ref.member & scored
     print(f"reference RMs: in-train accuracy {np.mean(ref.p[inside] > 0.5):.3f}, held-out "

@@ -186,8 +186,9 @@ def damping_sentence(damping: dict) -> str:
         same runs' brute-force CM; then the note on the grid's edge, if any. No final period.
     """
     scale = "tr(G)/min(q, n)" if damping.get("influence") == "gauss-newton" else "tr(G)/d"
+    what = _influence_words(damping)
     text = (
-        f"{_influence_words(damping).capitalize()}: damping {damping['damping']:.3g} x {scale}, "
+        f"{what[0].upper()}{what[1:]}: damping {damping['damping']:.3g} x {scale}, "
         "calibrated so that the mean paired CM equals brute force's over these runs"
     )
     if "brute_mean_cm" in damping:
@@ -204,7 +205,16 @@ def damping_sentence(damping: dict) -> str:
     return text
 
 
+# What each kind of influence is, for the estimator's note (long) and the damping's
+# sentence and warning (short).
+INFLUENCE_WORDS = {
+    "last-layer": "last-layer Gauss-Newton influence",
+    "gauss-newton": "Gauss-Newton influence through the trained parameters (LoRA adapters "
+    "and head, or every weight of a full fine-tune)",
+}
+_SHORT = {"last-layer": "last-layer influence",
+          "gauss-newton": "Gauss-Newton influence through the trained parameters"}  # fmt: skip
+
+
 def _influence_words(damping: dict) -> str:
-    if damping.get("influence") == "gauss-newton":
-        return "Gauss-Newton influence through the LoRA adapters and the head"
-    return "last-layer influence"
+    return _SHORT[damping.get("influence") or "last-layer"]

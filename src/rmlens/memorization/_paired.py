@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._damping import INFLUENCE_WORDS
 from rmlens.memorization._plans import carve_validation, make_plan, runs_per_repeat
-from rmlens.rewards._config import INFLUENCE_METHODS
 from rmlens.rewards._convex import REFINE_SHARE
 from rmlens.stats import spearman
 
@@ -74,17 +74,14 @@ def choose_estimator(config: AuditConfig, share: float) -> tuple[str, str, dict 
                 "group_share": share,
             }
         how = ""
-        if config.counterfactuals in INFLUENCE_METHODS:
-            what = {"last-layer": "last-layer Gauss-Newton influence",
-                    "gauss-newton": "Gauss-Newton influence through the LoRA adapters and "
-                    "the head"}[config.counterfactuals]  # fmt: skip
-            how = (f": {what}, its damping calibrated so that the mean paired CM equals "
-                   "brute force's over the same runs")  # fmt: skip
+        if config.counterfactuals in INFLUENCE_WORDS:
+            how = (f": {INFLUENCE_WORDS[config.counterfactuals]}, its damping calibrated so "
+                   "that the mean paired CM equals brute force's over the same runs")  # fmt: skip
         return "paired", f"paired (`estimator` paired){how}; {shown}", warning
     if not config.pairable:
         why = "the convex head only" if config.mode == "frozen" else "frozen heads only"
         note = f"brute force: paired counterfactuals are exact for {why}"
-        if config.counterfactuals in INFLUENCE_METHODS:
+        if config.counterfactuals in INFLUENCE_WORDS:
             note += (f" (`estimator` paired: {config.counterfactuals} influence, calibrated to "
                      "brute force)")  # fmt: skip
         return "brute", note, None

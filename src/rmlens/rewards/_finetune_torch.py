@@ -11,6 +11,7 @@ import copy
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import json_sha1
@@ -227,14 +228,14 @@ def influence_scores(trainer, fit_index, eval_index, damping: tuple[float, ...] 
         if len(others):
             r[others] = score_examples(net, [trainer.examples_[i] for i in others],
                                        trainer.runtime_, batch_size=cfg.batch_size)[:, :2]
-        r[rows], part = pair_gradients(net, [trainer.examples_[i] for i in rows],
-                                       trainer.runtime_, batch_size=cfg.batch_size,
-                                       seed=cfg.seed)  # fmt: skip
-        jac = np.zeros((len(r), part.shape[1]), dtype=np.float32)
-        jac[rows] = part
-        p, p_cf, lambdas = gauss_newton_counterfactuals(
-            jac, np.nan_to_num(r[:, 0] - r[:, 1]), trainer.groups_codes_, inside, outside,
-            offset=offset, target=target, damping=damping,
+        r[rows], jac = pair_gradients(net, [trainer.examples_[i] for i in rows],
+                                      trainer.runtime_, batch_size=cfg.batch_size,
+                                      seed=cfg.seed)  # fmt: skip
+        d = np.nan_to_num(r[:, 0] - r[:, 1])
+        p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
+        _, p_cf[rows], lambdas = gauss_newton_counterfactuals(
+            jac, d[rows], trainer.groups_codes_[rows], inside[rows], outside[rows],
+            offset=None if offset is None else offset[rows], target=target, damping=damping,
         )  # fmt: skip
     else:
         h = score_examples(

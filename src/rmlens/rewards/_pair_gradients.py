@@ -110,8 +110,12 @@ def pair_gradients(
     total = n_params(linears)
     n = len(examples)
     dim = _sketch_dim(dim, n, total)
-    sketch = _sketches(linears, dim, seed) if dim else None
-    out = np.zeros((n, dim if sketch else total), dtype=np.float32)
+    device = next(net.parameters()).device
+    sketch = None
+    if dim:
+        sketch = dict(zip([name for name, _ in linears],
+                          count_sketch([_size(m) for _, m in linears], dim, seed, device)))
+    out = np.zeros((n, dim or total), dtype=np.float32)
     rewards = np.zeros((n, 2))
     training = net.training
     net.eval()
@@ -136,7 +140,7 @@ def pair_gradients(
                 else:
                     where, sign = sketch[name]
                     blocks.append(torch.zeros(len(index), dim, device=flat.device).index_add_(
-                        1, where.to(flat.device), flat * sign.to(flat.device)))  # fmt: skip
+                        1, where, flat * sign))  # fmt: skip
             rows = torch.cat(blocks, 1) if sketch is None else sum(blocks)
             out[np.asarray(index)] = rows.cpu().numpy()
             capture.inputs.clear()
@@ -156,18 +160,13 @@ def _sketch_dim(dim: int | None, n: int, total: int) -> int | None:
     return dim if dim and dim < total else None
 
 
-def _sketches(linears, dim: int | None, seed: int) -> dict | None:
-    """Per layer: each parameter's coordinate and sign in a CountSketch to ``dim``."""
-    if not dim:
-        return None
+def count_sketch(sizes: list[int], dim: int, seed: int, device) -> list[tuple]:
+    """Per tensor of ``sizes`` parameters: each parameter's coordinate (of ``dim``) and its
+    random sign, drawn from ``seed``, on ``device`` (made once per pass, not per batch)."""
     gen = torch.Generator().manual_seed(seed)
-    sketch = {}
-    for name, module in linears:
-        size = _size(module)
-        where = torch.randint(0, dim, (size,), generator=gen)
-        sign = torch.randint(0, 2, (size,), generator=gen).float() * 2 - 1
-        sketch[name] = (where, sign)
-    return sketch
+    return [(torch.randint(0, dim, (size,), generator=gen).to(device),
+             (torch.randint(0, 2, (size,), generator=gen).float() * 2 - 1).to(device))
+            for size in sizes]  # fmt: skip
 
 
 def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
@@ -177,12 +176,8 @@ def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
     params = [(n, p) for n, p in net.named_parameters() if p.requires_grad]
     total = sum(p.numel() for _, p in params)
     dim = _sketch_dim(dim, len(examples), total)
-    sketch = None
-    if dim:
-        gen = torch.Generator().manual_seed(seed)
-        sketch = [(torch.randint(0, dim, (p.numel(),), generator=gen),
-                   torch.randint(0, 2, (p.numel(),), generator=gen).float() * 2 - 1)
-                  for _, p in params]  # fmt: skip
+    device = params[0][1].device
+    sketch = count_sketch([p.numel() for _, p in params], dim, seed, device) if dim else None
     out = np.zeros((len(examples), dim or total), dtype=np.float32)
     rewards = np.zeros((len(examples), 2))
     training = net.training
@@ -199,9 +194,9 @@ def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
             if sketch is None:
                 out[i] = torch.cat(flat).cpu().numpy()
             else:
-                row = torch.zeros(dim, device=flat[0].device)
+                row = torch.zeros(dim, device=device)
                 for f, (where, sign) in zip(flat, sketch):
-                    row.index_add_(0, where.to(f.device), f * sign.to(f.device))
+                    row.index_add_(0, where, f * sign)
                 out[i] = row.cpu().numpy()
     finally:
         net.train(training)

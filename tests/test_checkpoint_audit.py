@@ -20,7 +20,7 @@ from test_paired import word_pairs
 def trained(tiny_encoder_dir, tmp_path_factory):
     pairs = word_pairs(24, 6)
     cfg = TrainConfig(model=str(tiny_encoder_dir), epochs=2, batch_size=8, lr=5e-3,
-                      head_lr=5e-3, device="cpu", max_length=24)  # fmt: skip
+                      head_lr=5e-3, device="cpu", max_length=24, eval_fraction=0.25)  # fmt: skip
     out = tmp_path_factory.mktemp("ckpt") / "rm"
     train(pairs, cfg, out=out, quiet=True)
     return pairs, out
@@ -50,6 +50,11 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
     summary = json.loads((out / "summary.json").read_text())
     assert "standing" in summary["reliability"]["reason"] and summary["mode_note"] is None
     assert summary["validation"]["pairs_words"].startswith("the RM's own evaluation split")
+    # the damping: where the trained pairs' mean TG meets the evaluation pairs' mean p
+    assert summary["checkpoint"]["damping_how"].startswith("calibrated on the RM's own")
+    held = merged.id.isin(set(manifest["val_ids"])).to_numpy()
+    assert held.any()
+    assert merged.tg[inside].mean() == pytest.approx(merged.p[held].mean(), abs=1e-9)
     assert config["estimator"] == "paired" and config["checkpoint"]["rm"] == str(rm)
     assert "one checkpoint" in config["estimator_note"]
     # started again: nothing recomputed
@@ -87,7 +92,8 @@ def test_cli_memorize_rm_audits_a_folder(trained, tmp_path, monkeypatch, capsys)
     assert code == 0, printed.err
     assert (out / "report.html").is_file()
     assert (out / "memorization.parquet").is_file()
-    assert "one checkpoint" in printed.out
+    assert "one checkpoint" in printed.out and "One-checkpoint damping" in printed.out
+    assert "One-checkpoint damping" in (out / "report.html").read_text()
 
 
 def test_rm_kind_reads_old_records_and_toml():
@@ -142,6 +148,7 @@ def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_p
     np.testing.assert_allclose(table.cm, table.tm - table.tg, atol=1e-12)
     summary = json.loads((out / "summary.json").read_text())
     assert "checkpoint_pairs_unchecked" in [w["code"] for w in summary["warnings"]]
+    assert summary["checkpoint"]["damping_how"].startswith("no evaluation split")
     trained = "LoRA adapters and score" if which == "adapter" else "every weight"
     assert trained in json.loads((out / "config.json").read_text())["estimator_note"]
 

@@ -34,7 +34,7 @@ def memorize(
     checkpoint_damping: float | None = typer.Option(
         None, "--checkpoint-damping", min=0.0,
         help="With --rm: the Gauss-Newton step's damping, a multiple of tr(G)/min(q, n) "
-        "(default: the value calibrated on the benchmark).",
+        "(default: calibrated on the RM's own evaluation split, else the benchmark's value).",
     ),  # fmt: skip
     **options,
 ) -> None:
@@ -118,6 +118,10 @@ def print_summary(out: Path) -> None:
         console.print(f"Estimator: {summary['estimator_note']}", markup=False)
     if summary.get("mode_note"):
         console.print(f"Mode: {summary['mode_note']}.", markup=False)
+    if (summary.get("checkpoint") or {}).get("damping") is not None:
+        from rmlens.memorization import checkpoint_sentence
+
+        console.print(f"{checkpoint_sentence(summary['checkpoint'])}.", markup=False)
     dedupe = summary.get("dedupe") or {}
     if dedupe.get("how", "none") != "none":
         console.print(f"Dedupe (`dedupe` {dedupe['how']}): {dedupe['note']}", markup=False)

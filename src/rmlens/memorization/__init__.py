@@ -5,7 +5,7 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_checkpoint": ["audit_rm"],
+        "_checkpoint": ["audit_rm", "checkpoint_sentence"],
         "_config": ["AuditConfig"],
         "_damping": ["damping_sentence"],
         "_estimate": ["estimate", "memorization_scores"],

@@ -3,6 +3,7 @@ imports an IDE or a type checker follows to their code; tests/test_stubs.py keep
 in step with ``__all__``."""
 
 from ._checkpoint import audit_rm as audit_rm
+from ._checkpoint import checkpoint_sentence as checkpoint_sentence
 from ._config import AuditConfig as AuditConfig
 from ._damping import damping_sentence as damping_sentence
 from ._estimate import estimate as estimate

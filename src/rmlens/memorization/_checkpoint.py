@@ -6,9 +6,10 @@ a Gauss-Newton step through the RM's trained parameters (LoRA adapters and head,
 weight of a full fine-tune)
 (``rmlens.rewards._influence.gauss_newton_counterfactuals``), gives its pairs' out-side:
 TM_i = p_i, TG_i = p_i with i's group removed, CM_i = TM_i - TG_i, the paired estimator of
-one run. No brute force exists to calibrate the damping on, so it is the value that
-calibration chose on the benchmark (``CHECKPOINT_DAMPING``), and the summary states how
-far one-checkpoint CM agreed there with a multi-run paired audit (``STANDING``).
+one run. No brute force exists to calibrate the damping on; the RM's own evaluation split
+takes its place (its pairs are the out-side whose mean the removed groups' TG must match),
+else the benchmark's value (``CHECKPOINT_DAMPING``). The summary states how far
+one-checkpoint CM agreed on the benchmark with a multi-run paired audit (``STANDING``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rmlens._errors import InputError
 from rmlens.data._fingerprint import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.memorization._config import AuditConfig
+from rmlens.memorization._damping import blend, choose_damping
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
 from rmlens.memorization._finish import finish
 from rmlens.memorization._notes import say_summary
@@ -33,19 +35,38 @@ from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
 from rmlens.rewards._config import TrainConfig
+from rmlens.rewards._influence import DAMPING
 
-# The damping (x tr(G)/min(q, n)) for one checkpoint: the geometric mean of what calibration
-# to brute force chose for LoRA RMs on the benchmark (benchmarks/finetune_paired.py: 3.58 on
-# MiniLM, 300 HH pairs; 1.37 on SmolLM2-135M, 120 HH pairs), and what one-checkpoint CM
-# reached there.
+# The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
+# on: the geometric mean of what calibration to brute force chose for LoRA RMs on the
+# benchmark (benchmarks/finetune_paired.py: 3.58 on MiniLM, 300 HH pairs; 1.37 on
+# SmolLM2-135M, 120 HH pairs); and what one-checkpoint CM reached there.
 CHECKPOINT_DAMPING = 2.2
 STANDING = (
     "on the benchmark (LoRA RMs on the shortest HH-RLHF pairs), one-checkpoint CM ranked "
-    "pairs as a 5-run paired audit did at Spearman 0.65 (MiniLM, 300 pairs) and 0.64 "
-    "(SmolLM2-135M, 120 pairs), and agreed with a 40-run brute-force reference at 0.52, "
-    "where the 5-run paired audit reached 0.54: use it to rank pairs; CM's size depends "
-    "on a damping no brute force calibrated here"
+    "pairs as a 5-run paired audit did at Spearman 0.66 (MiniLM, 300 pairs) and 0.65 "
+    "(SmolLM2-135M, 120 pairs), and agreed with a 40-run brute-force reference at 0.54, as "
+    "the 5-run paired audit did; its damping, calibrated on the RM's evaluation split, met "
+    "the paired audit's on SmolLM2 (1.30 against 1.37), so its mean CM rests on how well "
+    "that split measures the RM's held-out p"
 )
+
+
+def checkpoint_sentence(checkpoint: dict) -> str:
+    """summary.json's ``checkpoint`` in one sentence: the damping, and how it was chosen.
+
+    Parameters
+    ----------
+    checkpoint : dict
+        ``damping`` and ``damping_how``.
+
+    Returns
+    -------
+    str
+        No final period.
+    """
+    return (f"One-checkpoint damping {checkpoint['damping']:.3g} x tr(G)/min(q, n), "
+            f"{checkpoint.get('damping_how', 'given')}")
 
 
 def trained_record(rm: Path) -> tuple[dict, dict]:
@@ -93,8 +114,9 @@ def audit_rm(
     out : str or Path
         The audit directory (the usual files, one run).
     damping : float, optional
-        Damping of the Gauss-Newton step, relative to tr(G) / min(q, n); default
-        ``CHECKPOINT_DAMPING``, the value calibrated on the benchmark.
+        Damping of the Gauss-Newton step, relative to tr(G) / min(q, n). Default: the value
+        at which the trained pairs' mean TG equals the mean p of the RM's own evaluation
+        pairs (never trained on); ``CHECKPOINT_DAMPING``, the benchmark's, when it has none.
     device : str, default="auto"
         Where the gradients are computed.
     quiet : bool, default=False
@@ -109,15 +131,17 @@ def audit_rm(
     from rmlens.rewards._trainer_base import group_codes
 
     folder = Path(rm)
-    damping = CHECKPOINT_DAMPING if damping is None else float(damping)
+    damping = None if damping is None else float(damping)
     config = config or AuditConfig()
     ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
             else _ClassifierRM(folder, config))  # fmt: skip
     config = _config_of(config, ckpt.train)
     grouping = group_pairs(pairs, config)
     exp = ExperimentDir(out)
+    how = ("calibrated on its evaluation split" if damping is None
+           else f"{damping:g} x tr(G)/min(q, n)")  # fmt: skip
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
-            f"{ckpt.trained}, damping {damping:g} x tr(G)/min(q, n)")  # fmt: skip
+            f"{ckpt.trained}, damping {how}")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
     record["checkpoint"] = {"rm": str(folder), "damping": damping, "standing": STANDING,
                             "training_pairs": ckpt.pairs_note}  # fmt: skip
@@ -140,8 +164,10 @@ def audit_rm(
         state = SimpleNamespace(config_=ckpt.train, net_=net, examples_=examples, kept_=kept,
                                 runtime_=runtime, margin_=margin,
                                 groups_codes_=group_codes(grouping.groups))  # fmt: skip
-        r, (p, p_cf, _) = influence_scores(state, fit, held, damping=(damping,))
+        grid = DAMPING if damping is None else (damping,)
+        r, (p, p_cf, _) = influence_scores(state, fit, held, damping=grid)
         ckpt.check(pairs, r, kept)
+        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid)
         member = np.zeros(len(pairs), bool)
         member[fit] = True
         val = np.zeros(len(pairs), bool)
@@ -157,15 +183,16 @@ def audit_rm(
             "train_ids": ids[fit].tolist(), "n_val": int(len(held)),
             "val_ids": ids[held].tolist(), "estimator": "paired",
             "quality": run_quality(np.where(kept, p, np.nan), kept & member, kept & val),
-            "metrics": {"influence_seconds": time.perf_counter() - start, "damping": damping},
+            "metrics": {"influence_seconds": time.perf_counter() - start, **chosen},
         }  # fmt: skip
-        output = RunOutput(r[:, 0], r[:, 1], manifest["metrics"], None, p, p_cf[:, 0])
+        output = RunOutput(r[:, 0], r[:, 1], manifest["metrics"], None, p, p_cf)
         with output_errors(exp):
             write_run(exp, 0, ids, kept, output, manifest)
     with output_errors(exp):
         table = finish(pairs, grouping.groups, config, exp, quiet=quiet)
         summary = exp.read_json("summary.json")
-        summary["checkpoint"] = record["checkpoint"]
+        summary["checkpoint"] = {**record["checkpoint"], **{
+            k: v for k, v in exp.manifest(0)["metrics"].items() if k.startswith("damping")}}
         summary["reliability"]["reason"] = (
             f"one training run, so no split-half reliability; its standing instead: {STANDING}"
         )
@@ -272,6 +299,31 @@ class _ClassifierRM:
                                           format=self.backbone.format)  # fmt: skip
         r_c, r_r = classifier.score_pairs(pairs[kept])
         check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1))
+
+
+def _calibrated(p, p_cf_grid, fit, held, grid) -> tuple[np.ndarray, dict]:
+    """p_cf at the damping where the mean TG of the trained pairs (each with its group
+    removed) equals the mean p of the RM's own evaluation pairs, which it never trained on:
+    the brute-force calibration of a paired audit, with the evaluation split as the out-side.
+    Without an evaluation split (or with one damping given) the grid's one value is kept."""
+    if len(grid) == 1:
+        return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": "given"}
+    if not len(held):
+        k = int(np.argmin(np.abs(np.log(np.asarray(grid)) - np.log(CHECKPOINT_DAMPING))))
+        return p_cf_grid[:, k], {"damping": float(grid[k]), "damping_how": (
+            "no evaluation split to calibrate on: the benchmark's value")}  # fmt: skip
+    target = np.full(len(p), np.nan)
+    target[fit] = np.nanmean(p[fit]) - np.nanmean(p[held])  # mean TM - mean out-side p
+    sums = np.where(np.isin(np.arange(len(p)), fit)[:, None], p[:, None] - p_cf_grid, 0.0)
+    counts = np.isin(np.arange(len(p)), fit).astype(float)
+    k, t, record = choose_damping(target, np.nan_to_num(sums), counts, grid)
+    out = p[held][np.isfinite(p[held])]
+    se = float(np.std(out, ddof=1) / np.sqrt(len(out))) if len(out) > 1 else float("nan")
+    how = (f"calibrated on the RM's own {len(held)} evaluation pairs: mean TG of the trained "
+           f"pairs = their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
+    if record.get("edge"):
+        how += f"; {record['edge']}"
+    return blend(p_cf_grid, k, t), {"damping": record["damping"], "damping_how": how}
 
 
 def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:

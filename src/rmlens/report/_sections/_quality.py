@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from rmlens.memorization import shortcut_sentence
+from rmlens.memorization._checkpoint import checkpoint_sentence
 from rmlens.memorization._damping import damping_sentence
 from rmlens.memorization._quality import (
     CHANCE,
@@ -235,6 +236,9 @@ def _estimator_block(summary: dict[str, Any]) -> str:
     html = f'<p class="note">Estimator: {prose(str(summary.get("estimator_note") or name))}.</p>'
     if summary.get("mode_note"):
         html += f'<p class="note">Mode: {prose(str(summary["mode_note"]))}.</p>'
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict) and checkpoint.get("damping") is not None:
+        html += f'<p class="note">{prose(checkpoint_sentence(checkpoint))}.</p>'
     exact = summary.get("exactness")
     if isinstance(exact, dict):
         html += (

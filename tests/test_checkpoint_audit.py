@@ -158,5 +158,6 @@ def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():
 
     note = mode_note(AuditConfig(model="minilm"))
     assert note.startswith("frozen audit") and "'Frozen and fine-tuned'" in note
-    assert "0.96 corrected" in note and "0.48 corrected" in note
+    assert "0.73 (0.96 corrected) for frozen smollm2-135m" in note
+    assert "0.35 (0.48 corrected) for frozen minilm" in note
     assert mode_note(AuditConfig(mode="finetune")) is None

@@ -23,8 +23,8 @@ PAIRED_SIGNIFICANCE = (
 # Frozen audits against a fine-tuned one of the same pairs and plan (benchmarks/transfer.py;
 # docs: Method > Memorization, "Frozen and fine-tuned"): CM's Spearman across pairs with a
 # LoRA-tuned SmolLM2-135M audit's, raw and corrected for both sides' reliability.
-TRANSFER_PAIRS = "the 120 shortest HH-RLHF harmless pairs (5 paired runs per mode)"
-TRANSFER = {"minilm": (0.35, 0.48), "smollm2-135m": (0.73, 0.96)}
+TRANSFER_PAIRS = "the 120 shortest HH-RLHF harmless pairs"
+TRANSFER = {"smollm2-135m": (0.73, 0.96), "minilm": (0.35, 0.48)}
 
 
 def mode_note(config) -> str | None:
@@ -32,19 +32,14 @@ def mode_note(config) -> str | None:
     of the same pairs (``TRANSFER``); None for a fine-tuned audit."""
     if config.mode != "frozen":
         return None
-    figures = "; ".join(
-        f"frozen {model}: Spearman {raw:.2f} ({corrected:.2f} corrected for reliability)"
-        for model, (raw, corrected) in TRANSFER.items()
-    )
+    figures = " and ".join(f"{raw:.2f} ({corrected:.2f} corrected) for frozen {model}"
+                           for model, (raw, corrected) in TRANSFER.items())  # fmt: skip
     return (
-        f"frozen audit: each run fits a head on fixed {config.model} features and the "
-        "backbone never changes, so its pairs are what a probe of these features memorizes. "
-        "How far that speaks for a fine-tuned RM was measured on "
-        f"{TRANSFER_PAIRS} against a LoRA-tuned SmolLM2-135M audit of the same pairs and "
-        f"plan (CM per pair; {figures}): the frozen audit of the same backbone spoke for it, "
-        "another backbone's did not; that LoRA RM moved little from its base (held-out "
-        "accuracy as its frozen probe's), so read larger fine-tunes with care. The "
-        "documentation's table: Method > Memorization, 'Frozen and fine-tuned'"
+        f"frozen audit: a head per run on fixed {config.model} features, so its pairs are what "
+        "a probe of these features memorizes. Against a LoRA-tuned SmolLM2-135M audit of "
+        f"{TRANSFER_PAIRS}, CM per pair agreed at Spearman {figures}, corrected for "
+        "reliability; that LoRA RM moved little from its base. Table: the documentation, "
+        "Method > Memorization, 'Frozen and fine-tuned'"
     )
 
 

@@ -11,16 +11,21 @@ import torch
 from conftest import length_pairs
 from rmlens.attribution import bias_features
 from rmlens.cli import main
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig, Objective
-from rmlens.rewards.losses import (
-    PairExtras,
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
+from rmlens.rewards.losses import ObjectiveModule, PairExtras
+from rmlens.rewards.objectives import (
+    GroupDRO,
+    LabelSmoothing,
+    ProductOfExperts,
+    Reweight,
     bt,
-    dro_weights,
-    fit_bias_model,
-    label_smoothing,
-    poe,
-    reweight_weights,
 )
+
+label_smoothing = LabelSmoothing.loss
+poe = ProductOfExperts.loss
+reweight_weights = Reweight.weights
+dro_weights = GroupDRO.step
+fit_bias_model = Reweight.fit_bias_model
 
 
 def softplus(x: float) -> float:
@@ -53,10 +58,10 @@ def test_reweight_weights_by_hand_and_uninformative_bias():
     # a bias feature independent of the labels: the bias model is flat, every weight ~ 1
     dphi = rng.normal(size=(4000, 2)) * rng.choice([-1, 1], size=(4000, 1))
     train = PairExtras(dphi=torch.as_tensor(dphi, dtype=torch.float32))
-    objective = Objective("reweight", train=train)
+    objective = ObjectiveModule("reweight", train=train)
     assert np.abs(objective.bias_coef_).max() < 0.1
     assert np.abs(objective.weights_ - 1).max() < 0.15
-    constant = Objective("reweight", train=PairExtras(dphi=torch.zeros(10, 3)))
+    constant = ObjectiveModule("reweight", train=PairExtras(dphi=torch.zeros(10, 3)))
     assert constant.weights_ == pytest.approx(np.ones(10))
 
 
@@ -131,15 +136,15 @@ def test_poe_leaves_the_main_rm_near_zero_when_the_bias_decides():
 def test_objective_validation_loss_and_missing_inputs():
     d = torch.tensor([1.0, -1.0, 2.0, 0.0])
     groups = PairExtras(group=torch.tensor([0, 0, 1, 1]))
-    dro = Objective("group_dro", train=groups)
+    dro = ObjectiveModule("group_dro", train=groups)
     worst = max((softplus(-1) + softplus(1)) / 2, (softplus(-2) + math.log(2)) / 2)
     assert dro.validation_loss(d, groups) == pytest.approx(worst)
-    smooth = Objective("label_smoothing", smoothing=0.2)
+    smooth = ObjectiveModule("label_smoothing", smoothing=0.2)
     assert smooth(d, PairExtras()).item() == pytest.approx(label_smoothing(d, 0.2).mean().item())
     with pytest.raises(ValueError, match="bias features"):
-        Objective("poe")
+        ObjectiveModule("poe")
     with pytest.raises(ValueError, match="group"):
-        Objective("group_dro")
+        ObjectiveModule("group_dro")
     with pytest.raises(ValueError, match="bias features"):
         FrozenHeadTrainer(HeadConfig(objective="reweight", epochs=1)).fit_features(
             np.ones((3, 2)), np.zeros((3, 2))
@@ -223,11 +228,11 @@ def test_objective_from_config_reads_the_config_and_the_kind_of_head():
     from rmlens.rewards import TrainConfig
 
     extras = PairExtras(group=torch.tensor([0, 1, 1]))
-    steps = Objective.from_config(TrainConfig(objective="group_dro"), train=extras)
-    solve = Objective.from_config(HeadConfig(head="logistic", objective="group_dro"),
+    steps = ObjectiveModule.from_config(TrainConfig(objective="group_dro"), train=extras)
+    solve = ObjectiveModule.from_config(HeadConfig(head="logistic", objective="group_dro"),
                                   convex=True, train=extras)  # fmt: skip
     assert (steps.name, steps.dro_step, solve.dro_step) == ("group_dro", 0.01, 0.5)
-    assert Objective.from_config(HeadConfig(objective="group_dro", dro_step=0.2),
+    assert ObjectiveModule.from_config(HeadConfig(objective="group_dro", dro_step=0.2),
                                  convex=True, train=extras).dro_step == 0.2  # fmt: skip
-    smooth = Objective.from_config(TrainConfig(objective="label_smoothing", smoothing=0.2))
+    smooth = ObjectiveModule.from_config(TrainConfig(objective="label_smoothing", smoothing=0.2))
     assert (smooth.name, smooth.smoothing) == ("label_smoothing", 0.2)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from rmlens._errors import InputError, RmlensNote
 from rmlens.attribution._features import _REGISTRY, pair_features
-from rmlens.rewards._config import BIAS_OBJECTIVES
+from rmlens.rewards.objectives import objective_of
 
 
 def _model_identity(pairs: pd.DataFrame) -> pd.DataFrame | None:
@@ -118,7 +118,7 @@ def objective_bias(pairs: pd.DataFrame, trainer_config) -> pd.DataFrame | None:
         A bias feature that is neither ``model`` nor registered, one that describes the pair
         rather than each response, or none that can be computed on ``pairs``.
     """
-    if trainer_config.objective not in BIAS_OBJECTIVES:
+    if not objective_of(trainer_config).reads_bias:
         return None
     bias = bias_features(pairs, trainer_config.bias_features)
     for name, why in bias.attrs["skipped"].items():

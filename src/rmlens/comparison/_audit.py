@@ -20,6 +20,7 @@ from scipy.special import expit, logit
 from rmlens._errors import InputError
 from rmlens.experiment import PLAN, RECORD, ExperimentDir
 from rmlens.memorization._config import AuditConfig
+from rmlens.rewards.objectives import BradleyTerry
 
 NEEDED = (RECORD, PLAN, "memorization.parquet")
 PAIR_COLUMNS = ("id", "tm", "tg", "cm", "prompt", "chosen", "rejected")
@@ -107,7 +108,7 @@ class Audit:
         ``bt`` where the config names none (audits made before objectives existed)."""
         cfg = self.record.get("audit") or {}
         part = cfg.get("train" if self.mode == "finetune" else "head") or {}
-        return str(part.get("objective") or "bt")
+        return str(part.get("objective") or BradleyTerry.name)
 
     @property
     def group_by(self) -> str | None:

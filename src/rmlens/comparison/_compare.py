@@ -174,7 +174,7 @@ def _with_references(audits: list[Audit], config: CompareConfig, notes: list[str
     if not config.length_calibration:
         return list(audits)
     calibrate = calibrator()
-    bt = [a for a in audits if a.objective == "bt"]
+    bt = [a for a in audits if a.objective == M.BASELINE]
     if calibrate is None:
         notes.append(f"no '+ {SUFFIX}' reference row: this rmlens has no "
                      "rmlens.evaluation.calibrate_length")
@@ -184,7 +184,7 @@ def _with_references(audits: list[Audit], config: CompareConfig, notes: list[str
     rows = []
     for audit in audits:
         rows.append(audit)
-        if audit.objective == "bt":
+        if audit.objective == M.BASELINE:
             rows.append(length_calibrated(audit, calibrate))
     if bt:
         notes.append(f"'+ {SUFFIX}': each run's rewards minus a LOWESS fit of reward on "

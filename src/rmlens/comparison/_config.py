@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rmlens._params import Config, ParamError, non_negative_int, positive_int
 from rmlens.rewards._config import OBJECTIVE_NAMES
+from rmlens.rewards.objectives import BradleyTerry
 
 
 def _level(x) -> bool:
@@ -160,7 +161,7 @@ class MitigateConfig(Config):
     }
 
     def _check_more(self) -> None:
-        if self.debias and "bt" not in self.objectives:
+        if self.debias and BradleyTerry.name not in self.objectives:
             raise ParamError("objectives", type(self).__name__,
                              f"a tuple holding bt with `debias` {','.join(self.debias)}, which "
                              "debiases the Bradley-Terry audit OUT/bt (add bt, or leave out "

@@ -31,9 +31,7 @@ from rmlens.experiment import ExperimentDir
 from rmlens.memorization import AuditConfig, audit
 from rmlens.memorization._runner import default_trainer
 from rmlens.progress import status
-from rmlens.rewards import OBJECTIVES
-from rmlens.rewards._config import GUIDED_OBJECTIVES
-from rmlens.rewards.losses import BIAS_OBJECTIVES
+from rmlens.rewards.objectives import OBJECTIVES, BradleyTerry, objective_of
 
 
 def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> tuple[list, list]:
@@ -47,14 +45,15 @@ def usable_objectives(pairs: pd.DataFrame, config: AuditConfig, objectives) -> t
             raise InputError(f"`objectives`: unknown objective {name!r}; one of "
                              f"{', '.join(OBJECTIVES)}")  # fmt: skip
         column = trainer.dro_groups or "user_id"
-        if name in (*GUIDED_OBJECTIVES, "low_margin") and config.mode == "finetune" and (
+        objective = objective_of(name)
+        if objective.frozen_weights and config.mode == "finetune" and (
             config.train.rm_kind == "implicit"
         ):
             notes.append(f"{name} left out: its loss weights come from an explicit head on "
                          "frozen features, and `rm` is implicit")  # fmt: skip
             continue
-        if name == "group_dro" and column not in pairs:
-            notes.append(f"group_dro left out: no group column '{column}' (`dro_groups`)")
+        if objective.group_column == "required" and column not in pairs:
+            notes.append(f"{name} left out: no group column '{column}' (`dro_groups`)")
             continue
         kept.append(name)
     if not kept:
@@ -172,7 +171,7 @@ def mitigate(
         warnings.warn(note, RmlensNote, stacklevel=2)
     nested = "head" if config.mode == "frozen" else "train"
     trainer_config = getattr(config, nested)
-    needs_bias = next((o for o in kept if o in BIAS_OBJECTIVES), "bt")
+    needs_bias = next((o for o in kept if objective_of(o).reads_bias), BradleyTerry.name)
     bias = objective_bias(pairs, trainer_config.replace(objective=needs_bias))
     write_json({"objectives": kept, "left_out": notes, "debias": list(debias),
                 "audit": config.to_dict()}, out / "mitigate.json")  # fmt: skip

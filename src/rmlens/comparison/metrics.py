@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 
+from rmlens.rewards.objectives import BradleyTerry
+
 CHANCE = 0.5
 NEAR_CHANCE = 0.05  # an accuracy within this of chance (or below it) is warned about
 
@@ -47,7 +49,7 @@ PROBE_PREFIX = "probe_flip_"
 ACCURACY_METRICS = ("heldout_accuracy", "worst_group_accuracy", "slice_chosen_shorter",
                     "slice_minority_model", "slice_chosen_refusal", "slice_quality",
                     "slice_quality_chosen_shorter", "slice_low_margin")  # fmt: skip
-BASELINE = "bt"  # the objective the others' cost in held-out accuracy is measured from
+BASELINE = BradleyTerry.name  # the objective the others' cost in held-out accuracy is from
 DIFFERENCES = ("heldout_accuracy_vs_baseline", "cm_margin_low_minus_high")  # shown signed
 # figures that rest on `n` pairs: under `min_group_pairs` of them a figure is "few" (greyed,
 # shown with its n and no interval, never flagged nor judged a winner)

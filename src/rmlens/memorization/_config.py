@@ -23,7 +23,8 @@ from rmlens.memorization._regime import (
     planned_validation,
     validation_words,
 )
-from rmlens.rewards._config import INFLUENCE_OBJECTIVES, MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards._config import MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards.objectives import names_where, objective_of
 
 BACKENDS = ("local", "ray")
 # How and where runs execute: they never change the tables, so an audit may be resumed with
@@ -258,10 +259,10 @@ class AuditConfig(Config):
         if self.mode == "frozen":
             if self.head.convex:
                 return "newton"
-            return "last-layer" if self.head.objective in INFLUENCE_OBJECTIVES else None
+            return "last-layer" if objective_of(self.head).pair_logistic else None
         t = self.train
         pairwise = t.rm_kind == "explicit" and t.loss == "bradley-terry"
-        return t.influence if pairwise and t.objective in INFLUENCE_OBJECTIVES else None
+        return t.influence if pairwise and objective_of(t).pair_logistic else None
 
     @property
     def pairable(self) -> bool:
@@ -280,13 +281,13 @@ class AuditConfig(Config):
             raise ParamError(
                 "estimator", "AuditConfig",
                 f"brute or unset with {here} (paired needs the convex head, or an explicit RM "
-                f"on pairs trained with objective {' or '.join(INFLUENCE_OBJECTIVES)})",
+                f"on pairs trained with objective {' or '.join(names_where('pair_logistic'))})",
                 self.estimator,
                 message=(
                     f"`estimator` paired does not apply here ({here}): it needs `head` "
                     "logistic (exact Newton steps), or an explicit RM on pairs (`head` "
                     "linear/mlp, or `mode` finetune `rm_kind` explicit `loss` bradley-terry) "
-                    f"trained with `objective` {' or '.join(INFLUENCE_OBJECTIVES)} "
+                    f"trained with `objective` {' or '.join(names_where('pair_logistic'))} "
                     "(influence); use `estimator` brute"
                 ),
             )  # fmt: skip

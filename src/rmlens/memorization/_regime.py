@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rmlens.rewards._config import HeadConfig, ObjectiveConfig, TrainConfig
+from rmlens.rewards.objectives import objective_of
 
 # numpy is imported when a function runs: AuditConfig (and so ``rmlens --help``) reads
 # this module's defaults without it
@@ -38,25 +39,7 @@ def audit_train() -> TrainConfig:
 
 def objective_words(trainer: ObjectiveConfig) -> str:
     """The objective of a ``HeadConfig`` or ``TrainConfig`` in words (none for ``bt``)."""
-    name = trainer.objective
-    if name == "label_smoothing":
-        return f"; objective label_smoothing (eps {trainer.smoothing:g})"
-    if name in ("poe", "reweight"):
-        extra = f", gamma {trainer.gamma:g}" if name == "reweight" else ""
-        return f"; objective {name} (bias features {', '.join(trainer.bias_features)}{extra})"
-    if name == "group_dro":
-        groups = trainer.dro_groups or "user_id"
-        step = "default" if trainer.dro_step is None else f"{trainer.dro_step:g}"
-        return f"; objective group_dro over '{groups}' (step {step})"
-    if name == "complementary":
-        return (f"; objective complementary (weights from a {trainer.guide_folds}-fold nested "
-                f"audit of each run's training groups, gamma {trainer.gamma:g})")
-    if name == "curate":
-        return (f"; objective curate (weight {trainer.curate_weight:g} for pairs a "
-                f"{trainer.guide_folds}-fold nested audit finds not learned)")
-    if name == "low_margin":
-        return "; objective low_margin (weights 2 - margin quantile)"
-    return ""
+    return objective_of(trainer).words(trainer)
 
 
 def validation_count(fraction: float, n_train: int) -> int:

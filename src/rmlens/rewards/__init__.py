@@ -16,7 +16,9 @@
   another format. ``HeadRM`` is a fitted head alone (features in: ``score_features``).
 - ``export_rm`` writes an RM as a standard Hugging Face folder; ``reward_function`` makes
   any RM the reward function of an RL trainer (TRL's GRPO ``reward_funcs``).
-- ``losses``: every loss and objective.
+- ``objectives``: one class per training objective (:class:`Objective` and its subclasses,
+  ``objective_of``); ``losses``: the losses, and :class:`ObjectiveModule`, the module an
+  objective trains in.
 """
 
 from rmlens._lazy import attach
@@ -39,11 +41,24 @@ __all__, __getattr__, __dir__ = attach(
         "_export": ["export_rm"],
         "_reward_function": ["RewardFunction", "reward_function"],
         "losses": [
-            "OBJECTIVES",
-            "Objective",
+            "ObjectiveModule",
             "bradley_terry_loss",
             "centering_loss",
             "plackett_luce_loss",
+        ],
+        # light too: configs read the objectives' traits
+        "objectives": [
+            "OBJECTIVES",
+            "BradleyTerry",
+            "Complementary",
+            "Curate",
+            "GroupDRO",
+            "LabelSmoothing",
+            "LowMargin",
+            "Objective",
+            "ProductOfExperts",
+            "Reweight",
+            "objective_of",
         ],
     },
 )

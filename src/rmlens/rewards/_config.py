@@ -21,6 +21,7 @@ from rmlens._params import (
     unit_interval,
 )
 from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
+from rmlens.rewards.objectives import OBJECTIVES, names_where, objective_help, objective_of
 
 SCORE_FORMAT_HELP = (
     "How the RM tokenizes a prompt and response: auto keeps its own (an rmlens RM: the "
@@ -32,15 +33,8 @@ SCORE_FORMAT_HELP = (
 
 MODEL_HELP = "Backbone: preset (minilm, smollm2-135m), local path (a .gguf file too) or hub id."
 
-OBJECTIVE_NAMES = ("bt", "label_smoothing", "poe", "reweight", "group_dro", "low_margin",
-                   "complementary", "curate")  # fmt: skip
-BIAS_OBJECTIVES = ("poe", "reweight")  # the objectives that read bias features
-GUIDED_OBJECTIVES = ("complementary", "curate")  # loss weights from a nested audit
-# per-pair loss weights, and the objectives that read the pairs' groups
-WEIGHTED_OBJECTIVES = ("reweight", "low_margin", *GUIDED_OBJECTIVES)
-GROUP_OBJECTIVES = ("group_dro", *GUIDED_OBJECTIVES)
+OBJECTIVE_NAMES = OBJECTIVES  # the names; each objective's class: rmlens.rewards.objectives
 INFLUENCE_METHODS = ("gauss-newton", "last-layer")  # a fine-tuned run's paired counterfactuals
-INFLUENCE_OBJECTIVES = ("bt", "label_smoothing")  # whose last layer is the logistic problem
 DRO_STEP = {"steps": 0.01, "convex": 0.5}  # group_dro's default step: per batch, per solve
 L2_GRID = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0, 10000.0)
 # HeadConfig fields of heads trained by gradient steps: refused with head='logistic'
@@ -70,15 +64,7 @@ class ObjectiveConfig(Config):
     objective: str = field(
         default="bt",
         metadata={
-            "help": "Training objective: bt (Bradley-Terry); label_smoothing ((1-eps) BT(d) + "
-            "eps BT(-d)); poe (product of experts with a bias-only model on --bias-features, "
-            "only the main RM kept); reweight (loss weights (1 - sigmoid(d_bias))^gamma from a "
-            "bias-only model fitted on the run's training pairs); group_dro (worst-group loss "
-            "over --dro-groups); low_margin (loss weights 2 - q, q the margin's rank quantile: "
-            "the no-audit baseline); complementary (weights (2 - q)(1 - TG)^gamma, TG from a "
-            "nested paired audit inside the run's training groups); curate (weight "
-            "--curate-weight for the pairs that audit finds not learned even when trained on: "
-            "in-run TM < 0.5)."
+            "help": objective_help()
         },
     )
     smoothing: float = field(
@@ -394,18 +380,18 @@ class TrainConfig(ObjectiveConfig):
     }
 
     def _check_more(self) -> None:
-        if self.objective in WEIGHTED_OBJECTIVES and self.objective != "reweight" and (
-            self.rm_kind != "explicit"
-        ):
+        objective = objective_of(self)
+        if objective.frozen_weights and self.rm_kind != "explicit":
             raise ParamError(
                 "objective", type(self).__name__,
-                f"bt, label_smoothing, poe, reweight or group_dro for an implicit RM (the loss "
+                f"{_either(names_where('frozen_weights', False))} for an implicit RM (the loss "
                 f"weights of {self.objective} come from an explicit head on the backbone's "
                 "frozen features)", self.objective,
             )  # fmt: skip
-        if self.loss == "plackett-luce" and self.objective != "bt":
+        if self.loss == "plackett-luce" and not objective.rankings:
             raise ParamError(
-                "objective", type(self).__name__, "bt with loss='plackett-luce'", self.objective
+                "objective", type(self).__name__,
+                f"{_either(names_where('rankings'))} with loss='plackett-luce'", self.objective,
             )
         if len(self.lr_grid) > 1 and not (self.patience or self.eval_fraction):
             raise ParamError(
@@ -413,6 +399,11 @@ class TrainConfig(ObjectiveConfig):
                 "a single rate unless there are validation pairs (patience > 0 in an audit, "
                 "or eval_fraction > 0)", self.lr_grid,
             )  # fmt: skip
+
+
+def _either(names: tuple[str, ...]) -> str:
+    """``a, b or c``."""
+    return " or ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 @dataclass

@@ -17,7 +17,8 @@ from rmlens.rewards._checkpoint import restore, save
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._nets import load_trainable, trainable_state
 from rmlens.rewards._packing import Example, collate, length_batches
-from rmlens.rewards.losses import Objective, PairExtras, ranking_loss
+from rmlens.rewards.losses import ObjectiveModule, PairExtras, ranking_loss
+from rmlens.rewards.objectives import objective_of
 from rmlens.stats import pairwise_correct
 
 
@@ -142,11 +143,11 @@ def evaluate(
     examples: list[Example],
     rt: Runtime,
     config: TrainConfig,
-    objective: Objective | None = None,
+    objective: ObjectiveModule | None = None,
     extras: PairExtras | None = None,
 ) -> dict:
     """Loss and pairwise metrics of ``examples`` (names as in ``reward_stats``); with an
-    ``objective``, its validation loss (``Objective.validation_loss``)."""
+    ``objective``, its validation loss (``ObjectiveModule.validation_loss``)."""
     r = score_examples(net, examples, rt, batch_size=config.batch_size)
     valid = torch.as_tensor(~np.isnan(r))
     rewards = torch.as_tensor(np.nan_to_num(r), dtype=torch.float32)
@@ -199,9 +200,9 @@ def train_loop(
     """Train ``net`` (its ``rewards(batch)`` gives (B, K)) on ``train``; return the history.
 
     ``extras`` and ``eval_extras``: the bias features and groups of the training and
-    evaluation examples, in their order, for objectives other than ``bt``; ``weights``: the
-    training examples' loss weights of the audit-guided objectives (``guide``: how they
-    were made).
+    evaluation examples, in their order, for objectives other than plain Bradley-Terry;
+    ``weights``: the training examples' loss weights of the audit-guided objectives
+    (``guide``: how they were made).
 
     One entry per epoch: ``epoch``, ``step``, ``lr``, ``train_*`` and, with evaluation
     examples, ``eval_*`` metrics (``loss``, ``accuracy``, ``margin``, ``reward_mean/min/max``).
@@ -219,8 +220,8 @@ def train_loop(
     with torch.random.fork_rng(devices=devices, device_type="cuda"):
         torch.manual_seed(config.seed)  # dropout; a resumed run restores the saved state
         objective = None
-        if config.objective != "bt":
-            objective = Objective.from_config(
+        if not objective_of(config).plain:
+            objective = ObjectiveModule.from_config(
                 config, train=extras, seed=config.seed, weights=weights, guide=guide
             ).to(rt.device)
         evals = (eval_examples, eval_extras)

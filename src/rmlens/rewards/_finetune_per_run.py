@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmlens._errors import InputError
-from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
 from rmlens.rewards._trainer_base import RunScores, dropped_ids, group_codes, objective_inputs
+from rmlens.rewards.objectives import names_where, objective_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,7 +32,7 @@ class PerRun:
         ``label_smoothing``: ``rmlens.rewards._influence``), else None."""
         cfg = self._config()
         pairwise = self.rm_kind == "explicit" and cfg.loss == "bradley-terry"
-        return cfg.influence if pairwise and cfg.objective in OBJECTIVES else None
+        return cfg.influence if pairwise and objective_of(cfg).pair_logistic else None
 
     def prepare(
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
@@ -60,7 +60,8 @@ class PerRun:
             if not self.counterfactuals or check_exact:
                 raise InputError(
                     f"{type(self).__name__}: paired counterfactuals need an explicit RM on pairs "
-                    f"trained with an `objective` of {OBJECTIVES}, and `check_exact` 0"
+                    f"trained with an `objective` of {names_where('pair_logistic')}, and "
+                    "`check_exact` 0"
                 )
             self.groups_codes_ = group_codes(groups)
             self.margin_ = pairs["margin"].to_numpy(float) if "margin" in pairs else None

@@ -30,6 +30,7 @@ from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._pair_gradients import pair_gradients
 from rmlens.rewards._trainer_base import inside_outside
 from rmlens.rewards.losses import PairExtras
+from rmlens.rewards.objectives import objective_of
 
 
 def body_model(bb: Backbone, cfg):
@@ -131,8 +132,8 @@ def examples_truncation(examples: list[Example], max_length: int) -> dict:
 
 
 def extras_at(objective: str, dphi, groups, index: np.ndarray) -> PairExtras | None:
-    """Bias features and groups of the pairs at ``index`` (None for ``bt``)."""
-    if objective == "bt":
+    """Bias features and groups of the pairs at ``index`` (None for plain Bradley-Terry)."""
+    if objective_of(objective).plain:
         return None
     return PairExtras(
         dphi=None if dphi is None else torch.as_tensor(dphi[index], dtype=torch.float32),
@@ -147,10 +148,8 @@ def guide_features(trainer, pairs: pd.DataFrame):
     the objective has none. Call at the base weights (before training, or after
     ``_reset``); no embedding cache, so adapted weights can never be cached as the base's."""
     from rmlens.backbones import featurize
-    from rmlens.rewards._config import WEIGHTED_OBJECTIVES
-
     cfg = trainer.config_
-    if cfg.objective not in WEIGHTED_OBJECTIVES or cfg.objective == "reweight":
+    if not objective_of(cfg).frozen_weights:
         return None
     return featurize(trainer.base_, pairs, cache_dir=False, batch_size=cfg.batch_size,
                      quiet=True)  # fmt: skip
@@ -172,9 +171,9 @@ def guide_record(cfg, weights, guide) -> dict:
     """A run's record of its loss weights: their summary, how they were made, and whether
     the mechanism acted (``objective_active``)."""
     from rmlens.rewards._activity import describe_objective, objective_activity
-    from rmlens.rewards.losses import Objective
+    from rmlens.rewards.losses import ObjectiveModule
 
-    objective = Objective(cfg.objective, weights=weights, guide=guide)
+    objective = ObjectiveModule(cfg.objective, weights=weights, guide=guide)
     return describe_objective(objective, None, objective_activity(objective, cfg, None))
 
 

@@ -51,9 +51,9 @@ def pair_weights(rm, n: int, train_index) -> np.ndarray | None:
     """Loss weights c of every pair for the counterfactuals: the training pairs' own
     (``group_dro``'s n q_g / n_g, the audit-guided weights), 1 elsewhere (a pair added with
     its group counts as much as the training pairs' mean weight); None where the objective
-    sets them itself (``reweight``) or has none."""
+    sets them for any pair itself (``weights_of_any_pair``: ``reweight``) or has none."""
     own = getattr(rm, "weight_", None)
-    if own is None or rm.objective_.name == "reweight":
+    if own is None or rm.objective_.objective.weights_of_any_pair:
         return None
     c = np.ones(n)
     c[np.asarray(train_index, dtype=int)] = own

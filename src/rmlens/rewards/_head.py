@@ -16,9 +16,10 @@ from torch import nn
 
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
-from rmlens.rewards._config import GROUP_OBJECTIVES, HeadConfig
-from rmlens.rewards._convex import EXPERT_PENALTY, LogisticProblem
-from rmlens.rewards.losses import BIAS_OBJECTIVES, PairExtras, reweight_raw
+from rmlens.rewards._config import HeadConfig
+from rmlens.rewards._convex import LogisticProblem
+from rmlens.rewards.losses import PairExtras
+from rmlens.rewards.objectives import objective_of
 
 
 def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
@@ -30,8 +31,8 @@ def _margin(margin, cfg: HeadConfig) -> torch.Tensor | None:
 def pair_extras(margin, bias, groups, cfg: HeadConfig, name: str,
                 need_groups: bool = True) -> PairExtras:  # fmt: skip
     """Margin, bias feature differences and group codes of one set of pairs."""
-    dphi = None
-    if cfg.objective in BIAS_OBJECTIVES:
+    dphi, objective = None, objective_of(cfg)
+    if objective.reads_bias:
         if bias is None:
             raise ValueError(
                 f"{name}: objective {cfg.objective!r} needs bias features: pass `bias`, the "
@@ -40,7 +41,7 @@ def pair_extras(margin, bias, groups, cfg: HeadConfig, name: str,
             )
         dphi = torch.as_tensor(np.asarray(bias, dtype=float), dtype=torch.float32)
     group = None
-    if cfg.objective in GROUP_OBJECTIVES:
+    if objective.group_column:
         if groups is None and need_groups:
             raise ValueError(f"{name}: objective {cfg.objective!r} needs `groups`, one per pair")
         if groups is not None:
@@ -147,28 +148,17 @@ class HeadRM:
 
     def _problem(self, x_chosen, x_rejected, extras: PairExtras, weight=None) -> LogisticProblem:
         """The convex head's pairs (float64): z = (h+ - h-) / scale with the training pairs'
-        scale; the poe bias features dphi / scale appended, penalized by ``EXPERT_PENALTY``
-        times lambda (an expert as penalized as the main head shares the shortcut with it,
-        since the main head's hundreds of coordinates express it at a lower L2 cost: the
-        main head's reward-length correlation fell 11% below bt's on synthetic pairs, and
-        78% with the expert left free, ``benchmarks/guided.py``); the reweight weights (the
-        bias-only model's, normalized by the training pairs' mean) or the given ``weight``;
-        the label_smoothing target and the margin offsets."""
-        cfg, objective = self.config, self.objective_
+        scale, the loss weights (the given ``weight``, else 1), the margin offsets, and the
+        objective's own terms (``Objective.convex_terms``: poe's bias features, reweight's
+        weights; ``Objective.target``: label smoothing's target)."""
+        cfg, module = self.config, self.objective_
         xc, xr = (np.asarray(x, dtype=float) for x in (x_chosen, x_rejected))
         z = (xc - xr) / self.scale_
-        n, penalty = len(z), None
-        if objective.name == "poe":
-            dphi = extras.dphi.double().numpy() / objective.scale.double().numpy()
-            penalty = np.r_[np.ones(z.shape[1]), np.full(dphi.shape[1], EXPERT_PENALTY)]
-            z = np.hstack([z, dphi])
+        n = len(z)
         c = np.ones(n) if weight is None else np.asarray(weight, dtype=float)
-        if objective.name == "reweight":
-            d_bias = objective.d_bias_numpy(extras.dphi.numpy())
-            c = reweight_raw(d_bias, cfg.gamma) / self.reweight_norm_
+        z, c, penalty = module.objective.convex_terms(module, z, c, extras)
         o = np.zeros(n) if extras.margin is None else -extras.margin.double().numpy()
-        t = 1.0 - cfg.smoothing if objective.name == "label_smoothing" else 1.0
-        return LogisticProblem(z, c, o, t, penalty)
+        return LogisticProblem(z, c, o, module.objective.target(cfg), penalty)
 
     def last_layer(self, x) -> tuple[np.ndarray, np.ndarray]:
         """What the head's last linear layer reads for features (n, d), and its weights.

@@ -9,30 +9,22 @@ import math
 
 import numpy as np
 import torch
-from scipy.special import log_expit
 
 from rmlens._errors import InputError
 from rmlens.rewards._activity import objective_activity
-from rmlens.rewards._config import WEIGHTED_OBJECTIVES, HeadConfig
+from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._convex import (
     PATH_TOLERANCE,
-    LogisticProblem,
     fit_logistic,
     one_blas_thread,
 )
-from rmlens.rewards._guided import (
-    complementary_weights,
-    curate_weights,
-    low_margin_weights,
-    margin_quantile,
-    nested_audit,
-)
+from rmlens.rewards._guided import margin_quantile, nested_audit
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
-from rmlens.rewards.losses import Objective, PairExtras, centering_loss, reweight_raw
+from rmlens.rewards.losses import ObjectiveModule, PairExtras, centering_loss
+from rmlens.rewards.objectives import objective_of
 
 PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops
-DRO_ROUNDS = 20  # logistic head, group_dro: exponentiated-gradient rounds per lambda
 
 
 def fit_head(
@@ -71,7 +63,7 @@ groups=None,
         with torch.random.fork_rng(), one_blas_thread():
             torch.manual_seed(cfg.seed)
             weights, guide = None, None
-            if cfg.objective in WEIGHTED_OBJECTIVES and cfg.objective != "reweight":
+            if objective_of(cfg).frozen_weights:
                 weights, guide, _ = _guide(cfg, xc, xr, margin, extras, val)
             _start(rm, xc, xr, extras, weights, guide)
             head = _solve(rm, xc, xr, extras, val) if cfg.convex else _train(
@@ -106,7 +98,7 @@ def _scale(features: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def _validate(head: RewardHead, objective: Objective, xc, xr, extras) -> dict[str, float]:
+def _validate(head: RewardHead, objective: ObjectiveModule, xc, xr, extras) -> dict[str, float]:
     """Validation loss (the objective's, see ``Objective.validation_loss``) and accuracy."""
     head.eval()
     rc, rr = head(xc), head(xr)
@@ -125,7 +117,7 @@ def _start(rm: HeadRM, xc, xr, extras: PairExtras, weights=None, guide=None) -> 
     head.mean.copy_(both.mean(0))
     head.scale.copy_(_scale(both))
     rm.head_ = head
-    rm.objective_ = Objective.from_config(cfg, convex=cfg.convex, train=extras, seed=cfg.seed,
+    rm.objective_ = ObjectiveModule.from_config(cfg, convex=cfg.convex, train=extras, seed=cfg.seed,
                                           weights=weights, guide=guide)  # fmt: skip
 
 
@@ -175,17 +167,16 @@ def _guide(cfg: HeadConfig, xc, xr, margin, extras: PairExtras, val) -> tuple:
     guide = {"margin_from": "data" if from_data else "model", "l2": float(bt.l2_)}
     per_pair = {"q": margin_quantile(raw), "tm": np.full(len(raw), np.nan),
                 "tg": np.full(len(raw), np.nan)}  # fmt: skip
-    if cfg.objective == "low_margin":
-        return low_margin_weights(raw), guide, per_pair
+    objective = objective_of(cfg)
+    if not objective.nested_audit:
+        return objective.pair_weights(cfg, per_pair["q"], None, None, raw), guide, per_pair
     codes = extras.group.numpy()
     tm, tg = nested_audit(bt._problem(xc, xr, plain), bt.l2_, codes, cfg.guide_folds, cfg.seed)
     per_pair.update(tm=tm, tg=tg)
     guide.update(folds=int(min(cfg.guide_folds, len(np.unique(codes)))),
                  tm_mean=float(tm.mean()), tg_mean=float(tg.mean()),
                  cm_mean=float((tm - tg).mean()), n_not_learned=int((tm < 0.5).sum()))  # fmt: skip
-    if cfg.objective == "complementary":
-        return complementary_weights(tm, tg, raw, cfg.gamma), guide, per_pair
-    return curate_weights(tm, cfg.curate_weight), guide, per_pair
+    return objective.pair_weights(cfg, per_pair["q"], tm, tg, raw), guide, per_pair
 
 
 def _train(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
@@ -241,13 +232,13 @@ def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
     warm-started at the last, until the validation loss has risen ``PATH_PATIENCE``
     times in a row; the lambda with the lowest validation loss is kept."""
     cfg = rm.config
-    head, objective = rm.head_, rm.objective_
+    head, module = rm.head_, rm.objective_
+    objective = module.objective
     rm.scale_ = head.scale.double().numpy()
-    if objective.name == "reweight":  # weights_ = raw / mean(raw) over the training pairs
-        d_bias = objective.d_bias_numpy(extras.dphi.numpy())
-        rm.reweight_norm_ = float(np.mean(reweight_raw(d_bias, cfg.gamma)))
-    problem = rm._problem(xc, xr, extras, objective.weights_)
-    fit = _dro_fit(objective, extras.group.numpy()) if objective.name == "group_dro" else (
+    objective.convex_start(module, extras)
+    problem = rm._problem(xc, xr, extras, module.weights_)
+    codes = None if extras.group is None else extras.group.numpy()
+    fit = objective.convex_fit(module, codes) or (
         lambda p, lam, w0, tol: fit_logistic(p, lam, w0=w0, tol=tol))  # fmt: skip
     grid = sorted(cfg.l2_grid, reverse=True) if val is not None else [max(cfg.l2_grid)]
     rm.history_, w, best, rising = [], None, None, 0
@@ -258,63 +249,25 @@ def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
         if val is None:
             continue
         _set_weights(rm, head, w)
-        objective.eval()
-        record.update(_validate(head, objective, *val))
+        module.eval()
+        record.update(_validate(head, module, *val))
         if best is None or record["val_loss"] < best[0]:
-            best, rising = (record["val_loss"], lam, w, problem.c.copy(), _q(objective)), 0
+            state = objective.snapshot(module)
+            best, rising = (record["val_loss"], lam, w, problem.c.copy(), state), 0
         else:
             rising += 1
             if rising == PATH_PATIENCE:
                 break  # the validation loss rose twice in a row: smaller lambdas fit more
     if best is None:
-        best = (None, grid[0], w, problem.c.copy(), _q(objective))
-    _, rm.l2_, w, problem.c, q = best
-    if q is not None:  # group_dro: the group weights of the kept lambda
-        objective.q.copy_(q)
+        best = (None, grid[0], w, problem.c.copy(), objective.snapshot(module))
+    _, rm.l2_, w, problem.c, state = best
+    objective.restore(module, state)  # group_dro: the group weights of the kept lambda
     rm.w_ = fit_logistic(problem, rm.l2_, w0=w)  # the kept lambda and weights, to the end
     rm.weight_ = problem.c  # the training pairs' loss weights c (their counterfactuals')
     _set_weights(rm, head, rm.w_)
     rm.n_epochs_ = rm.best_epoch_ = None
     rm.best_step_ = [h["l2"] for h in rm.history_].index(rm.l2_) + 1
     return head
-
-
-def _q(objective: Objective) -> torch.Tensor | None:
-    return objective.q.clone() if objective.name == "group_dro" else None
-
-
-def _dro_fit(objective: Objective, codes: np.ndarray):
-    """group_dro on the convex head: a fit(problem, lam, w0, tol) that alternates
-    ``DRO_ROUNDS`` exponentiated-gradient steps on the group weights (Sagawa et al. 2020,
-    Algorithm 1, with whole solves for its SGD steps),
-
-        q_g <- q_g exp(step L_g(w)) / sum_h q_h exp(step L_h(w)),
-
-    with w(q) = argmin_w sum_g q_g (n / n_g) sum_{j in g} loss_j(w) + lambda/2 |w|^2 solved
-    to its optimum (pair weights c_j = n q_g / n_g, mean 1 at uniform q), and ends with w
-    solved under the last q (``problem.c``). q starts where the last lambda left it
-    (``objective.q``).
-    """
-    counts = np.bincount(codes, minlength=len(objective.q)).astype(float)
-    step = objective.dro_step
-
-    def fit(problem: LogisticProblem, lam: float, w0, tol: float) -> np.ndarray:
-        q = objective.q.double().numpy()
-        w = w0
-        for round_ in range(DRO_ROUNDS + 1):
-            problem.c = len(codes) * q[codes] / counts[codes]
-            w = fit_logistic(problem, lam, w0=w, tol=tol)
-            if round_ == DRO_ROUNDS:
-                break
-            e = problem.z @ w + problem.o
-            loss = -(problem.t * log_expit(e) + (1 - problem.t) * log_expit(-e))
-            group_loss = np.bincount(codes, weights=loss, minlength=len(q)) / np.maximum(counts, 1)
-            q = q * np.exp(step * group_loss)
-            q = q / q.sum()
-        objective.q.copy_(torch.as_tensor(q, dtype=objective.q.dtype))
-        return w
-
-    return fit
 
 
 def _set_weights(rm: HeadRM, head: RewardHead, w: np.ndarray) -> None:

@@ -38,14 +38,13 @@ import numpy as np
 from scipy.special import expit
 
 from rmlens.rewards._convex import group_rows, one_blas_thread
+from rmlens.rewards.objectives import objective_of
 
 # The damping grid, relative to the mean curvature tr(G) / d of the Gauss-Newton matrix
 # G = Z' diag(p (1 - p)) Z of the run's training pairs (so the grid does not depend on the
 # scale of phi): 1e-4 to 1e4 in half-decades (a fine-tuned RM's head on few pairs, d above
 # n, needs the large end).
 DAMPING = tuple(float(x) for x in 10.0 ** np.arange(-4, 4.01, 0.5))
-# The objectives whose last layer is the logistic problem: INFLUENCE_OBJECTIVES in
-# rmlens.rewards._config (the configs read it without numpy or scipy).
 
 
 def bt_terms(config, margin) -> tuple[np.ndarray | None, float]:
@@ -54,7 +53,7 @@ def bt_terms(config, margin) -> tuple[np.ndarray | None, float]:
     offset = None
     if config.use_margin and margin is not None:
         offset = -np.nan_to_num(np.asarray(margin, dtype=float))
-    return offset, 1.0 - config.smoothing if config.objective == "label_smoothing" else 1.0
+    return offset, objective_of(config).target(config)
 
 
 def last_layer_counterfactuals(

@@ -15,7 +15,7 @@ import numpy as np
 from rmlens._base import Params
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._params import Config
-from rmlens.rewards._config import BIAS_OBJECTIVES, GUIDED_OBJECTIVES
+from rmlens.rewards.objectives import objective_of
 
 
 @dataclass
@@ -156,12 +156,14 @@ class Trainer(Params):
 
 def objective_inputs(config, pairs, bias) -> tuple[np.ndarray | None, ...]:
     """The bias feature differences (n_pairs, k) and group labels (n_pairs,) that the
-    objective of ``config`` (a ``HeadConfig`` or ``TrainConfig``) reads, else None:
-    ``group_dro``'s column ``dro_groups`` (default ``user_id``), and for the nested audit of
-    ``complementary`` and ``curate`` the same column, else (no ``dro_groups`` set and no
-    complete ``user_id``) the prompt, as an audit groups such data."""
+    objective of ``config`` (a ``HeadConfig`` or ``TrainConfig``) reads, else None: the
+    groups from the column ``dro_groups`` (default ``user_id``), which must exist for a
+    ``group_column`` ``required`` objective (``group_dro``); for an ``or-prompt`` one (the
+    nested audit of ``complementary`` and ``curate``) a complete column, else (no
+    ``dro_groups`` set) the prompt, as an audit groups such data."""
+    objective = objective_of(config)
     dphi = groups = None
-    if config.objective in BIAS_OBJECTIVES:
+    if objective.reads_bias:
         if bias is None:
             raise InputError(
                 f"objective {config.objective!r} needs bias features: pass `bias`="
@@ -173,21 +175,20 @@ def objective_inputs(config, pairs, bias) -> tuple[np.ndarray | None, ...]:
                 f"`bias`: expected ({len(pairs)}, k) values, one row per pair; got "
                 f"shape {dphi.shape}"
             )
-    if config.objective in GUIDED_OBJECTIVES:
-        column = config.dro_groups or "user_id"
+    if objective.group_column is None:
+        return dphi, groups
+    column = config.dro_groups or "user_id"
+    if objective.group_column == "or-prompt":
         if column in pairs and pairs[column].notna().all():
             return dphi, pairs[column].astype(str).to_numpy()
         if config.dro_groups is None:  # no users: one group per prompt, as the audit's
             return dphi, pairs["prompt"].map(str).to_numpy()
-    if config.objective in ("group_dro", *GUIDED_OBJECTIVES):
-        column = config.dro_groups or "user_id"
-        if column not in pairs:
-            raise InputError(
-                f"`dro_groups`: objective group_dro needs a group column; no column "
-                f"'{column}' in the data (columns: {', '.join(map(str, pairs))})"
-            )
-        groups = pairs[column].astype(str).to_numpy()
-    return dphi, groups
+    if column not in pairs:
+        raise InputError(
+            f"`dro_groups`: objective {config.objective} needs a group column; no column "
+            f"'{column}' in the data (columns: {', '.join(map(str, pairs))})"
+        )
+    return dphi, pairs[column].astype(str).to_numpy()
 
 
 def inside_outside(n: int, kept, train_index, val_index) -> tuple[np.ndarray, np.ndarray]:

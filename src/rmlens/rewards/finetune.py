@@ -31,6 +31,7 @@ from rmlens.rewards._trainer_base import (
     objective_inputs,
     warn_dropped,
 )
+from rmlens.rewards.objectives import objective_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -177,7 +178,7 @@ class _TunedTrainer(PerRun, Trainer):
         train = [examples[i] for i in train_index]
         evals, eval_extras = [examples[i] for i in eval_index] or None, self._extras(eval_index)
         if eval_data is not None:
-            if cfg.objective != "bt":
+            if not objective_of(cfg).plain:
                 raise InputError(
                     f"objective {cfg.objective!r}: `eval_data` from a second file is not "
                     "supported; use `eval_fraction` instead"

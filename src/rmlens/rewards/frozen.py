@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmlens._errors import InputError
-from rmlens.rewards._config import INFLUENCE_OBJECTIVES as OBJECTIVES
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._frozen_paired import convex_paired, head_influence
 from rmlens.rewards._influence import DAMPING
@@ -30,6 +29,7 @@ from rmlens.rewards._trainer_base import (
     warn_dropped,
     warn_inactive,
 )
+from rmlens.rewards.objectives import names_where, objective_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -172,7 +172,7 @@ class FrozenHeadTrainer(Trainer):
     def _eval_features(self, eval_data: pd.DataFrame, quiet: bool) -> tuple:
         from rmlens.backbones import featurize
 
-        if self.config.objective != "bt":
+        if not objective_of(self.config).plain:
             raise InputError(
                 f"objective {self.config.objective!r}: `eval_data` from a second table is not "
                 "supported; train with the default bt objective or without `eval_data`"
@@ -230,7 +230,7 @@ class FrozenHeadTrainer(Trainer):
         ``rmlens.rewards._influence``), or None (other objectives)."""
         if self.config.convex:
             return "newton"
-        return "last-layer" if self.config.objective in OBJECTIVES else None
+        return "last-layer" if objective_of(self.config).pair_logistic else None
 
     def prepare(
         self, pairs: pd.DataFrame, *, quiet: bool = False, groups=None, check_exact: int = 0
@@ -278,7 +278,7 @@ class FrozenHeadTrainer(Trainer):
             if not self.counterfactuals:
                 raise InputError(
                     f"paired counterfactuals need `head` 'logistic', or an `objective` of "
-                    f"{OBJECTIVES}; this trainer's is {self.config.objective!r}"
+                    f"{names_where('pair_logistic')}; this trainer's is {self.config.objective!r}"
                 )
             if self.check_exact_ and self.counterfactuals != "newton":
                 raise InputError(

@@ -1,24 +1,14 @@
-"""Every loss and training objective of a reward model (DESIGN.md section 2), one place.
+"""The losses of a reward model (DESIGN.md section 2), and the module an objective trains in.
 
 Shapes: rewards and reward differences d = r+ - r- are (n_pairs,); ranking rewards are
-(n_rankings, k), best first. Bradley-Terry is defined once (:func:`bt`); the public
+(n_rankings, k), best first. Bradley-Terry is defined once (``objectives.bt``); the public
 :func:`bradley_terry_loss`, every objective and the fine-tuning loop's :func:`ranking_loss`
 use it.
 
-Objectives against shortcut memorization (beyond the paper) are losses on d. The bias-aware
-ones read, per pair, the difference of shortcut features dphi = phi(chosen) - phi(rejected)
-(length, compliance opener, model identity, refusal: ``rmlens.attribution.bias_features``
-computes them), or the pair's group (``group_dro``).
-
-- ``bt``: Bradley-Terry, -log sigmoid(d - m).
-- ``label_smoothing``: (1 - eps) BT(d) + eps BT(-d).
-- ``poe``: BT(d + w . dphi), w trained jointly; only d is the RM afterwards.
-- ``reweight``: (1 - sigmoid(d_bias))^gamma BT(d), d_bias from a bias-only model.
-- ``group_dro``: sum_g q_g BT_g(d), q moved toward the worst group.
-
-Objectives guided by the audit (``rmlens.rewards._guided``) are per-pair weights c_i of
-BT(d_i), computed before training: ``low_margin`` (the no-audit baseline), ``complementary``
-and ``curate``.
+The objectives themselves (bt, label_smoothing, poe, reweight, group_dro and the
+audit-guided ``low_margin``, ``complementary``, ``curate``), one class each, are in
+``rmlens.rewards.objectives``; :class:`ObjectiveModule` holds one objective's training state
+(the poe bias expert, the group_dro weights, loss weights) and asks its class for the rest.
 """
 
 from __future__ import annotations
@@ -27,24 +17,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from rmlens.rewards._config import BIAS_OBJECTIVES, WEIGHTED_OBJECTIVES, ObjectiveConfig
-from rmlens.rewards._config import OBJECTIVE_NAMES as OBJECTIVES
+from rmlens.rewards._config import ObjectiveConfig
+from rmlens.rewards.objectives import OBJECTIVES, bt, objective_of
+
+__all__ = ["OBJECTIVES", "ObjectiveModule", "PairExtras", "bradley_terry_loss", "bt",
+           "centering_loss", "plackett_luce_loss", "ranking_loss"]  # fmt: skip
 
 
 def _flat(x: torch.Tensor) -> torch.Tensor:
     # (B, 1) margins against (B,) rewards would broadcast to (B, B): squeeze first.
     return x.reshape(-1)
-
-
-def bt(d: torch.Tensor, margin: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-pair Bradley-Terry loss -log sigmoid(d - m), (n_pairs,) (Bradley & Terry 1952;
-    margin as in Llama 2, Touvron et al. 2023)."""
-    if margin is not None:
-        d = d - margin
-    return F.softplus(-d)  # == -log sigmoid(d - m)
 
 
 def bradley_terry_loss(
@@ -110,57 +94,6 @@ def plackett_luce_loss(scores: torch.Tensor, mask: torch.Tensor | None = None) -
     return terms.sum(-1).mean()
 
 
-def label_smoothing(d: torch.Tensor, eps: float, margin=None) -> torch.Tensor:
-    """(1 - eps) * BT(d) + eps * BT(-d): each label is wrong with probability eps
-    (conservative DPO, Mitchell 2023; label smoothing, Szegedy et al. 2016)."""
-    return (1 - eps) * bt(d, margin) + eps * bt(-d, None if margin is None else -margin)
-
-
-def poe(d_main: torch.Tensor, d_bias: torch.Tensor, margin=None) -> torch.Tensor:
-    """BT(d_main + d_bias): a product of experts, p ~ sigmoid(d_main) * sigmoid(d_bias) in
-    log-odds, so the main RM is pushed to explain what the bias-only expert cannot (Clark et
-    al. 2019, He et al. 2019; ODIN's length head, Chen et al. 2024, is the case dphi = length)."""
-    return bt(d_main + d_bias, margin)
-
-
-def reweight_raw(d_bias: np.ndarray, gamma: float) -> np.ndarray:
-    """(1 - sigmoid(d_bias))^gamma, before normalization."""
-    return (1.0 - 1.0 / (1.0 + np.exp(-np.asarray(d_bias, dtype=float)))) ** gamma
-
-
-def reweight_weights(d_bias: np.ndarray, gamma: float) -> np.ndarray:
-    """w_i = (1 - sigmoid(d_bias_i))^gamma, normalized to mean 1: pairs the bias-only model
-    already gets right count less (example reweighting, Utama et al. 2020; the focal form of
-    Karimi Mahabadi et al. 2020)."""
-    w = reweight_raw(d_bias, gamma)
-    return w / w.mean() if len(w) and w.mean() > 0 else np.ones_like(w)
-
-
-def dro_weights(q: torch.Tensor, group_loss: torch.Tensor, present, step: float) -> torch.Tensor:
-    """One exponentiated-gradient step on the group weights: q_g <- q_g exp(step * L_g) for
-    the groups in the batch, then q / sum(q) (Sagawa et al. 2020, Algorithm 1)."""
-    q = q.clone()
-    q[present] = q[present] * torch.exp(step * group_loss[present])
-    return q / q.sum()
-
-
-def fit_bias_model(dphi: np.ndarray, scale: np.ndarray, seed: int = 0) -> np.ndarray:
-    """Weights w of the bias-only model p(chosen wins) = sigmoid(w . dphi / scale).
-
-    Logistic regression without intercept on both orientations of every pair (dphi labelled
-    1, -dphi labelled 0), so it is symmetric in chosen and rejected; L2 penalty C = 1.
-    """
-    from sklearn.linear_model import LogisticRegression
-
-    z = dphi / scale
-    if not len(z) or not np.any(z):
-        return np.zeros(dphi.shape[1])
-    x = np.concatenate([z, -z])
-    y = np.r_[np.ones(len(z)), np.zeros(len(z))]
-    model = LogisticRegression(fit_intercept=False, C=1.0, random_state=seed, max_iter=1000)
-    return model.fit(x, y).coef_[0]
-
-
 @dataclass
 class PairExtras:
     """What an objective reads per training pair beyond d: margin, dphi, group."""
@@ -178,15 +111,9 @@ class PairExtras:
         return PairExtras(move(self.margin), move(self.dphi), move(self.group))
 
 
-def bias_scale(dphi: np.ndarray) -> np.ndarray:
-    """Root mean square of each bias feature difference (1 where it is always 0): dphi is
-    antisymmetric in chosen and rejected, so it is scaled, never centred."""
-    rms = np.sqrt(np.mean(np.asarray(dphi, dtype=float) ** 2, axis=0))
-    return np.where(rms > 0, rms, 1.0)
-
-
-class Objective(nn.Module):
-    """The training loss of an RM, with the state some objectives carry.
+class ObjectiveModule(nn.Module):
+    """One objective in training: its settings and state, its losses from its class
+    (:mod:`rmlens.rewards.objectives`).
 
     Parameters
     ----------
@@ -201,7 +128,7 @@ class Objective(nn.Module):
     train : PairExtras
         The training pairs' margin, dphi and group (``poe``, ``reweight``, ``group_dro``).
     seed : int
-        Seed of the bias-only model (``reweight``).
+        Seed of the bias-only model (``poe``, ``reweight``).
     weights : ndarray of shape (n_train,), optional
         ``low_margin``, ``complementary``, ``curate``: the training pairs' loss weights
         (``rmlens.rewards._guided``), computed before training.
@@ -210,6 +137,8 @@ class Objective(nn.Module):
 
     Attributes
     ----------
+    objective : Objective
+        The objective's class instance, which every loss and check asks.
     bias : nn.Linear or None
         ``poe``: w of the bias expert on dphi / scale (starts at the bias-only model's
         weights, trained with the RM, then dropped).
@@ -236,40 +165,17 @@ class Objective(nn.Module):
         guide: dict | None = None,
     ):
         super().__init__()
-        if name not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {name!r}")
+        self.objective = objective_of(name)
         self.name, self.smoothing, self.gamma, self.dro_step = name, smoothing, gamma, dro_step
-        train = train or PairExtras()
         self.bias, self.weights_, self.bias_coef_ = None, None, None
         self.guide_ = guide or {}
-        if name in WEIGHTED_OBJECTIVES and name != "reweight":
-            if weights is None:
-                raise ValueError(f"objective {name!r} needs the training pairs' `weights`")
-            self.weights_ = np.array(weights, dtype=float)
-        if name in BIAS_OBJECTIVES:
-            if train.dphi is None:
-                raise ValueError(f"objective {name!r} needs bias features (dphi) of its pairs")
-            dphi = train.dphi.numpy()
-            self.register_buffer("scale", torch.as_tensor(bias_scale(dphi), dtype=torch.float32))
-            self.bias_coef_ = fit_bias_model(dphi, self.scale.numpy(), seed)
-            if name == "poe":
-                # warm start at the bias-only fit (Clark et al. 2019 train it first), then
-                # trained jointly with the RM, as ODIN trains its length head
-                self.bias = nn.Linear(dphi.shape[1], 1, bias=False)
-                with torch.no_grad():
-                    self.bias.weight.copy_(torch.as_tensor(self.bias_coef_)[None])
-            else:
-                self.weights_ = reweight_weights(self.d_bias_numpy(dphi), gamma)
-        if name == "group_dro":
-            if train.group is None:
-                raise ValueError("objective 'group_dro' needs the group of every pair")
-            n_groups = int(train.group.max()) + 1 if len(train.group) else 1
-            self.register_buffer("q", torch.full((n_groups,), 1.0 / n_groups))
+        self.objective.setup(self, train or PairExtras(), seed, weights)
 
     @classmethod
     def from_config(cls, config: ObjectiveConfig, *, convex: bool = False,
                     train: PairExtras | None = None, seed: int = 0,
-                    weights: np.ndarray | None = None, guide: dict | None = None) -> Objective:
+                    weights: np.ndarray | None = None, guide: dict | None = None
+                    ) -> ObjectiveModule:  # fmt: skip
         """The objective a config asks for (a ``HeadConfig`` or ``TrainConfig`` is one).
 
         Parameters
@@ -281,13 +187,17 @@ class Objective(nn.Module):
             solve, else per batch).
         train, seed, weights, guide
             As in the constructor.
+
+        Returns
+        -------
+        ObjectiveModule
         """
         return cls(config.objective, smoothing=config.smoothing, gamma=config.gamma,
                    dro_step=config.dro_step_for(convex), train=train, seed=seed,
                    weights=weights, guide=guide)  # fmt: skip
 
     def d_bias_numpy(self, dphi: np.ndarray) -> np.ndarray:
-        """The bias-only model's log-odds for ``reweight`` (numpy in, numpy out).
+        """The bias-only model's log-odds (numpy in, numpy out; ``poe``, ``reweight``).
 
         Parameters
         ----------
@@ -314,14 +224,9 @@ class Objective(nn.Module):
         Returns
         -------
         torch.Tensor of shape (n,)
-            Bradley-Terry, label smoothing or product-of-experts loss of each pair.
+            Its class's :meth:`~rmlens.rewards.objectives.Objective.per_pair`.
         """
-        m = extras.margin
-        if self.name == "label_smoothing":
-            return label_smoothing(d, self.smoothing, m)
-        if self.name == "poe":
-            return poe(d, self.bias(extras.dphi / self.scale).squeeze(-1), m)
-        return bt(d, m)
+        return self.objective.per_pair(self, d, extras)
 
     def forward(self, d: torch.Tensor, extras: PairExtras, weight=None) -> torch.Tensor:
         """Training loss of a batch.
@@ -333,40 +238,20 @@ class Objective(nn.Module):
         extras : PairExtras
             The batch's margins, bias features and groups.
         weight : torch.Tensor of shape (n,), optional
-            The loss weights of the batch's pairs (``reweight`` and the audit-guided
-            objectives).
+            The loss weights of the batch's pairs (the ``weighted`` objectives).
 
         Returns
         -------
         torch.Tensor
-            The scalar loss: the weighted mean for the weighted objectives, the q-weighted
-            group losses for ``group_dro`` (whose q it updates in training mode), else the
-            mean.
+            The scalar loss (the class's
+            :meth:`~rmlens.rewards.objectives.Objective.reduce`).
         """
-        loss = self.per_pair(d, extras)
-        if self.name in WEIGHTED_OBJECTIVES:
-            return (weight * loss).mean()
-        if self.name == "group_dro":
-            group_loss, present = self._group_losses(loss, extras.group)
-            if self.training:
-                with torch.no_grad():
-                    self.q.copy_(dro_weights(self.q, group_loss.detach(), present, self.dro_step))
-            q = self.q * present
-            return (q * group_loss).sum() / q.sum()
-        return loss.mean()
-
-    def _group_losses(self, loss, group) -> tuple[torch.Tensor, torch.Tensor]:
-        n = len(self.q)
-        inside = group < n  # validation groups unseen in training carry no weight
-        total = loss.new_zeros(n).index_add(0, group[inside], loss[inside])
-        count = loss.new_zeros(n).index_add(0, group[inside], torch.ones_like(loss[inside]))
-        return total / count.clamp(min=1), count > 0
+        return self.objective.reduce(self, self.per_pair(d, extras), extras, weight)
 
     @torch.no_grad()
     def validation_loss(self, d: torch.Tensor, extras: PairExtras) -> float:
-        """What early stopping watches: the objective's likelihood term on validation pairs,
-        weighted by the bias-only model for ``reweight``; the worst group's mean loss for
-        ``group_dro`` (Sagawa et al. 2020 select on worst-group validation performance).
+        """What early stopping watches (the class's
+        :meth:`~rmlens.rewards.objectives.Objective.validation_loss`).
 
         Parameters
         ----------
@@ -380,43 +265,17 @@ class Objective(nn.Module):
         float
             The validation loss.
         """
-        loss = self.per_pair(d, extras)
-        if self.name == "reweight":
-            w = reweight_weights(self.d_bias_numpy(extras.dphi.cpu().numpy()), self.gamma)
-            return float((loss.new_tensor(w) * loss).mean())
-        if self.name == "group_dro":
-            codes = torch.unique(extras.group, return_inverse=True)[1]
-            total = loss.new_zeros(int(codes.max()) + 1).index_add(0, codes, loss)
-            count = torch.bincount(codes).to(loss.dtype)
-            return float((total / count).max())
-        return float(loss.mean())
+        return self.objective.validation_loss(self, self.per_pair(d, extras), extras)
 
     def describe(self) -> dict:
-        """What the objective learned, for a run's metrics (JSON-ready).
+        """What the objective learned, for a run's metrics (JSON-ready; the class's
+        :meth:`~rmlens.rewards.objectives.Objective.record`).
 
         Returns
         -------
         dict
-            ``objective`` and, where they apply, ``bias_weights``, the loss weights'
-            summary (``weight_min``, ``weight_median``, ``weight_max``, ``weight_cv``,
-            ``n_zero_weight``, ...), ``dro_q`` and ``dro_q_max``, and ``guide`` (how the
-            audit-guided weights were made).
         """
-        from rmlens.rewards._guided import weight_summary
-
-        out: dict = {"objective": self.name}
-        if self.bias is not None:
-            out["bias_weights"] = (self.bias.weight.detach()[0] / self.scale).cpu().tolist()
-        elif self.bias_coef_ is not None:
-            out["bias_weights"] = (self.bias_coef_ / self.scale.cpu().numpy()).tolist()
-        if self.weights_ is not None:
-            out.update(weight_summary(self.weights_))
-        if self.name == "group_dro":
-            out["dro_q"] = self.q.cpu().tolist()
-            out["dro_q_max"] = float(self.q.max())
-        if self.guide_:
-            out["guide"] = dict(self.guide_)
-        return out
+        return self.objective.record(self)
 
 
 def ranking_loss(
@@ -424,7 +283,7 @@ def ranking_loss(
     valid: torch.Tensor,
     margin: torch.Tensor,
     config,
-    objective: Objective | None = None,
+    objective: ObjectiveModule | None = None,
     extras: PairExtras | None = None,
     weight: torch.Tensor | None = None,
 ) -> torch.Tensor:

@@ -19,6 +19,7 @@ from rmlens.memorization._quality import (
 )
 from rmlens.memorization._regime import plan_validation, validation_words
 from rmlens.memorization._reliability import WARN_BELOW
+from rmlens.rewards.objectives import REGISTRY, Objective
 
 from .._html import esc, fmt, prose, table, warning_box
 from ._base import Section
@@ -258,8 +259,9 @@ def _estimator_block(summary: dict[str, Any]) -> str:
 
 def _objective_block(record: Any) -> str:
     """What the runs' objective did (summary.json ``objective``), for any but plain bt."""
-    if not isinstance(record, dict) or record.get("objective") in (None, "bt"):
-        return ""
+    name = record.get("objective") if isinstance(record, dict) else None
+    if name is None or (isinstance(name, str) and REGISTRY.get(name, Objective).plain):
+        return ""  # plain Bradley-Terry (a list: the runs' objectives differ)
     parts = [f"Training objective: <code>{esc(str(record['objective']))}</code>"]
     if "mean_weight_cv" in record:
         parts.append(

@@ -17,12 +17,9 @@ import pandas as pd
 
 from rmlens._errors import InputError
 from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
-from rmlens.rewards._config import (
-    BIAS_OBJECTIVES,
-    GROUP_OBJECTIVES,
-    GUIDED_OBJECTIVES,
-    STEP_FIELDS,
-)
+from rmlens.rewards._config import STEP_FIELDS
+from rmlens.rewards.objectives import FIELDS as OBJECTIVE_FIELDS
+from rmlens.rewards.objectives import REGISTRY
 
 from .._html import esc, fmt, humanise, readable_rows, table
 
@@ -98,16 +95,6 @@ LABELS = {
 AUDIT_ORDER = ("model", "mode", "estimator", "runs", "folds", "plan", "group_by", "dedupe",
                "val_fraction", "cm_threshold", "n_boot", "target_reliability", "max_runs",
                "max_length", "format", "check_exact", "seed")  # fmt: skip
-# objective fields and the objectives that read them (rmlens.rewards._config's help)
-OBJECTIVE_FIELDS = {
-    "smoothing": ("label_smoothing",),
-    "bias_features": BIAS_OBJECTIVES,
-    "gamma": ("reweight", "complementary"),
-    "dro_groups": GROUP_OBJECTIVES,
-    "dro_step": ("group_dro",),
-    "guide_folds": GUIDED_OBJECTIVES,
-    "curate_weight": ("curate",),
-}
 # why a setting left unset has the value it ran with, where the config's own words are long
 _UNSET = {
     "estimator": "chosen by the audit",
@@ -245,8 +232,10 @@ def _applies(name: str, nested: dict) -> bool:
         return False
     if name == "l2_grid" and nested.get("head") != "logistic":
         return False
-    objectives = OBJECTIVE_FIELDS.get(name)
-    return objectives is None or nested.get("objective") in objectives
+    if name not in OBJECTIVE_FIELDS:
+        return True
+    objective = REGISTRY.get(nested.get("objective"))
+    return objective is not None and name in objective.fields
 
 
 def _row(name: str, value: Any) -> dict[str, str]:

@@ -6,6 +6,8 @@ from typing import Any
 
 import pandas as pd
 
+from rmlens.rewards.objectives import REGISTRY, Objective
+
 from .._html import card, esc, fmt, prose, readable_rows, snippet, table, warning_box
 from ._base import Section
 
@@ -202,7 +204,7 @@ def _outcome_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         n_runs = objective.get("n_runs")
         if idle:
             name += f" (its mechanism inactive in {len(idle)} of {_count(n_runs)} runs)"
-        elif name != "bt":
+        elif not REGISTRY.get(name, Objective).plain:
             name += " (its mechanism acted in every run)"
         rows.append(("objective", name))
     dedupe = summary.get("dedupe")

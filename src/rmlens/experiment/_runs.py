@@ -1,14 +1,5 @@
-"""An audit's directory: its run plan, and one folder per run with its manifest and scores.
-
-The layout beside the record and the tables of :class:`~rmlens.experiment.ExperimentDir`::
-
-    DIR/plan.parquet            run, group, in_train, validation (the audit's run plan)
-    DIR/runs/<run:03d>/         scores.parquet, rm/, and manifest.json written last
-                                (or error.json for a run that failed for good)
-
-A run is finished when its manifest parses and names its training pairs and its scores
-exist; anything else in its folder is redone, never read.
-"""
+"""An audit's directory: its run plan, and one folder per run with its manifest and scores
+(the layout is :class:`AuditDir`'s docstring)."""
 
 from __future__ import annotations
 
@@ -30,8 +21,15 @@ ERROR = "error.json"
 
 
 class AuditDir(ExperimentDir):
-    """The folder ``path`` of one audit: an :class:`ExperimentDir` (record, tables, resume)
-    with the audit's run plan and run folders (see the module docstring).
+    """The folder ``path`` of one audit: an :class:`ExperimentDir` (its record, tables and
+    resume check) with the audit's run plan and one folder per run::
+
+        plan.parquet        run, group, in_train, validation
+        runs/<run:03d>/     scores.parquet, rm/, and manifest.json written last
+                            (or error.json for a run that failed for good)
+
+    A run is finished when its manifest parses and names its training pairs and its scores
+    exist (:meth:`run_done`); anything else in its folder is redone, never read.
 
     Parameters
     ----------

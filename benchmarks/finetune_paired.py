@@ -210,7 +210,7 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
     from types import SimpleNamespace
 
     from rmlens._io import write_parquet
-    from rmlens.experiment import ExperimentDir
+    from rmlens.experiment import AuditDir
     from rmlens.memorization._directory import group_pairs
     from rmlens.memorization._finish import finish
     from rmlens.rewards import load_rm
@@ -251,7 +251,7 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
                                    influence_seconds=time.perf_counter() - start)
         (run / "manifest.json").write_text(json.dumps(manifest))
     print(f"last-layer from the saved runs' RMs: rewards within {gap:.2g} of the runs' own")
-    finish(pairs, groups, config, ExperimentDir(out), quiet=True)
+    finish(pairs, groups, config, AuditDir(out), quiet=True)
     return out
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rmlens.cli import main
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization import AuditConfig, audit
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
@@ -144,7 +144,7 @@ def test_resume_after_a_crash_gives_the_same_tables(trainer_factory, tmp_path):
     out = tmp_path / "crashed"
     with pytest.raises(Crash):
         audit(pairs, config(), out=out, trainer=CrashingTrainer(trainer_factory(), 4), quiet=True)
-    assert [ExperimentDir(out).run_done(r) for r in range(6)] == [True] * 4 + [False] * 2
+    assert [AuditDir(out).run_done(r) for r in range(6)] == [True] * 4 + [False] * 2
     # a half-written run: scores without a manifest, plus a stale temporary file
     half = out / "runs" / "004"
     half.mkdir(parents=True)

@@ -293,7 +293,7 @@ def test_cli_target_reliability(tmp_path, monkeypatch, capsys):
 
 
 def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_path):
-    from rmlens.experiment import ExperimentDir
+    from rmlens.experiment import AuditDir
 
     pairs = planted_pairs()
     whole = audit(pairs, growing(), out=tmp_path / "whole", trainer=PlantedTrainer(120), quiet=True)
@@ -301,7 +301,7 @@ def test_an_interrupted_growing_audit_resumes_from_its_last_finished_run(tmp_pat
     out = tmp_path / "killed"
     with pytest.raises(KeyboardInterrupt):  # killed during the fourth repeat (runs 6 and 7)
         audit(pairs, growing(), out=out, trainer=PlantedTrainer(120, crash_at=7), quiet=True)
-    assert [ExperimentDir(out).run_done(r) for r in range(8)] == [True] * 7 + [False]
+    assert [AuditDir(out).run_done(r) for r in range(8)] == [True] * 7 + [False]
     assert json.loads((out / "config.json").read_text())["audit"]["runs"] == 8  # grown
     half = out / "runs" / "007"  # a half-written run: scores without a manifest
     half.mkdir(parents=True, exist_ok=True)

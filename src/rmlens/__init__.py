@@ -25,7 +25,7 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_errors": ["InputError", "RmlensNote", "RmlensWarning"],
-        "experiment": ["ExperimentDir"],
+        "experiment": ["AuditDir", "ExperimentDir"],
         "data": ["CandidatesConfig", "SynthConfig", "generate_candidates", "load_candidates",
                  "load_pairs", "load_rankings", "synthesize"],
         "rewards": ["HeadConfig", "TrainConfig", "load_rm", "train"],

@@ -22,6 +22,7 @@ from .data import load_rankings as load_rankings
 from .data import synthesize as synthesize
 from .evaluation import EvaluateConfig as EvaluateConfig
 from .evaluation import evaluate as evaluate
+from .experiment import AuditDir as AuditDir
 from .experiment import ExperimentDir as ExperimentDir
 from .generalization import GeneralizeConfig as GeneralizeConfig
 from .generalization import generalize as generalize

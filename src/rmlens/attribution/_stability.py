@@ -50,7 +50,7 @@ import pandas as pd
 
 from rmlens._errors import InputError
 from rmlens.attribution._informative import informative
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 
 TOP_K = 10  # the top features whose overlap is reported
 WARN_BELOW = 0.5  # rank_spearman or top10_overlap below this: a warning
@@ -164,7 +164,7 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     from rmlens.memorization._sides import side_means
 
     out = Path(out_dir)
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     if record is None:
         record = exp.read_record() or {}
     audit = record.get("audit") or {}

@@ -18,7 +18,7 @@ import pandas as pd
 from scipy.special import expit, logit
 
 from rmlens._errors import InputError
-from rmlens.experiment import PLAN, RECORD, ExperimentDir
+from rmlens.experiment import PLAN, RECORD, AuditDir, ExperimentDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.rewards.objectives import BradleyTerry
 
@@ -237,7 +237,7 @@ def load_audit(path: str | Path, label: str) -> Audit:
     from rmlens.memorization._run_folders import load_matrices
 
     path = Path(path)
-    exp = ExperimentDir(path)
+    exp = AuditDir(path)
     record = exp.read_record(required=True)
     summary = exp.read_json("summary.json", required=False, mapping=True) or {}
     matrices = load_matrices(path, exp.n_runs())  # InputError: no finished run

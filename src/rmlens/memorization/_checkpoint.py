@@ -24,7 +24,7 @@ import pandas as pd
 
 from rmlens._errors import InputError
 from rmlens.data._fingerprint import data_sha1
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, choose_damping
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
@@ -137,7 +137,7 @@ def audit_rm(
             else _ClassifierRM(folder, config))  # fmt: skip
     config = _config_of(config, ckpt.train)
     grouping = group_pairs(pairs, config)
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     how = ("calibrated on its evaluation split" if damping is None
            else f"{damping:g} x tr(G)/min(q, n)")  # fmt: skip
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "

@@ -12,7 +12,7 @@ import pandas as pd
 from scipy.special import expit
 
 from rmlens._errors import InputError, RmlensWarning
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization._backends import LocalBackend, RayBackend, RunJob
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import output_errors
@@ -75,7 +75,7 @@ class Executor:
     ``session``) and the usable-pair mask are made once, when a run first needs them.
     """
 
-    def __init__(self, exp: ExperimentDir, pairs: pd.DataFrame, groups: pd.Series,
+    def __init__(self, exp: AuditDir, pairs: pd.DataFrame, groups: pd.Series,
                  config: AuditConfig, estimator: str, *, session: ExitStack,
                  trainer: PairTrainer | None = None, bias=None, quiet: bool = False):  # fmt: skip
         self.exp, self.pairs, self.groups = exp, pairs, groups

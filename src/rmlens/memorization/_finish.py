@@ -10,7 +10,7 @@ import pandas as pd
 
 from rmlens.data._schema import to_text
 from rmlens.data._summary import duplicates_across_groups
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import brute_agreement, damping_warning
 from rmlens.memorization._estimate import memorization_scores
@@ -55,7 +55,7 @@ def finish(
     pairs: pd.DataFrame,
     groups: pd.Series,
     config: AuditConfig,
-    out: str | Path | ExperimentDir,
+    out: str | Path | AuditDir,
     *,
     quiet: bool = False,
 ) -> pd.DataFrame:
@@ -67,7 +67,7 @@ def finish(
     target, ``summary.json``'s ``target_reliability`` says whether it was reached and why the
     audit stopped.
     """
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     plan = exp.read_plan()
     n_runs = exp.n_runs()
     config = config.replace(runs=n_runs)  # the real run count (coverage_warning reads it)
@@ -172,7 +172,7 @@ def _checks(exactness: dict | None, damping: dict | None) -> dict:
     return {k: v for k, v in found.items() if v is not None}
 
 
-def _run_record(exp: ExperimentDir, run: int) -> dict:
+def _run_record(exp: AuditDir, run: int) -> dict:
     """What a run's manifest says about its training: validation pairs, epochs, best epoch."""
     manifest = exp.manifest(run)
     metrics = manifest.get("metrics") or {}
@@ -182,7 +182,7 @@ def _run_record(exp: ExperimentDir, run: int) -> dict:
     return record
 
 
-def _accounting(exp: ExperimentDir, table: pd.DataFrame, pairs: pd.DataFrame,
+def _accounting(exp: AuditDir, table: pd.DataFrame, pairs: pd.DataFrame,
                 finished: list[int], n_runs: int) -> dict:  # fmt: skip
     """Which runs finished, which failed and why, and the pairs they leave without runs."""
     missing = sorted(set(range(n_runs)) - set(finished))

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rmlens._errors import InputError, RmlensNote
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._reliability import split_half, target_status, whole_repeats
 from rmlens.memorization._run_folders import load_matrices
@@ -201,7 +201,7 @@ def start_runs(config: AuditConfig, saved: dict | None, first: int, k: int) -> i
     return whole_repeats(max(first, had if isinstance(had, int) else 0), k, up=True)
 
 
-def target_now(exp: ExperimentDir, config: AuditConfig, n_runs: int, k: int) -> dict:
+def target_now(exp: AuditDir, config: AuditConfig, n_runs: int, k: int) -> dict:
     """Whether the audit stops adding repeats (``target_status``), from the runs on disk."""
     m = load_matrices(exp, n_runs)
     reliability = split_half(
@@ -231,7 +231,7 @@ def build_plan(
     return carve_validation(plan, share, seed=config.seed)
 
 
-def write_plan(exp: ExperimentDir, record: dict, plan: pd.DataFrame, n_runs: int) -> None:
+def write_plan(exp: AuditDir, record: dict, plan: pd.DataFrame, n_runs: int) -> None:
     """The plan in plan.parquet, and ``n_runs`` in config.json: the real run count (a target
     grows it past ``runs``); a killed writer's temporary files go (one audit per folder)."""
     record["audit"]["runs"] = n_runs

@@ -28,7 +28,7 @@ from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import write_parquet
-from rmlens.experiment import ERROR, MANIFEST, ExperimentDir
+from rmlens.experiment import ERROR, MANIFEST, AuditDir
 from rmlens.memorization._damping import (
     blend,
     brute_cm,
@@ -73,7 +73,7 @@ class RunFailure:
 
 
 def write_run(
-    out: str | Path | ExperimentDir,
+    out: str | Path | AuditDir,
     run: int,
     ids: np.ndarray,
     kept: np.ndarray,
@@ -81,7 +81,7 @@ def write_run(
     manifest: dict,
 ) -> None:
     """Scores, then the RM, then the manifest: a run counts as finished only once all exist."""
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     folder = exp.run_dir(run)
     exp.clean_stale(folder)
     (folder / MANIFEST).unlink(missing_ok=True)
@@ -102,14 +102,14 @@ def write_run(
 
 
 def load_runs(
-    out: str | Path | ExperimentDir, runs: int | None = None
+    out: str | Path | AuditDir, runs: int | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Long score and membership tables from the finished runs' files.
 
     The membership table has ``run, id, in_train, validation``; ``estimate`` counts a
     run's validation pairs neither in nor out. ``runs``: the plan's run count when None.
     """
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     scores, members = [], []
     for run in exp.finished_runs(runs):
         s = exp.read_scores(run).assign(run=run)
@@ -152,17 +152,17 @@ class RunMatrices:
         return run_sides(self.p, self.member, self.val, self.p_cf)
 
 
-def load_matrices(out: str | Path | ExperimentDir, runs: int | None = None) -> RunMatrices:
+def load_matrices(out: str | Path | AuditDir, runs: int | None = None) -> RunMatrices:
     """Probabilities and membership of the finished runs, without long tables.
 
     ``runs``: the run count to read (runs 0 to runs - 1); the plan's
-    (:meth:`ExperimentDir.n_runs`) when None.
+    (:meth:`AuditDir.n_runs`) when None.
 
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
     A paired audit's ``p`` is read from its scores' ``p`` column, with ``p_cf`` beside it.
     """
-    exp = ExperimentDir(out)
+    exp = AuditDir(out)
     finished = exp.finished_runs(runs)
     if not finished:
         raise InputError(f"{exp.path}: no finished runs")
@@ -176,7 +176,7 @@ def load_matrices(out: str | Path | ExperimentDir, runs: int | None = None) -> R
 class _MatrixReader:
     """Fills the matrices of :func:`load_matrices` one finished run at a time."""
 
-    def __init__(self, exp: ExperimentDir, finished: list[int]):
+    def __init__(self, exp: AuditDir, finished: list[int]):
         self.exp, self.finished = exp, finished
         self.ids: pd.Index | None = None
         self.previous = self.position = None
@@ -264,7 +264,7 @@ def _grid(table) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).reshape(len(column), -1)
 
 
-def _from_long_tables(exp: ExperimentDir, runs: int | None) -> RunMatrices:
+def _from_long_tables(exp: AuditDir, runs: int | None) -> RunMatrices:
     scores, members = load_runs(exp, runs)
     ids = pd.Index(np.sort(scores.id.unique()))
     finished = sorted(scores.run.unique().tolist())

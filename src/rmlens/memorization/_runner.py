@@ -32,7 +32,7 @@ import pandas as pd
 
 from rmlens._base import resolve_config
 from rmlens._io import jsonable
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import (
     Grouping,
@@ -135,7 +135,7 @@ def audit(
     >>> table.sort_values("cm", ascending=False).head()  # doctest: +SKIP
     """
     config = _checked(resolve_config("audit", AuditConfig, config, overrides))
-    exp = ExperimentDir("rmlens-audit" if out is None else out)
+    exp = AuditDir("rmlens-audit" if out is None else out)
     grouping = group_pairs(pairs, config)
     k = runs_per_repeat(config.plan, grouping.folds)
     first = first_runs(config, k)
@@ -172,7 +172,7 @@ def audit(
     return table
 
 
-def _nothing_to_do(exp: ExperimentDir, record: dict, saved: dict | None, n_runs: int,
+def _nothing_to_do(exp: AuditDir, record: dict, saved: dict | None, n_runs: int,
                    config: AuditConfig) -> bool:  # fmt: skip
     """A finished audit started again with the same settings on the same data: every run
     done and the tables written after the last of them, so finishing again would rewrite
@@ -203,7 +203,7 @@ def _checked(config: AuditConfig) -> AuditConfig:
     return config
 
 
-def run_plan(exp: ExperimentDir, record: dict, grouping: Grouping, n_runs: int,
+def run_plan(exp: AuditDir, record: dict, grouping: Grouping, n_runs: int,
              config: AuditConfig, executor: Executor) -> None:  # fmt: skip
     """Plan ``n_runs`` runs and train those not finished. A plan whose run would train on no
     usable pair is refused before its record and plan are written."""
@@ -221,7 +221,7 @@ def run_plan(exp: ExperimentDir, record: dict, grouping: Grouping, n_runs: int,
         executor.run(member, val, pending, n_runs)
 
 
-def _grows(exp: ExperimentDir, config: AuditConfig, n_runs: int, k: int, quiet: bool) -> bool:
+def _grows(exp: AuditDir, config: AuditConfig, n_runs: int, k: int, quiet: bool) -> bool:
     """Whether the audit adds a repeat towards its target reliability (saying so)."""
     if config.target_reliability is None:
         return False

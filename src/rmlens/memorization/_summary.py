@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.rewards._trainer_base import inactive_message
 
 # In the order they are applied: a pair gets the first that holds.
@@ -186,7 +186,7 @@ def _records(frame: pd.DataFrame) -> list[dict]:
     return records
 
 
-def objective_summary(exp: ExperimentDir, runs: list[int]) -> dict:
+def objective_summary(exp: AuditDir, runs: list[int]) -> dict:
     """What the runs' objective did: its name, the runs where its mechanism stayed inactive
     (and why), and the mean over runs of its recorded weights (loss-weight spread, pairs
     left out, group weights, nested-audit means)."""

@@ -1,5 +1,5 @@
 """What the report shows, read from one experiment directory through
-:class:`~rmlens.experiment.ExperimentDir`: the memorization table it needs, and the optional
+:class:`~rmlens.experiment.AuditDir`: the memorization table it needs, and the optional
 parts, each left out with a page warning when it is there but cannot be used."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.experiment import PLAN, RECORD, ExperimentDir, UnusableFile
+from rmlens.experiment import PLAN, RECORD, AuditDir, ExperimentDir, UnusableFile
 
 MEMORIZATION = "memorization.parquet"
 REQUIRED = ("id", "tm", "tg", "cm")
@@ -49,7 +49,7 @@ class _Parts:
     ``warnings``) when one is there but cannot be used."""
 
     def __init__(self, folder: Path, warnings: list[str]):
-        self.dir, self.warnings = ExperimentDir(folder), warnings
+        self.dir, self.warnings = AuditDir(folder), warnings
 
     def json(self, name: str) -> Any:
         return self._read(self.dir.read_json, name, required=False)

@@ -24,7 +24,7 @@ from rmlens._io import write_json
 from rmlens.backbones import featurize
 from rmlens.backbones._featurize import encode_texts
 from rmlens.backbones._tokenize import encode_pair_text
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
 
@@ -302,7 +302,7 @@ class EnsembleRM(RewardModel):
             One member per finished run.
         """
         path = Path(out)
-        if not ExperimentDir(path).is_experiment:
+        if not AuditDir(path).is_experiment:
             raise InputError(f"{path}: not an experiment directory (expected config.json and "
                              "runs/)")
         options = rm_options(**kwargs)
@@ -337,7 +337,7 @@ def experiment_ensemble(path: Path, load: Callable[[Path], Any]) -> EnsembleRM:
     """Each finished run's saved RM (``runs/<run>/rm/``) as one ensemble member, named by
     its run folder and knowing the pairs its run trained on and validated with; ``load``
     loads a run's ``rm/`` folder."""
-    exp = ExperimentDir(path)
+    exp = AuditDir(path)
     runs = [r for r in exp.run_numbers()
             if exp.run_done(r) and (exp.run_dir(r) / "rm" / RM_CONFIG).is_file()]  # fmt: skip
     if not runs:

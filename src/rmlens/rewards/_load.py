@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.rewards._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
 from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
 from rmlens.rewards._saved import RM_CONFIG, RewardModel, SequenceClassifierRM
@@ -106,7 +106,7 @@ def _load(spec: str | Path, options: dict) -> RewardModel:
     if (folder / RM_CONFIG).is_file():
         config = read_rm_config(folder)
         return LOADERS[config["kind"]](folder, config, **options)
-    if ExperimentDir(folder).is_experiment:
+    if AuditDir(folder).is_experiment:
         return _load_experiment(folder, options)
     half = _half_rm(folder)
     if half:

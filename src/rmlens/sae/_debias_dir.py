@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._io import jsonable
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 
 OBJECTIVE = "sae_debias"
 CAVEAT = ("a suppressed direction can carry real quality as well as the shortcut: read the "
@@ -57,8 +57,8 @@ def write_debiased(directory: Path, out: Path, record: dict, debias: dict, resp,
     from rmlens.memorization._directory import output_errors
     from rmlens.memorization._finish import finish
 
-    source = ExperimentDir(directory)
-    exp = ExperimentDir(out).create()
+    source = AuditDir(directory)
+    exp = AuditDir(out).create()
     debias = {**debias, "source_objective": _objective(record)}
     debias["settings"] = {**debias["settings"], "runs": [int(r) for r in runs]}
     new = _record(record, debias)
@@ -120,7 +120,7 @@ def _record(record: dict, debias: dict) -> dict:
     return new
 
 
-def _write_run(exp: ExperimentDir, source: ExperimentDir, run: int, ids, r_c, r_r,
+def _write_run(exp: AuditDir, source: AuditDir, run: int, ids, r_c, r_r,
                manifest: dict, member, val, head, latents: list[int]) -> None:  # fmt: skip
     """Scores, RM and manifest of one debiased run (``write_run``: the manifest last)."""
     from rmlens.memorization._quality import run_quality
@@ -147,7 +147,7 @@ def copy_rm(source: Path, head, folder: Path) -> None:
     head.save(folder)
 
 
-def _add_to_summary(exp: ExperimentDir, source: ExperimentDir, debias: dict,
+def _add_to_summary(exp: AuditDir, source: AuditDir, debias: dict,
                     figures: dict) -> None:  # fmt: skip
     summary = exp.read_json("summary.json")
     was = source.read_json("summary.json", required=False, mapping=True) or {}

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.experiment import ExperimentDir
+from rmlens.experiment import AuditDir
 from rmlens.progress import status
 
 TABLE = "memorization.parquet"
@@ -75,7 +75,7 @@ class Responses:
 def frozen_audit(directory: Path) -> tuple[pd.DataFrame, dict]:
     """The memorization table and record of a frozen audit; an :class:`InputError` for any
     other directory."""
-    exp = ExperimentDir(directory)
+    exp = AuditDir(directory)
     expected = (f"{directory}: not a frozen audit (expected the directory of `rmlens memorize "
                 "--mode frozen`: config.json, runs/ and memorization.parquet)")
     if not exp.is_experiment or not (directory / TABLE).is_file():

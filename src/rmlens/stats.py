@@ -24,6 +24,7 @@ which reads finished results starts without scipy's import time).
 
 from __future__ import annotations
 
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -606,8 +607,6 @@ def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.n
     >>> np.round(lo, 4).tolist(), np.round(hi, 4).tolist()
     ([0.4038, nan], [0.5962, nan])
     """
-    from statistics import NormalDist
-
     k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
     z = NormalDist().inv_cdf((1 + level) / 2)
     with np.errstate(invalid="ignore", divide="ignore"):

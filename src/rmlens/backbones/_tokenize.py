@@ -26,6 +26,7 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from rmlens._errors import InputError
+from rmlens.backbones._formats import truncation_summary
 from rmlens.data._schema import to_text
 
 # An HH-RLHF turn marker: "Human:" or "Assistant:" at the start or after a blank line
@@ -236,7 +237,6 @@ def pairs_truncation(
 ) -> dict:
     """What truncation to ``max_length`` cuts from a pair table (``prompt``, ``chosen``,
     ``rejected``) in ``format``: ``rmlens.backbones._formats.truncation_summary``."""
-    from rmlens.backbones._formats import truncation_summary
 
     def lengths(side) -> list[int]:
         return [encode_pair(tokenizer, p, r, NO_LIMIT, format=format)[1]

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from torch import nn
 
 from rmlens._errors import InputError
 from rmlens.data._text_features import BUILTIN_RESPONSE, Texts
@@ -77,8 +78,6 @@ def head_weights(heads: list[Any], sae: TopKSAE) -> np.ndarray:
     """Weight (n_runs, n_latents) of each run's head along each latent's unit decoder
     direction: (w / scale) . u_j, the reward's change per unit step along u_j in the raw
     features; NaN rows for heads that are not linear (MLP)."""
-    from torch import nn
-
     u = sae.directions  # (n_latents, d)
     rows = []
     for head in heads:

@@ -97,7 +97,8 @@ def word_counts(texts) -> np.ndarray:
 
 def derive_id(*parts: Any, length: int | None = 16) -> str:
     """Stable id: the first ``length`` hex digits (None: all 40) of sha1 over the parts
-    rendered as text, joined by ``\x1f``; one part hashes its text alone (a prompt's key).
+    rendered as text, joined by ``"\\x1f"`` (unit separator); one part hashes its text
+    alone (a prompt's key).
 
     Parameters
     ----------

@@ -18,9 +18,9 @@ import time
 import numpy as np
 import pandas as pd
 
-from rmlens.attribution import _lexicons as lex
 from rmlens.attribution import pair_features
-from rmlens.attribution._text import _TOKEN, EMOTIONS, nrc_lexicon, syllables
+from rmlens.data import _lexicons as lex
+from rmlens.data._text import _TOKEN, EMOTIONS, nrc_lexicon, syllables
 
 LEXICONS = {
     "refusal": lex.REFUSAL, "please": lex.PLEASE, "thanks": lex.THANKS, "apology": lex.APOLOGY,

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens.attribution import _text, pair_features
+from rmlens.attribution import pair_features
+from rmlens.data import _text
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 REAL = ("hh-rlhf-harmless-base-test.jsonl.gz", "squality-human-eval-pairs.jsonl")

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rmlens.attribution import _lexicons as lex
 from rmlens.attribution import (
     list_features,
     pair_features,
     register_feature,
     unregister_feature,
 )
-from rmlens.attribution._text import _TOKEN, Corpus
+from rmlens.data import _lexicons as lex
+from rmlens.data._text import _TOKEN, Corpus
 
 
 @pytest.fixture

@@ -96,3 +96,21 @@ def test_no_import_cycle_inside_a_subpackage():
         if cycle:
             cycles[package] = " -> ".join(m.rpartition(".")[2] for m in cycle)
     assert not cycles, f"import cycles (lower modules must not import higher ones): {cycles}"
+
+
+def test_no_import_cycle_between_packages():
+    """Packages form layers too (DESIGN.md section 9): with each subpackage taken as one node,
+    no arrow runs back up (``sae`` once imported ``attribution``'s built-in features while
+    ``attribution`` imported ``sae``)."""
+    graph = import_graph()
+
+    def node(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    packages: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        packages.setdefault(node(name), set()).update(
+            node(t) for t in targets if node(t) != node(name)
+        )
+    cycle = find_cycle(packages, set(packages))
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])

@@ -1,6 +1,7 @@
 """rmlens.stats, the one home of each statistic, against values computed by hand."""
 
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ from rmlens._io import json_digest, json_sha1, jsonable
 from rmlens.stats import (
     bootstrap_runs,
     log_loss,
+    nanquantiles,
     pairwise_accuracy,
     pairwise_correct,
     percentile_interval,
@@ -19,6 +21,7 @@ from rmlens.stats import (
     run_weights,
     spearman,
     spearman_brown,
+    spearman_columns,
     spearman_rows,
     spearman_test,
 )
@@ -117,6 +120,33 @@ def test_spearman_rows_by_hand_and_per_row():
 
     ranked = spearman_rows(a, rankdata(b, axis=-1), b_ranked=True)
     assert np.array_equal(ranked, rows)
+
+
+def test_spearman_columns_by_column_and_on_finite_rows():
+    rng = np.random.default_rng(3)
+    a = np.round(rng.normal(size=(30, 4)), 1)
+    a[:, 2] = 1.0  # constant: NaN
+    b = np.round(rng.normal(size=(30, 3)), 1)
+    b[::4, 1] = np.nan  # ranked on its finite rows only
+    b[2:, 2] = np.nan  # fewer than 3 finite values: NaN
+    rho = spearman_columns(a, b)
+    assert rho.shape == (4, 3)
+    for j in (0, 1, 3):
+        for f in (0, 1):
+            assert rho[j, f] == pytest.approx(spearman(a[:, j], b[:, f]), abs=1e-12)
+    assert np.isnan(rho[2]).all() and np.isnan(rho[:, 2]).all()
+
+
+def test_nanquantiles_are_numpys_to_the_bit():
+    rng = np.random.default_rng(4)
+    qs = np.array([0.0, 0.025, 0.1, 0.5, 0.9, 0.975, 1.0])
+    for n_draws in (1, 2, 7, 200):
+        draws = rng.normal(size=(300, n_draws))
+        draws[rng.uniform(size=draws.shape) < 0.3] = np.nan  # whole NaN rows among them
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN row
+            expected = np.nanquantile(draws, qs, axis=1).T
+        assert np.array_equal(nanquantiles(draws, qs), expected, equal_nan=True)
 
 
 def test_log_loss_of_margins_is_the_calibration_figure():

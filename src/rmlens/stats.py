@@ -6,13 +6,14 @@ is computed, so that a tie, a NaN or an empty input is handled the same way ever
 - :func:`pairwise_correct`, :func:`pairwise_accuracy`: tie-aware accuracy (a tie counts 1/2)
 - :func:`log_loss`: the Bradley-Terry negative log-likelihood of preference probabilities
 - :func:`spearman`: rank correlation, ties by average ranks; :func:`spearman_test`: with its
-  p-value, exactly as ``scipy.stats.spearmanr``; :func:`spearman_rows`: row by row, vectorised
+  p-value, exactly as ``scipy.stats.spearmanr``; :func:`spearman_rows`: row by row, vectorised;
+  :func:`spearman_columns`: every column of one matrix against every column of another
 - :func:`spearman_brown`, :func:`prophecy_factor`: reliability of a longer test, and its inverse
 - :func:`bootstrap_runs`, :func:`run_weights`, :func:`run_mean`, :func:`pooled_ratio`,
-  :func:`percentile_interval`: the percentile bootstrap over runs (DESIGN.md section 3: runs
-  are the unit of randomness; pairs and groups are fixed by the data). A draw is a multiset
-  of runs, kept as run indices; a mean over runs is recomputed on it, a figure pooled over
-  runs reads it as run weights
+  :func:`percentile_interval`, :func:`nanquantiles`: the percentile bootstrap over runs
+  (DESIGN.md section 3: runs are the unit of randomness; pairs and groups are fixed by the
+  data). A draw is a multiset of runs, kept as run indices; a mean over runs is recomputed
+  on it, a figure pooled over runs reads it as run weights
 - :func:`wilson_interval`: the interval of a proportion out of n (a probe's flip rate)
 - :func:`best_of_n`, :func:`best_of_n_weights`, :func:`kl_best_of_n`: the exact expectation of
   best-of-n selection from a pool of N candidates, and its KL bound (DESIGN.md section 8)
@@ -23,6 +24,7 @@ which reads finished results starts without scipy's import time).
 
 from __future__ import annotations
 
+from statistics import NormalDist
 from typing import Literal
 
 import numpy as np
@@ -33,6 +35,7 @@ __all__ = [
     "bootstrap_runs",
     "kl_best_of_n",
     "log_loss",
+    "nanquantiles",
     "pairwise_accuracy",
     "pairwise_correct",
     "percentile_interval",
@@ -42,6 +45,7 @@ __all__ = [
     "run_weights",
     "spearman",
     "spearman_brown",
+    "spearman_columns",
     "spearman_rows",
     "spearman_test",
     "wilson_interval",
@@ -272,6 +276,58 @@ def spearman_rows(a, b, *, b_ranked: bool = False) -> np.ndarray:
         return (a * b).sum(-1) / np.sqrt((a**2).sum(-1) * (b**2).sum(-1))
 
 
+def spearman_columns(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman correlation of every column of ``a`` with every column of ``b``.
+
+        rho_jf = cos(centred rank(a_j), centred rank(b_f))  over the rows where b_f is finite
+
+    Each column of ``b`` is ranked on its finite rows, and ``a`` on those same rows (once,
+    over all rows, for a column of ``b`` that is finite everywhere).
+
+    Parameters
+    ----------
+    a : ndarray of shape (n, n_a)
+        Finite values (an SAE's latent activations over the responses).
+    b : ndarray of shape (n, n_b)
+        NaN where a value is missing (hand-built features of the responses).
+
+    Returns
+    -------
+    ndarray of shape (n_a, n_b)
+        NaN where a column is constant on those rows or ``b``'s has fewer than 3 finite values.
+
+    Examples
+    --------
+    >>> a = np.array([[1.0, 0.0], [2.0, 0.0], [3.0, 0.0], [4.0, 0.0]])
+    >>> b = np.array([[1.0], [3.0], [2.0], [np.nan]])
+    >>> np.round(spearman_columns(a, b), 12).tolist()  # ranks 1, 2, 3 against 1, 3, 2
+    [[0.5], [nan]]
+    """
+    out = np.full((a.shape[1], b.shape[1]), np.nan)
+    everywhere = _unit_ranks(a)
+    for f in range(b.shape[1]):
+        v = b[:, f]
+        ok = np.isfinite(v)
+        if ok.sum() < 3:
+            continue
+        ra = everywhere if ok.all() else _unit_ranks(a[ok])
+        rv = _unit_ranks(v[ok, None])[:, 0]
+        rho = ra.T @ rv  # cosines of centred ranks: Spearman's rho
+        dead = (np.abs(ra).sum(0) == 0) | (np.abs(rv).sum() == 0)
+        out[:, f] = np.where(dead, np.nan, rho)
+    return out
+
+
+def _unit_ranks(a: np.ndarray) -> np.ndarray:
+    """Average ranks of each column, centred and scaled to unit norm (0 for a constant one)."""
+    from scipy.stats import rankdata
+
+    r = rankdata(a, axis=0).astype(float)
+    r -= r.mean(0)
+    norm = np.linalg.norm(r, axis=0)
+    return np.divide(r, norm, out=np.zeros_like(r), where=norm > 0)
+
+
 def spearman_brown(r, factor):
     """Reliability of a test ``factor`` times as long (Spearman 1910; Brown 1910).
 
@@ -480,6 +536,51 @@ def percentile_interval(values, level: float = 0.95) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+def nanquantiles(draws: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Quantiles of each row, NaNs left out: ``np.nanquantile(draws, qs, axis=1).T``
+    (linear method) bit for bit, without NumPy's loop over the rows.
+
+        q-quantile of a row's k finite sorted values x_0..x_{k-1}: x_j + g (x_{j+1} - x_j),
+        j + g = (k - 1) q
+
+    NaNs sort last, so row i's finite values are its first k_i sorted ones. The
+    interpolation is NumPy's own (from the upper neighbour when g >= 1/2).
+
+    Parameters
+    ----------
+    draws : ndarray of shape (n_rows, n_draws)
+        A figure's bootstrap draws, one row per pair; NaN where a draw has no value.
+    qs : ndarray of shape (n_q,)
+        Quantiles in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (n_rows, n_q)
+        NaN for a row without finite values.
+
+    Examples
+    --------
+    >>> nanquantiles(np.array([[3.0, 1.0, np.nan, 2.0], [np.nan] * 4]), np.array([0.25, 0.5]))
+    array([[1.5, 2. ],
+           [nan, nan]])
+    """
+    ordered = np.sort(draws, axis=1)  # (n_rows, n_draws)
+    k = (~np.isnan(draws)).sum(1)  # (n_rows,)
+    virtual = (k[:, None] - 1) * qs[None, :]  # (n_rows, n_q)
+    below = np.floor(virtual)
+    gamma = virtual - below
+    below = np.clip(below, 0, None).astype(np.int64)
+    above = np.minimum(below + 1, np.maximum(k[:, None] - 1, 0))
+    a = np.take_along_axis(ordered, below, axis=1)
+    b = np.take_along_axis(ordered, above, axis=1)
+    diff = b - a
+    out = a + diff * gamma
+    late = gamma >= 0.5
+    out[late] = (b - diff * (1 - gamma))[late]
+    out[k == 0] = np.nan
+    return out
+
+
 def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval of a binomial proportion (a flip rate out of n edited pairs).
 
@@ -506,8 +607,6 @@ def wilson_interval(successes, n, level: float = 0.95) -> tuple[np.ndarray, np.n
     >>> np.round(lo, 4).tolist(), np.round(hi, 4).tolist()
     ([0.4038, nan], [0.5962, nan])
     """
-    from statistics import NormalDist
-
     k, n = np.asarray(successes, dtype=float), np.asarray(n, dtype=float)
     z = NormalDist().inv_cdf((1 + level) / 2)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from rmlens.attribution._builtin_features import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts
 from rmlens.attribution._config import DEFAULT_EXCLUDE
+from rmlens.data._schema import to_text
+from rmlens.data._text_features import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts
 
 # Columns that are never features: pair identity and texts, and the audit's own outputs
 # (``category`` is derived from TM/TG/CM; ``group`` repeats the grouping column).
@@ -165,7 +166,6 @@ _BUILTIN_PAIR_COLUMNS = frozenset(name for name, *_ in BUILTIN_PAIR)
 def _as_text(values: pd.Series) -> pd.Series:
     if values.map(lambda v: isinstance(v, str)).all():
         return values.astype(object)
-    from rmlens.data._schema import to_text
 
     def text(v) -> str:
         if isinstance(v, str):

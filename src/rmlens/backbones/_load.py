@@ -14,6 +14,7 @@ from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import json_digest
 from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
+from rmlens.backbones._tokenize import NO_LIMIT, prepare_tokenizer
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
 # where a config states how many positions the model has, first found wins
@@ -21,7 +22,6 @@ _POSITION_FIELDS = ("max_position_embeddings", "n_positions", "max_sequence_leng
 # models whose position ids start after the padding index (RoBERTa's 514 positions hold 512)
 _OFFSET_POSITIONS = ("roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text",
                      "longformer", "ibert", "mpnet")  # fmt: skip
-_NO_LIMIT = 1 << 30  # a tokenizer without a stated limit says ~1e30
 
 
 @dataclass
@@ -110,7 +110,7 @@ def model_limit(config) -> int | None:
 def default_max_length(config, tokenizer) -> int:
     """The model's limit (:func:`model_limit`); without one the tokenizer's stated limit,
     else 512."""
-    stated = tokenizer.model_max_length if tokenizer.model_max_length < _NO_LIMIT else None
+    stated = tokenizer.model_max_length if tokenizer.model_max_length < NO_LIMIT else None
     return int(model_limit(config) or stated or 512)
 
 
@@ -171,11 +171,9 @@ def load_backbone(
     except (OSError, ValueError) as err:  # ValueError: a folder whose config names no model
         raise InputError(unloadable(model, source, err)) from err
     causal = preset.kind == "causal" if preset else is_causal(config)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     if max_length is None:
         max_length = default_max_length(net.config, tokenizer)
-    tokenizer.model_max_length = _NO_LIMIT  # we truncate ourselves (prompt from the left)
+    prepare_tokenizer(tokenizer)
     net.eval().to(device)
     return Backbone(
         name=model,

@@ -26,13 +26,37 @@ from typing import Any
 from transformers import PreTrainedTokenizerBase
 
 from rmlens._errors import InputError
+from rmlens.backbones._formats import truncation_summary
 from rmlens.data._schema import to_text
 
 # An HH-RLHF turn marker: "Human:" or "Assistant:" at the start or after a blank line
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ \t]?")
 _ROLES = {"Human": "user", "Assistant": "assistant"}
-_UNBOUNDED = 1 << 30  # a max_length that cuts nothing
+NO_LIMIT = 1 << 30  # a max_length that cuts nothing; a tokenizer that states none says ~1e30
 _CUE = "\n\nAssistant:"  # where an HH transcript's response starts
+
+
+def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """Set up a loaded tokenizer as rmlens uses it, in place: EOS (else UNK) pads when it has
+    no pad token, and it cuts nothing itself (``model_max_length``: :data:`NO_LIMIT`), as
+    :func:`encode_pair` truncates, the prompt from the left.
+
+    Read the tokenizer's stated limit (``default_max_length``) before: this lifts it.
+
+    Parameters
+    ----------
+    tokenizer : PreTrainedTokenizerBase
+        A tokenizer just loaded.
+
+    Returns
+    -------
+    PreTrainedTokenizerBase
+        The same tokenizer.
+    """
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer.model_max_length = NO_LIMIT
+    return tokenizer
 
 
 def transcript_messages(text: str) -> list[dict[str, str]] | None:
@@ -126,6 +150,15 @@ def _cut_left(tokenizer: PreTrainedTokenizerBase, text: str, ids: list[int],
     return front + bare[len(bare) - budget :] + back if budget > 0 else ids[-max_length:]
 
 
+def format_or_default(tokenizer: PreTrainedTokenizerBase, format: str | None) -> str:
+    """``format`` as given; None or auto: the older default, the chat template when the
+    tokenizer has one, else the pair encoding (``resolve_format`` resolves auto by the
+    model's kind instead)."""
+    if format is None or format == "auto":
+        return "chat" if getattr(tokenizer, "chat_template", None) else "pair"
+    return format
+
+
 def encode_pair(
     tokenizer: PreTrainedTokenizerBase,
     prompt: Any,
@@ -141,8 +174,7 @@ def encode_pair(
     (``resolve_format``: auto needs the model's kind); None or auto here keeps the older
     choice: the chat template when there is one, else the pair encoding.
     """
-    if format is None or format == "auto":
-        format = "chat" if getattr(tokenizer, "chat_template", None) else "pair"
+    format = format_or_default(tokenizer, format)
     if format == "chat":
         if not getattr(tokenizer, "chat_template", None):
             raise InputError("`format` chat: the tokenizer has no chat template")
@@ -155,15 +187,36 @@ def encode_pair(
         return _cut_left(tokenizer, text, ids, max_length), len(ids)
     if format != "pair":
         raise ValueError(f"unknown format {format!r}: expected chat, raw or pair")
+    enc = pair_encoding(tokenizer, prompt, response)
+    ids = enc["input_ids"]
+    return [ids[i] for i in pair_kept(enc.sequence_ids(), max_length)], len(ids)
+
+
+def pair_encoding(tokenizer: PreTrainedTokenizerBase, prompt: Any, response: Any):
+    """The whole pair encoding ``[CLS] prompt [SEP] response [SEP]`` (a transformers
+    ``BatchEncoding``: its ``sequence_ids()`` tell prompt, response and special tokens)."""
     separator = "" if tokenizer.sep_token else "\n\n"
-    enc = tokenizer(to_text(prompt), separator + to_text(response), add_special_tokens=True)
-    ids, owner = enc["input_ids"], enc.sequence_ids()  # owner: 0 prompt, 1 response, None special
+    return tokenizer(to_text(prompt), separator + to_text(response), add_special_tokens=True)
+
+
+def pair_kept(owner: list[int | None], max_length: int) -> list[int]:
+    """The positions of a pair encoding that truncation to ``max_length`` keeps, in order:
+    every special token, the response's first tokens (at least one), then the prompt's last
+    tokens in what room is left.
+
+    ``owner`` is the encoding's ``sequence_ids()``: 0 prompt, 1 response, None special.
+
+    Examples
+    --------
+    >>> pair_kept([None, 0, 0, 0, None, 1, 1, None], 6)
+    [0, 3, 4, 5, 6, 7]
+    """
     special = [i for i, o in enumerate(owner) if o is None]
     response = [i for i, o in enumerate(owner) if o == 1][: max(max_length - len(special), 1)]
     budget = max_length - len(special) - len(response)
-    prompt_pos = [i for i, o in enumerate(owner) if o == 0]
-    prompt_pos = prompt_pos[len(prompt_pos) - budget :] if budget > 0 else []
-    return [ids[i] for i in sorted(special + response + prompt_pos)], len(ids)
+    prompt = [i for i, o in enumerate(owner) if o == 0]
+    prompt = prompt[len(prompt) - budget :] if budget > 0 else []
+    return sorted(special + response + prompt)
 
 
 def encode_pair_text(
@@ -184,10 +237,9 @@ def pairs_truncation(
 ) -> dict:
     """What truncation to ``max_length`` cuts from a pair table (``prompt``, ``chosen``,
     ``rejected``) in ``format``: ``rmlens.backbones._formats.truncation_summary``."""
-    from rmlens.backbones._formats import truncation_summary
 
     def lengths(side) -> list[int]:
-        return [encode_pair(tokenizer, p, r, _UNBOUNDED, format=format)[1]
+        return [encode_pair(tokenizer, p, r, NO_LIMIT, format=format)[1]
                 for p, r in zip(pairs.prompt, side)]  # fmt: skip
 
     return truncation_summary(max_length, lengths(pairs.chosen), lengths(pairs.rejected))

@@ -95,10 +95,29 @@ def word_counts(texts) -> np.ndarray:
     length-only rule read."""
     return np.fromiter((len(to_text(t).split()) for t in texts), dtype=float, count=len(texts))
 
-def derive_id(*parts: Any) -> str:
-    """Stable id: the first 16 hex digits of sha1 over the parts rendered as text."""
+def derive_id(*parts: Any, length: int | None = 16) -> str:
+    """Stable id: the first ``length`` hex digits (None: all 40) of sha1 over the parts
+    rendered as text, joined by ``"\\x1f"`` (unit separator); one part hashes its text
+    alone (a prompt's key).
+
+    Parameters
+    ----------
+    *parts : str or list of chat messages
+        What the id is of (a pair: prompt, chosen, rejected).
+    length : int or None, default=16
+        Hex digits kept.
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> derive_id("Hi", length=8)
+    '94dd9e08'
+    """
     text = "\x1f".join(to_text(p) for p in parts)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
 
 
 def id_text(value: Any) -> str | None:

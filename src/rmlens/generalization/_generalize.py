@@ -18,7 +18,6 @@ again on the same directory).
 from __future__ import annotations
 
 import gc
-import hashlib
 import shutil
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import json_sha1, write_json, write_parquet
 from rmlens.data._fingerprint import data_sha1
-from rmlens.data._schema import to_text
+from rmlens.data._schema import derive_id
 from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
@@ -45,7 +44,7 @@ RMS = ("explicit", "implicit")
 
 def split_by_prompt(pairs: pd.DataFrame, fraction: float, seed: int):
     """(train, held-out): whole prompts go to one side, about ``fraction`` of them held out."""
-    keys = pairs.prompt.map(lambda p: hashlib.sha1(to_text(p).encode()).hexdigest())
+    keys = pairs.prompt.map(lambda p: derive_id(p, length=None))
     unique = np.array(sorted(set(keys)))
     if len(unique) < 2:
         raise InputError("need at least 2 distinct prompts to hold some out")

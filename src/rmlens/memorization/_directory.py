@@ -9,7 +9,6 @@ changed setting is refused in the wording every command uses.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import re
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ import rmlens
 from rmlens._errors import InputError
 from rmlens.data._dedupe import dedupe_pairs
 from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, data_sha1
-from rmlens.data._schema import to_text
+from rmlens.data._schema import derive_id
 from rmlens.experiment import ExperimentDir, with_defaults
 from rmlens.memorization._config import (
     EXECUTION_FIELDS,
@@ -82,7 +81,7 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
         return pairs[group_by].astype(str), group_by, f"grouped by '{group_by}'"
     if "user_id" in pairs and pairs.user_id.notna().all():
         return pairs.user_id.astype(str), "user_id", "grouped by 'user_id'"
-    groups = pairs.prompt.map(lambda p: hashlib.sha1(to_text(p).encode()).hexdigest()[:12])
+    groups = pairs.prompt.map(lambda p: derive_id(p, length=12))
     note = "no user_id column and no `group_by`: grouped by prompt"
     return groups, "prompt", note
 

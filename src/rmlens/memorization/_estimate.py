@@ -28,33 +28,10 @@ from scipy.special import expit
 
 from rmlens.memorization._damping import calibrate, grid_matrix
 from rmlens.memorization._sides import run_sides, side_means
-from rmlens.stats import bootstrap_runs, run_weights
+from rmlens.stats import bootstrap_runs, nanquantiles, run_weights
 
 MIN_RUNS_FOR_INTERVAL = 2
 COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
-
-
-def _nanquantiles(draws: np.ndarray, qs: np.ndarray) -> np.ndarray:
-    """Row-wise ``np.nanquantile(draws, qs, axis=1).T`` (linear method), without its per-row loop.
-
-    NaNs sort last, so row i's valid values are its first k_i sorted values; rows with k_i = 0
-    give NaN. Interpolates exactly as NumPy does, so results match it bit for bit.
-    """
-    ordered = np.sort(draws, axis=1)  # (n_pairs, n_draws)
-    k = (~np.isnan(draws)).sum(1)  # (n_pairs,)
-    virtual = (k[:, None] - 1) * qs[None, :]  # (n_pairs, n_q)
-    below = np.floor(virtual)
-    gamma = virtual - below
-    below = np.clip(below, 0, None).astype(np.int64)
-    above = np.minimum(below + 1, np.maximum(k[:, None] - 1, 0))
-    a = np.take_along_axis(ordered, below, axis=1)
-    b = np.take_along_axis(ordered, above, axis=1)
-    diff = b - a
-    out = a + diff * gamma
-    late = gamma >= 0.5
-    out[late] = (b - diff * (1 - gamma))[late]
-    out[k == 0] = np.nan
-    return out
 
 
 def memorization_scores(
@@ -112,20 +89,20 @@ def memorization_scores(
     once = np.ones((n_runs, 1))
     alpha = (1 - level) / 2 * 100
     qs = np.true_divide([alpha, 100 - alpha], 100)
-    out = np.full((n_pairs, len(COLUMNS)), np.nan)
+    out = {name: np.full(n_pairs, np.nan) for name in COLUMNS}
     for start in range(0, n_pairs, chunk):
         rows = slice(start, start + chunk)
         tm, tg = (x[:, 0] for x in side_means(p_in[rows], p_out[rows], once))
-        out[rows, 0], out[rows, 1], out[rows, 2] = tm, tg, tm - tg
-        out[rows, 3] = (~np.isnan(p_in[rows])).sum(1)  # a run that gave no side is no run of it
-        out[rows, 4] = (~np.isnan(p_out[rows])).sum(1)
+        out["tm"][rows], out["tg"][rows], out["cm"][rows] = tm, tg, tm - tg
+        out["n_in"][rows] = (~np.isnan(p_in[rows])).sum(1)  # a run that gave no side is no run
+        out["n_out"][rows] = (~np.isnan(p_out[rows])).sum(1)
         if n_boot:
             btm, btg = side_means(p_in[rows], p_out[rows], weights)
-            out[rows, 5:7] = _nanquantiles(btm, qs)
-            out[rows, 7:9] = _nanquantiles(btg, qs)
-            btm -= btg
-            out[rows, 9:11] = _nanquantiles(btm, qs)
-    frame = pd.DataFrame(out, columns=COLUMNS)
+            out["tm_lo"][rows], out["tm_hi"][rows] = nanquantiles(btm, qs).T
+            out["tg_lo"][rows], out["tg_hi"][rows] = nanquantiles(btg, qs).T
+            btm -= btg  # CM's draws, in place
+            out["cm_lo"][rows], out["cm_hi"][rows] = nanquantiles(btm, qs).T
+    frame = pd.DataFrame(out)
     frame[["n_in", "n_out"]] = frame[["n_in", "n_out"]].astype(np.int64)
     nan = (frame.n_in == 0) | (frame.n_out == 0)
     frame.loc[nan, ["tm", "tg", "cm"]] = np.nan

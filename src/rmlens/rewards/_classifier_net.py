@@ -16,10 +16,13 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone
 from rmlens.backbones._formats import resolve_format
+from rmlens.backbones._load import default_max_length
+from rmlens.backbones._tokenize import prepare_tokenizer
 from rmlens.rewards._nets import ExplicitNet
 
 AGREE = 1e-3  # largest |reward difference| between the net and the classifier's own scores
@@ -31,10 +34,6 @@ def classifier_net(path: Path, *, format: str = "auto", max_length: int | None =
     gradients (a PEFT adapter's LoRA weights and ``score``; every weight of a whole model),
     its backbone (tokenizer, length, format), what was trained, in words, and the
     classifier itself (whose own forward pass the net must agree with)."""
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    from rmlens.backbones._load import default_max_length
-
     load = AutoModelForSequenceClassification.from_pretrained
     adapter = path / "adapter_config.json"
     if adapter.is_file():
@@ -62,10 +61,8 @@ def classifier_net(path: Path, *, format: str = "auto", max_length: int | None =
             "causal classifier with one reward logit (a `score` layer on the last token)"
         )
     tokenizer = AutoTokenizer.from_pretrained(str(source))
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     limit = max_length or default_max_length(classifier.config, tokenizer)
-    tokenizer.model_max_length = 1 << 30
+    prepare_tokenizer(tokenizer)
     recorded = getattr(classifier.config, "rmlens_format", None)
     fmt = resolve_format(recorded if format in (None, "auto") and recorded else format,
                          tokenizer, "causal")  # fmt: skip

@@ -29,7 +29,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
 from rmlens._errors import InputError
+from rmlens.backbones import PRESETS
+from rmlens.backbones._presets import check_hub_id, unloadable
 from rmlens.experiment import AuditDir
 from rmlens.rewards._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
 from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
@@ -90,8 +95,6 @@ def load_rm(
 
 
 def _load(spec: str | Path, options: dict) -> RewardModel:
-    from rmlens.backbones import PRESETS
-
     text = str(spec)
     if text in RM_PRESETS:
         folder = preset_dir(text)
@@ -150,11 +153,6 @@ def _load_sequence_classifier(
     spec: str, *, device: str = "cpu", score_index: int = 0, trust_remote_code: bool = False,
     **_: Any,
 ) -> SequenceClassifierRM:  # fmt: skip
-    import torch
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
-
-    from rmlens.backbones._presets import check_hub_id, unloadable
-
     trust = trust_remote_code
     expected = (f"an rmlens RM folder (with {RM_CONFIG}), an RM preset "
                 f"({', '.join(RM_PRESETS)}), an experiment directory")  # fmt: skip
@@ -185,8 +183,6 @@ def _load_sequence_classifier(
             f"weights ({len(fresh)} tensors): transformers would score with newly initialised, "
             "random ones; pass the folder that holds the whole reward model"
         )
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     offset = float(getattr(config, "rmlens_reward_offset", 0.0) or 0.0)  # an rmlens export's
     try:
         return SequenceClassifierRM(model.eval().to(device), tokenizer, index=score_index,

@@ -15,6 +15,7 @@ from rmlens.backbones import Backbone, load_backbone, resolve_model
 from rmlens.backbones._featurize import pool
 from rmlens.backbones._load import default_max_length, is_causal, model_identity
 from rmlens.backbones._presets import unloadable
+from rmlens.backbones._tokenize import prepare_tokenizer
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._packing import Batch
 
@@ -139,10 +140,8 @@ def load_causal_lm(
         )
     except (OSError, ValueError) as err:
         raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     limit = max_length or default_max_length(lm.config, tokenizer)  # a set one: clamped
-    tokenizer.model_max_length = 1 << 30
+    prepare_tokenizer(tokenizer)
     return Backbone(
         name=model,
         identity=model_identity(source, lm.config.to_dict()),

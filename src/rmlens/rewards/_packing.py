@@ -23,11 +23,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmlens.backbones._tokenize import encode_pair
+from rmlens.backbones._tokenize import (
+    NO_LIMIT,
+    encode_pair,
+    format_or_default,
+    pair_encoding,
+    pair_kept,
+)
 from rmlens.backbones._tokenize import prompt_messages as _prompt_messages
 from rmlens.data._schema import to_text
-
-_UNBOUNDED = 1 << 30
 
 
 @dataclass
@@ -83,27 +87,16 @@ def _prefix_response_mask(
     # the response: what follows the tokens shared with the prompt alone (chat, raw)
     full = (
         ids if len(ids) < max_length
-        else encode_pair(tokenizer, prompt, response, _UNBOUNDED, format=fmt)[0]
+        else encode_pair(tokenizer, prompt, response, NO_LIMIT, format=fmt)[0]
     )  # fmt: skip
     n = min(len(full) - _common_prefix(full, prefix), len(ids) - 1)
     return [False] * (len(ids) - n) + [True] * n
 
 
-def _pair_response_mask(
-    tokenizer, prompt: Any, response: Any, ids: list[int], max_length: int
-) -> list[bool]:
-    # The kept positions of encode_pair's pair encoding, to know which are the response.
-    separator = "" if tokenizer.sep_token else "\n\n"
-    enc = tokenizer(to_text(prompt), separator + to_text(response), add_special_tokens=True)
-    owner = enc.sequence_ids()
-    special = [i for i, o in enumerate(owner) if o is None]
-    answer = [i for i, o in enumerate(owner) if o == 1][: max(max_length - len(special), 1)]
-    budget = max_length - len(special) - len(answer)
-    question = [i for i, o in enumerate(owner) if o == 0]
-    question = question[len(question) - budget :] if budget > 0 else []
-    kept = sorted(special + answer + question)
-    if [enc["input_ids"][i] for i in kept] != ids:
-        raise RuntimeError("response mask out of step with encode_pair")
+def _pair_response_mask(tokenizer, prompt: Any, response: Any, max_length: int) -> list[bool]:
+    """Which of the positions ``encode_pair`` keeps in the pair encoding are the response."""
+    owner = pair_encoding(tokenizer, prompt, response).sequence_ids()
+    kept = pair_kept(owner, max_length)
     return [False] + [owner[i] == 1 for i in kept[1:]]
 
 
@@ -120,10 +113,10 @@ def make_example(
     """Tokenize a prompt with K responses (best first) into an :class:`Example`.
 
     ``with_response=False`` skips the response masks (explicit RMs do not use them).
-    ``format``: chat, raw or pair (``rmlens.backbones._tokenize``); None: the chat template
-    when there is one, else the pair encoding.
+    ``format``: chat, raw or pair (``rmlens.backbones._tokenize``); None or auto: the chat
+    template when there is one, else the pair encoding (``format_or_default``).
     """
-    fmt = format or ("chat" if getattr(tokenizer, "chat_template", None) else "pair")
+    fmt = format_or_default(tokenizer, format)
     encoded = [encode_pair(tokenizer, prompt, r, max_length, format=fmt) for r in responses]
     seqs, lengths = [e[0] for e in encoded], [e[1] for e in encoded]
     if not with_response:
@@ -142,8 +135,7 @@ def make_example(
         ]
     else:
         masks = [
-            _pair_response_mask(tokenizer, prompt, r, s, max_length)
-            for r, s in zip(responses, seqs)
+            _pair_response_mask(tokenizer, prompt, r, max_length) for r in responses
         ]
     shared = min(len(s) for s in seqs) - 1
     for s in seqs[1:]:

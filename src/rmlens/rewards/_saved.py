@@ -18,14 +18,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from safetensors.torch import load_file
+from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
+from rmlens import __version__
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_json
 from rmlens.backbones import Backbone, featurize
 from rmlens.backbones._featurize import collate, encode_ids
-from rmlens.backbones._formats import resolve_format
+from rmlens.backbones._formats import RESOLVED, resolve_format
+from rmlens.backbones._load import default_max_length
 from rmlens.backbones._presets import portable_name
-from rmlens.backbones._tokenize import _UNBOUNDED, encode_pair_text, pairs_truncation
+from rmlens.backbones._tokenize import encode_pair_text, pairs_truncation, prepare_tokenizer
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._head import HeadRM, RewardHead
 
@@ -238,13 +242,11 @@ class SequenceClassifierRM(RewardModel):
         self.model, self.tokenizer = model.eval(), tokenizer
         config = model.config
         if max_length is None:
-            from rmlens.backbones._load import default_max_length
-
             max_length = getattr(config, "rmlens_max_length", None) or default_max_length(
                 config, tokenizer
             )
         self.index, self.max_length, self.batch_size = index, int(max_length), batch_size
-        tokenizer.model_max_length = _UNBOUNDED  # it cuts each sequence itself (encode_pair)
+        prepare_tokenizer(tokenizer)
         recorded = getattr(config, "rmlens_format", None)
         if format in (None, "auto"):
             format = recorded or "auto"
@@ -284,8 +286,6 @@ class SequenceClassifierRM(RewardModel):
 def _classifier_kind(config) -> str:
     """``encoder`` for a sequence classifier on a masked-LM architecture (BERT, RoBERTa,
     DeBERTa: it reads the first token), else ``causal`` (it reads the last real one)."""
-    from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
-
     return "encoder" if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES \
         else "causal"
 
@@ -327,8 +327,6 @@ def save_head_rm(
     -------
     Path
     """
-    from rmlens import __version__
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     if head is None:
@@ -366,8 +364,6 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
     ``rm_config.json`` records (the head's features' format) is kept as ``head.format_``,
     which :class:`ExplicitHeadRM` scores with.
     """
-    from safetensors.torch import load_file
-
     if (folder / "head_config.json").is_file():
         head = HeadRM.load(folder)
     elif (folder / "head.safetensors").is_file():
@@ -393,8 +389,6 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
 def recorded_format(folder: Path) -> str | None:
     """The ``format`` an RM folder's ``rm_config.json`` records (None when it records
     none: an RM saved before formats were recorded scores as its backbone resolves auto)."""
-    from rmlens.backbones._formats import RESOLVED
-
     file = folder / RM_CONFIG
     if not file.is_file():
         return None

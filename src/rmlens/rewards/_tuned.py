@@ -23,16 +23,19 @@ import numpy as np
 import pandas as pd
 import torch
 from safetensors.torch import load_file, save_file
+from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 import rmlens
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_json
-from rmlens.backbones import Backbone
-from rmlens.backbones._presets import portable_name
+from rmlens.backbones import Backbone, load_backbone
+from rmlens.backbones._formats import resolve_format
+from rmlens.backbones._presets import check_base, portable_name
+from rmlens.backbones._tokenize import prepare_tokenizer
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_loop import Runtime, score_examples
 from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._nets import ExplicitNet, load_trainable
+from rmlens.rewards._nets import ExplicitNet, load_causal_lm, load_trainable
 from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._saved import RewardModel
 
@@ -96,8 +99,6 @@ class TunedRM(RewardModel):
 
     @format.setter
     def format(self, value: str) -> None:
-        from rmlens.backbones._formats import resolve_format
-
         self._format = resolve_format(value, self.backbone.tokenizer, self.backbone.kind)
 
     @property
@@ -294,12 +295,7 @@ class TunedRM(RewardModel):
 
 def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any) -> TunedRM:
     """Load a folder written by :meth:`TunedRM.save` (used through ``load_rm``)."""
-    from peft import PeftModel
-    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
-
-    from rmlens.backbones import load_backbone
-    from rmlens.backbones._presets import check_base
-    from rmlens.rewards._nets import load_causal_lm
+    from peft import PeftModel  # optional: only LoRA RMs need it
 
     path = Path(path)
     config = TrainConfig.from_dict(saved["train_config"])
@@ -319,8 +315,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     else:
         cls = AutoModelForCausalLM if implicit else AutoModel
         model = cls.from_pretrained(str(path / "model"), dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(path))
-    tokenizer.model_max_length = 1 << 30
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(path)))
     if implicit:
         reference = None if saved["finetune"] == "lora" else base.model
         net = ImplicitNet(model, saved["beta"], reference)

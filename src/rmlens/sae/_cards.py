@@ -18,12 +18,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.stats import rankdata
+from torch import nn
 
 from rmlens._errors import InputError
+from rmlens.data._text_features import BUILTIN_RESPONSE, Texts
 from rmlens.experiment import ExperimentDir
 from rmlens.sae._responses import Responses
 from rmlens.sae._topk import TopKSAE
+from rmlens.stats import spearman_columns
 
 N_CORRELATES = 5  # hand-built features listed per card, strongest first
 MAX_CHARS = 1000  # a top response's text on a card
@@ -50,8 +52,6 @@ def response_features(resp: Responses) -> pd.DataFrame:
         tokenizer; a feature whose optional package is missing is left out), then
         ``model=<name>``, 1.0 where that system wrote the response, where models are known.
     """
-    from rmlens.attribution._builtin_features import BUILTIN_RESPONSE, Texts
-
     texts = Texts(pd.Series(resp.text, dtype=object), getattr(resp.backbone, "tokenizer", None))
     columns: dict[str, np.ndarray] = {}
     for name, _, _, func in BUILTIN_RESPONSE:
@@ -70,39 +70,14 @@ def response_features(resp: Responses) -> pd.DataFrame:
 def correlations(z: np.ndarray, features: pd.DataFrame) -> np.ndarray:
     """Spearman correlation (n_latents, n_features) of each latent's activations with each
     feature over the responses (rows where the feature is finite); NaN where either side is
-    constant."""
-    out = np.full((z.shape[1], features.shape[1]), np.nan)
-    everywhere = _ranks(z)
-    for f, name in enumerate(features.columns):
-        v = features[name].to_numpy(dtype=float)
-        ok = np.isfinite(v)
-        if ok.sum() < 3:
-            continue
-        rz = everywhere if ok.all() else _ranks(z[ok])
-        out[:, f] = _corr(rz, _ranks(v[ok, None])[:, 0])
-    return out
-
-
-def _ranks(a: np.ndarray) -> np.ndarray:
-    """Average ranks of each column, centred and scaled to unit norm (0 for a constant one)."""
-    r = rankdata(a, axis=0).astype(float)
-    r -= r.mean(0)
-    norm = np.linalg.norm(r, axis=0)
-    return np.divide(r, norm, out=np.zeros_like(r), where=norm > 0)
-
-
-def _corr(rz: np.ndarray, rv: np.ndarray) -> np.ndarray:
-    out = rz.T @ rv  # cosines of centred ranks: Spearman's rho
-    dead = (np.abs(rz).sum(0) == 0) | (np.abs(rv).sum() == 0)
-    return np.where(dead, np.nan, out)
+    constant (:func:`rmlens.stats.spearman_columns`)."""
+    return spearman_columns(z, features.to_numpy(dtype=float))
 
 
 def head_weights(heads: list[Any], sae: TopKSAE) -> np.ndarray:
     """Weight (n_runs, n_latents) of each run's head along each latent's unit decoder
     direction: (w / scale) . u_j, the reward's change per unit step along u_j in the raw
     features; NaN rows for heads that are not linear (MLP)."""
-    from torch import nn
-
     u = sae.directions  # (n_latents, d)
     rows = []
     for head in heads:

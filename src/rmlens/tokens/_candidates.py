@@ -88,10 +88,9 @@ def format_ids(
             for r in responses
         ]
         return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    from rmlens.backbones._tokenize import encode_pair_text
+    from rmlens.backbones._tokenize import NO_LIMIT, encode_pair_text  # imports transformers
 
-    limit = 1 << 30
-    return [encode_pair_text(tokenizer, prompt, r, limit, format=format) for r in responses]
+    return [encode_pair_text(tokenizer, prompt, r, NO_LIMIT, format=format) for r in responses]
 
 
 def build_candidates(

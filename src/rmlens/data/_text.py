@@ -9,9 +9,11 @@ is computed once per distinct word and broadcast through the codes; per-text sum
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property, lru_cache
+from importlib import resources
 
 import numpy as np
 import pandas as pd
@@ -33,9 +35,6 @@ _WORD, _BOUNDARY, _SEPARATOR = 0, 1, 2
 @lru_cache(maxsize=1)
 def nrc_lexicon() -> dict[str, list[str]]:
     """NRC Emotion Lexicon (Mohammad & Turney 2013) as shipped in the ``nrclex`` package."""
-    import json
-    from importlib import resources
-
     try:
         path = resources.files("nrclex.data").joinpath("nrc_en.json")
     except ModuleNotFoundError as err:

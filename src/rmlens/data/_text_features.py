@@ -2,7 +2,9 @@
 
 Each entry of ``BUILTIN_RESPONSE`` is ``(name, description, source, func)`` with ``func``
 taking the shared :class:`Texts` of all chosen and rejected responses; each entry of
-``BUILTIN_PAIR`` takes the :class:`Pairs` context. ``_features`` registers them all.
+``BUILTIN_PAIR`` takes the :class:`Pairs` context. They read only the pair table's text, so
+they live in the bottom layer: ``attribution._features`` registers them all and
+``sae._cards`` correlates latents with the response ones.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from functools import cached_property
 import numpy as np
 import pandas as pd
 
-from rmlens.attribution import _lexicons as lex
-from rmlens.attribution._text import EMOTIONS, Corpus, nrc_lexicon, syllables
+from rmlens.data import _lexicons as lex
+from rmlens.data._text import EMOTIONS, Corpus, nrc_lexicon, syllables
 
 
 class Texts:

@@ -101,7 +101,13 @@ class AuditSentences:
     outcome: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def sentences(self) -> Iterator[Sentence]:
-        """Every sentence, in the order of the fields (the outcome's rows aside)."""
+        """Every sentence, in the order of the fields (the outcome's rows aside).
+
+        Returns
+        -------
+        iterator of Sentence
+            The warnings' messages, then each sentence the summary has.
+        """
         for part in fields(self):
             value = getattr(self, part.name)
             if isinstance(value, Sentence):
@@ -135,11 +141,7 @@ def audit_sentences(
     reliability = summary.get("reliability")
     reliability = reliability if isinstance(reliability, dict) else {}
     return AuditSentences(
-        warnings=tuple(
-            (str(w.get("code", "")) if isinstance(w, dict) else "",
-             _said(w.get("message", w) if isinstance(w, dict) else w))
-            for w in summary.get("warnings") or []
-        ),  # fmt: skip
+        warnings=tuple(_warning(w) for w in summary.get("warnings") or []),
         shortcut=_shortcut(summary.get("shortcut")),
         regime=_regime(validation, counts),
         membership=_said(validation["membership"]) if validation.get("membership") else None,
@@ -152,6 +154,13 @@ def audit_sentences(
         duplicates=_duplicates(summary.get("duplicates")),
         outcome=_outcome(summary),
     )
+
+
+def _warning(warning: Any) -> tuple[str, Sentence]:
+    """A summary.json warning's code ('' for a bare message) and message."""
+    if isinstance(warning, dict):
+        return str(warning.get("code", "")), _said(warning.get("message", warning))
+    return "", _said(warning)
 
 
 def _shortcut(found: dict | None) -> Sentence | None:

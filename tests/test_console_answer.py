@@ -165,7 +165,7 @@ def memorized(tiny_encoder_dir, tmp_path_factory):
 def test_memorize_names_the_strongest_single_shortcut(memorized):
     _, result = memorized
     text = flat(result.stdout)
-    found = re.search(r"held-out accuracy rests on chosen_model: TG (\d\.\d\d) for human "
+    found = re.search(r"Held-out accuracy rests on chosen_model: TG (\d\.\d\d) for human "
                       r"\(84 pairs\) vs (\d\.\d\d) for bart \(36 pairs\); chosen_model alone "
                       r"explains (\d+)% of TG's variance across pairs", text)  # fmt: skip
     assert found, result.stdout

@@ -162,7 +162,7 @@ def test_memorize_tables_keep_mean_and_std_on_a_line():
              "category": "not_learned", "conflict": True} for i in range(3)]
     for width in (80, 50):  # at 50 the row names wrap, the figures do not
         con = console(width)
-        con.print(quality_table(quality, {}))
+        con.print(quality_table(quality))
         con.print(reliability_table(reliability))
         con.print(pair_rows_table("Largest CM", rows, category=True, conflict=True))
         text = shown(con, width)

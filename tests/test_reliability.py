@@ -381,7 +381,10 @@ def test_paired_runs_are_split_themselves():
 
 
 def test_the_reliability_caption_follows_its_numbers():
-    from rmlens.report._sections._quality import _reliability_caption
+    from rmlens.memorization import audit_sentences
+
+    def _reliability_caption(reliability: dict) -> str:
+        return str(audit_sentences({"reliability": reliability}).reliability)
 
     high = {s: {"spearman_brown": 0.99} for s in ("tm", "tg", "cm")}
     assert "the rankings are reliable" in _reliability_caption(high)

@@ -89,76 +89,81 @@ def run_audit(
 
 
 def print_summary(out: Path) -> None:
-    """The end-of-audit summary on stdout: the RMs' quality first, the warnings' names (their
+    """The end-of-audit summary on stdout: the RMs' quality first, the audit's sentences (those
+    of the report, :func:`rmlens.memorization.audit_sentences`), the warnings' codes (their
     text went to stderr), category counts and rules, CM's significance, the most memorized
-    pairs."""
+    pairs; last, where the results are."""
     import json
 
-    from rich.table import Table
-
     from rmlens.cli._talk import Console
+    from rmlens.memorization import audit_sentences, plan_validation
 
     summary = json.loads((out / "summary.json").read_text())
     config = json.loads((out / "config.json").read_text())
+    plan = None
+    if (out / "plan.parquet").is_file():
+        import pandas as pd
+
+        plan = pd.read_parquet(out / "plan.parquet")
+    said = audit_sentences(summary, plan_validation(plan))
     console = Console()
-    quality = summary.get("rm_quality")
-    if quality:
-        plan = None
-        if (out / "plan.parquet").is_file():
-            import pandas as pd
+    if summary.get("rm_quality"):
+        console.print(quality_table(summary["rm_quality"]))
+    say(console, said.regime, said.membership, said.shortcut, said.estimator, said.mode,
+        said.checkpoint)  # fmt: skip
+    if "dedupe" in said.outcome:
+        how = summary["dedupe"]["how"]
+        console.print(f"Dedupe (`dedupe` {how}): {said.outcome['dedupe'][1]}", markup=False)
+    say(console, said.exactness, said.damping)
+    print_reliability(console, summary, said, (config.get("audit") or {}).get("max_runs"))
+    if said.warnings:
+        codes = ", ".join(code for code, _ in said.warnings)
+        console.print(f"{len(said.warnings)} warning(s) on stderr and in summary.json: {codes}",
+                      markup=False)  # fmt: skip
+    console.print(counts_table(summary, config["group_note"]))
+    label, scores = said.outcome["mean"]
+    console.print(f"{label}: {scores}", markup=False)
+    say(console, said.significant)
+    if summary["dropped_truncation"]["count"]:
+        console.print(": ".join(said.outcome["dropped_truncation"]), markup=False)
+    print_most_memorized(console, summary)
+    files = ["memorization.parquet", "memorization_map.png", "summary.json"]
+    files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
+    console.print(f"results in {out}/ ({', '.join(files)})")
 
-            plan = pd.read_parquet(out / "plan.parquet")
-        console.print(quality_table(quality, summary.get("validation") or {}, plan=plan))
-    from rmlens.memorization import shortcut_sentence
 
-    shortcut = shortcut_sentence(summary.get("shortcut"))
-    if shortcut:
-        console.print(shortcut, markup=False)
-    if summary.get("estimator_note"):
-        console.print(f"Estimator: {summary['estimator_note']}", markup=False)
-    if summary.get("mode_note"):
-        console.print(f"Mode: {summary['mode_note']}.", markup=False)
-    if (summary.get("checkpoint") or {}).get("damping") is not None:
-        from rmlens.memorization import checkpoint_sentence
+def say(console, *sentences) -> None:
+    """Print each of the audit's sentences that it has (None: not this audit's), as written."""
+    for sentence in sentences:
+        if sentence is not None:
+            console.print(str(sentence), markup=False)
 
-        console.print(f"{checkpoint_sentence(summary['checkpoint'])}.", markup=False)
-    dedupe = summary.get("dedupe") or {}
-    if dedupe.get("how", "none") != "none":
-        console.print(f"Dedupe (`dedupe` {dedupe['how']}): {dedupe['note']}", markup=False)
-    exact = summary.get("exactness")
-    if exact:
-        console.print(
-            f"Exactness against {exact['groups']} refitted groups: |p_cf - p_refit| median "
-            f"{exact['median_abs_error']:.2g}, max {exact['max_abs_error']:.2g} (true effects: "
-            f"median {exact['median_abs_effect']:.3f}); effect Spearman "
-            f"{exact['effect_spearman']:.4f}",
-            markup=False,
-        )
-    if summary.get("damping"):
-        from rmlens.memorization import damping_sentence
 
-        console.print(damping_sentence(summary["damping"]), markup=False)
+def print_reliability(console, summary: dict, said, max_runs: int | None) -> None:
+    """CM's split-half reliability: its reason alone below 2 runs, else the table; then how
+    a target reliability stands, or the flags that would reach 0.8."""
     reliability = summary.get("reliability")
     if reliability and (reliability.get("n_runs") or 0) < 2:
-        console.print(f"Reliability: {reliability.get('reason', 'fewer than 2 runs')}",
-                      markup=False)  # fmt: skip
+        reason = "; ".join(map(str, said.reliability_notes)) or "fewer than 2 runs"
+        console.print(f"Reliability: {reason}", markup=False)
     elif reliability:
         console.print(reliability_table(reliability))
-    target = summary.get("target_reliability")
-    if target:
-        console.print(f"Run until reliable: {target['message']}", markup=False)
+    if "target_reliability" in said.outcome:
+        console.print(f"Run until reliable: {said.outcome['target_reliability'][1]}",
+                      markup=False)  # fmt: skip
     elif reliability:
-        more = more_runs_line(reliability, (config.get("audit") or {}).get("max_runs"))
+        more = more_runs_line(reliability, max_runs)
         if more:
             console.print(more, markup=False)
-    warnings = summary.get("warnings", [])
-    if warnings:
-        codes = ", ".join(w["code"] for w in warnings)
-        console.print(f"{len(warnings)} warning(s) on stderr and in summary.json: {codes}")
-    t = summary["thresholds"]
+
+
+def counts_table(summary: dict, group_note: str):
+    """The pairs in each category, with the rule that puts them there."""
+    from rich.table import Table
+
     counts = Table(
         title=f"Memorization audit: {summary['n_pairs']} pairs, "
-        f"{summary['n_runs_finished']} runs, {config['group_note']}"
+        f"{summary['n_runs_finished']} runs, {group_note}"
     )
     counts.add_column("category (first rule that holds)")
     counts.add_column("pairs", justify="right")
@@ -166,25 +171,7 @@ def print_summary(out: Path) -> None:
     rules = summary.get("category_rules") or {}
     for name in summary.get("category_order") or summary["counts"]:
         counts.add_row(name, str(summary["counts"].get(name, 0)), rules.get(name, ""))
-    console.print(counts)
-    mean = summary["mean"]
-    console.print(f"mean TM {mean['tm']:.3f}  TG {mean['tg']:.3f}  CM {mean['cm']:.3f}")
-    significant = summary.get("cm_significant")
-    if significant:
-        console.print(
-            f"CM significantly above 0 (95% interval's lower bound > 0): "
-            f"{significant['count']} pairs ({significant['memorized']} of them memorized); "
-            f"memorized means CM >= {t['cm_memorized']}"
-        )
-        if significant.get("note"):
-            console.print(f"Note: {significant['note']}.", markup=False)
-    dropped = summary["dropped_truncation"]["count"]
-    if dropped:
-        console.print(f"{dropped} pairs dropped: chosen == rejected after truncation")
-    print_most_memorized(console, summary)
-    files = ["memorization.parquet", "memorization_map.png", "summary.json"]
-    files += [name for name in ("attribution.parquet", "report.html") if (out / name).exists()]
-    console.print(f"results in {out}/ ({', '.join(files)})")
+    return counts
 
 
 SHOWN = 5  # pairs in the console's most memorized table (summary.json lists more)
@@ -209,7 +196,7 @@ def print_most_memorized(console, summary: dict) -> None:
     """The most memorized pairs (category memorized, highest CM first), with whether another
     group judged them the other way; then the largest CM among the other pairs, labelled as
     such; then the duplicates and conflicts across groups."""
-    from rmlens.memorization import memorized_note
+    from rmlens.memorization import audit_sentences, memorized_note
 
     rows = summary["most_memorized"][:SHOWN]
     n_memorized = (summary.get("counts") or {}).get("memorized", len(rows))
@@ -227,13 +214,8 @@ def print_most_memorized(console, summary: dict) -> None:
     if rest:
         console.print(pair_rows_table("Largest CM among pairs not categorized memorized",
                                       rest[:3], category=True, conflict=show))  # fmt: skip
-    if show and conflicts["memorized"]:
-        console.print(
-            f"{conflicts['count']} of {conflicts['memorized']} memorized pairs "
-            f"({conflicts['share']:.0%}) were judged the other way by another group (conflict)"
-            + (": memorized because the groups disagree" if conflicts["count"] else ""),
-            markup=False,
-        )
+    said = audit_sentences(summary)
+    say(console, said.conflicts)
     dup = summary.get("duplicates") or {}
     if dup.get("pairs_repeated_across_groups") or dup.get("conflicts_across_groups"):
         console.print(
@@ -243,6 +225,7 @@ def print_most_memorized(console, summary: dict) -> None:
             "several groups",
             markup=False,
         )
+    say(console, said.duplicates)
 
 
 def pair_rows_table(title: str, rows: list[dict], *, category: bool, conflict: bool):
@@ -274,6 +257,7 @@ def reliability_table(reliability: dict):
     from rich.table import Table
 
     from rmlens.cli._talk import keep_whole
+    from rmlens.memorization import audit_sentences
 
     n = reliability.get("n_splits", 0)
     table = Table(
@@ -296,34 +280,20 @@ def reliability_table(reliability: dict):
             str(need) if need else "-",
         )
     keep_whole(table, "split-half", "Spearman-Brown")  # "mean +- std" on one line
-    notes = [reliability[k] for k in ("reason", "note") if reliability.get(k)]
-    if notes:
-        table.caption = "; ".join(notes)
+    said = audit_sentences({"reliability": reliability})
+    caption = [str(s) for s in (said.reliability, *said.reliability_notes) if s]
+    if caption:  # what the figures say, then why (the report's caption and notes)
+        table.caption = "; ".join(caption)
     return table
 
 
-def quality_table(quality: dict, validation: dict, *, plan=None):
-    """The RMs' accuracy and log-loss on the pairs they trained on and those they did not;
-    the validation groups counted from ``plan`` (plan.parquet) when given."""
+def quality_table(quality: dict):
+    """The RMs' accuracy and log-loss on the pairs they trained on and those they did not (how
+    the runs were regularized or stopped is the audit's ``regime`` sentence)."""
     from rich.table import Table
 
-    from rmlens.memorization import plan_validation, validation_words
-
-    n_runs = len(quality.get("runs", []))
-    stop = ""
-    lam = validation.get("l2")
-    share = validation.get("pairs_words") or validation_words(
-        validation.get("fraction") or 0.0, plan_validation(plan))  # fmt: skip
-    if validation.get("used") and lam:
-        stop = (f"; lambda chosen on validation pairs from {share}: {lam['min']:g} to "
-                f"{lam['max']:g}")  # fmt: skip
-    elif validation.get("used"):
-        best = validation.get("best_epoch") or {}
-        stop = (
-            f"; early stopping on validation pairs from {share}"
-            + (f" (best epoch {best['min']} to {best['max']})" if best else "")
-        )
-    table = Table(title=f"Reward models: {n_runs} runs, mean +- std over runs{stop}")
+    table = Table(title=f"Reward models: {len(quality.get('runs', []))} runs, mean +- std over "
+                  "runs")  # fmt: skip
     table.add_column("pairs")
     table.add_column("accuracy", justify="right")
     table.add_column("log-loss", justify="right")

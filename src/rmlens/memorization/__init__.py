@@ -14,6 +14,7 @@ __all__, __getattr__, __dir__ = attach(
         "_quality": ["shortcut_sentence", "strongest_shortcut"],
         "_regime": ["plan_validation", "validation_words"],
         "_runner": ["audit"],
+        "_sentences": ["AuditSentences", "Sentence", "audit_sentences"],
         "_summary": ["categorize", "memorized_note", "summarize_audit"],
     },
 )

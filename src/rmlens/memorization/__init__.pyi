@@ -15,6 +15,9 @@ from ._quality import strongest_shortcut as strongest_shortcut
 from ._regime import plan_validation as plan_validation
 from ._regime import validation_words as validation_words
 from ._runner import audit as audit
+from ._sentences import AuditSentences as AuditSentences
+from ._sentences import Sentence as Sentence
+from ._sentences import audit_sentences as audit_sentences
 from ._summary import categorize as categorize
 from ._summary import memorized_note as memorized_note
 from ._summary import summarize_audit as summarize_audit

@@ -7,12 +7,16 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
-from rmlens._io import jsonable as clean  # JSON-ready values: one sanitizer for the package
+from rmlens._display import ROUNDING_NOISE, fmt, snippet  # noqa: F401 (imported from here too)
+from rmlens._io import jsonable as clean  # noqa: F401 (JSON-ready values: one sanitizer)
+
+if TYPE_CHECKING:
+    from rmlens.memorization._sentences import Sentence
 
 _JSON_ESCAPES = {
     "<": "\\u003c",
@@ -51,44 +55,6 @@ def num_list(values: Iterable[Any], digits: int = 4) -> list[float | None]:
     arr = pd.to_numeric(pd.Series(list(values), dtype=object), errors="coerce").to_numpy(float)
     arr = np.round(arr, digits)
     return [float(v) if math.isfinite(v) else None for v in arr]
-
-
-ROUNDING_NOISE = 1e-12  # below this a float is the rounding of equal values (a std of copies)
-
-
-def fmt(value: Any, digits: int = 3) -> str:
-    """Short display form of a table cell or a number in a sentence: the report's one number
-    format. Integers with thousands separators; floats to ``digits`` decimals, those too small
-    to show that way (0 < |x| < 10^-digits) to two significant digits (``9.6e-07``) unless
-    they are rounding noise (under ``ROUNDING_NOISE``: 0), large
-    ones (|x| >= 10^5) as whole numbers; booleans as yes/no; missing values as an en dash."""
-    if value is None or value is pd.NA:
-        return "\u2013"
-    if isinstance(value, (bool, np.bool_)):
-        return "yes" if value else "no"
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    if isinstance(value, (float, np.floating)):
-        if not math.isfinite(value):
-            return "\u2013"
-        if abs(value) >= 1e15:
-            return f"{value:.3g}"
-        if abs(value) >= 1e5:
-            return f"{value:,.0f}"
-        if abs(value) < ROUNDING_NOISE:  # a difference of equal floats: 0, as written
-            value = 0.0
-        if value != 0 and abs(value) < 10 ** (-digits):
-            return f"{value:.2g}"
-        return f"{value:.{digits}f}"
-    if isinstance(value, (list, tuple, np.ndarray, Mapping)):
-        return snippet(json.dumps(clean(value), ensure_ascii=False, default=str), 300)
-    return str(value)
-
-
-def snippet(text: Any, limit: int) -> str:
-    """First ``limit`` characters of ``text`` on one line, with an ellipsis when cut."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
 
 
 # columns that hold counts: shown as integers when every value is whole, even when a missing
@@ -214,8 +180,19 @@ def interval_text(row: Mapping[str, Any] | None, name: str) -> str:
                              else "")  # fmt: skip
 
 
+def words(said: Sentence) -> str:
+    """A summary sentence as HTML: its fixed words as written, its values through
+    :func:`prose` (escaped, parameter names as code)."""
+    return said.words.format(**{name: prose(value) for name, value in said.values.items()})
+
+
 def warning_box(message: str) -> str:
     return f'<p class="warning">{prose(message)}</p>'
+
+
+def note(said: Sentence, kind: str = "note") -> str:
+    """A summary sentence as a paragraph of class ``kind`` ("note", "warning")."""
+    return f'<p class="{kind}">{words(said)}</p>'
 
 
 def figure_div(div_id: str, height: int) -> str:

@@ -7,9 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.memorization import shortcut_sentence
-from rmlens.memorization._checkpoint import checkpoint_sentence
-from rmlens.memorization._damping import damping_sentence
 from rmlens.memorization._quality import (
     CHANCE,
     NEAR_CHANCE,
@@ -17,11 +14,11 @@ from rmlens.memorization._quality import (
     WEAK_MARGIN,
     WEAK_NOT_LEARNED,
 )
-from rmlens.memorization._regime import plan_validation, validation_words
-from rmlens.memorization._reliability import WARN_BELOW
+from rmlens.memorization._regime import plan_validation
+from rmlens.memorization._sentences import AuditSentences, audit_sentences
 from rmlens.rewards.objectives import REGISTRY, Objective
 
-from .._html import esc, fmt, prose, table, warning_box
+from .._html import esc, fmt, note, table
 from ._base import Section
 
 _SPLIT_NAMES = {
@@ -62,13 +59,10 @@ def quality_section(
     warnings = summary.get("warnings") or []
     if not isinstance(quality, dict) and not warnings:
         return None
-    body = "".join(
-        warning_box(str(w.get("message", w)) if isinstance(w, dict) else str(w))
-        for w in warnings
-    )
-    shortcut = shortcut_sentence(summary.get("shortcut"))
-    if shortcut:  # what held-out accuracy rests on, beside what it is
-        body += warning_box(shortcut[0].upper() + shortcut[1:])
+    said = audit_sentences(summary, plan_validation(plan))
+    body = "".join(note(message, "warning") for _, message in said.warnings)
+    if said.shortcut:  # what held-out accuracy rests on, beside what it is
+        body += note(said.shortcut, "warning")
     body += (
         '<p class="note">How well the audited reward models fit the pairs they trained on '
         "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
@@ -77,12 +71,11 @@ def quality_section(
     )
     if isinstance(quality, dict):
         body += _quality_table(quality)
-    body += _estimator_block(summary)
+    body += "".join(note(s) for s in (said.estimator, said.mode, said.checkpoint, said.exactness,
+                                       said.damping) if s)  # fmt: skip
     body += _objective_block(summary.get("objective"))
-    body += _reliability_block(summary.get("reliability"))
-    validation = summary.get("validation")
-    if isinstance(validation, dict):
-        body += _regime_block(validation, plan_validation(plan))
+    body += _reliability_block(summary.get("reliability"), said)
+    body += "".join(note(s) for s in (said.regime, said.membership) if s)
     body += _intervals_block(summary.get("intervals"))
     return Section("quality", "Reward models", body)
 
@@ -173,42 +166,6 @@ def _weak_sentence(held: float, weak: dict[str, Any]) -> str:
             f"to unseen pairs{mostly} and CM what it fits beyond that.")  # fmt: skip
 
 
-def _regime_block(
-    validation: dict[str, Any], counts: list[tuple[int, int]] | None = None
-) -> str:
-    """How each run was regularized or stopped, from summary.json ``validation``; the
-    validation groups per run counted from the plan (``counts``) when known."""
-    html = ""
-    lam = validation.get("l2")
-    share = validation.get("fraction")
-    share = float(share) if isinstance(share, (int, float)) else 0.0
-    groups = validation.get("pairs_words") or validation_words(share, counts)
-    if isinstance(lam, dict):
-        html += (
-            '<p class="note">Training regime: the logistic head (linear Bradley-Terry '
-            "with an L2 penalty) solved to its optimum per run; lambda chosen per run on "
-            f"validation pairs from {esc(groups)}: from {esc(_number(lam.get('min')))} to "
-            f"{esc(_number(lam.get('max')))} (median {esc(_number(lam.get('median')))})."
-            "</p>"
-        )
-    elif validation.get("used"):
-        best = validation.get("best_epoch") or {}
-        epochs = (
-            f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
-            f"(median {fmt(best.get('median'), 0)})."
-            if best
-            else ""
-        )
-        html += (
-            f'<p class="note">Training regime: early stopping with patience '
-            f"{esc(fmt(validation.get('patience')))} on validation pairs from {esc(groups)}; "
-            f"the best epoch's weights are kept.{esc(epochs)}</p>"
-        )
-    if validation.get("membership"):
-        html += f'<p class="note">{prose(validation["membership"])}</p>'
-    return html
-
-
 def _intervals_block(intervals: Any) -> str:
     """Which intervals summary.json gives, and why some of them are NaN."""
     if not (isinstance(intervals, dict) and isinstance(intervals.get("nan"), dict)):
@@ -222,39 +179,6 @@ def _intervals_block(intervals: Any) -> str:
         f"NaN for {esc(fmt(nan.get('cm')))} pairs' CM ({esc(fmt(nan.get('tm')))} TM, "
         f"{esc(fmt(nan.get('tg')))} TG): {esc(str(intervals.get('why_nan', '')))}.</p>"
     )
-
-
-def _number(value: Any) -> str:
-    """A penalty such as 300 or 0.3 as written, without padded decimals."""
-    return f"{value:g}" if isinstance(value, (int, float)) else fmt(value)
-
-
-def _estimator_block(summary: dict[str, Any]) -> str:
-    """Which estimator made TM, TG and CM, why, and how exact its counterfactuals are."""
-    name = summary.get("estimator")
-    if not name:
-        return ""
-    html = f'<p class="note">Estimator: {prose(str(summary.get("estimator_note") or name))}.</p>'
-    if summary.get("mode_note"):
-        html += f'<p class="note">Mode: {prose(str(summary["mode_note"]))}.</p>'
-    checkpoint = summary.get("checkpoint")
-    if isinstance(checkpoint, dict) and checkpoint.get("damping") is not None:
-        html += f'<p class="note">{prose(checkpoint_sentence(checkpoint))}.</p>'
-    exact = summary.get("exactness")
-    if isinstance(exact, dict):
-        html += (
-            '<p class="note">Exactness of the paired counterfactuals against exact refits of '
-            f"{esc(fmt(exact.get('groups')))} groups ({esc(fmt(exact.get('pairs')))} pairs): "
-            f"|p_cf − p_refit| median {esc(fmt(exact.get('median_abs_error'), 5))}, 90th "
-            f"percentile {esc(fmt(exact.get('p90_abs_error'), 5))}, max "
-            f"{esc(fmt(exact.get('max_abs_error'), 5))}, against true effects of median "
-            f"{esc(fmt(exact.get('median_abs_effect'), 4))}; Spearman of the effects "
-            f"{esc(fmt(exact.get('effect_spearman'), 4))}.</p>"
-        )
-    damping = summary.get("damping")
-    if isinstance(damping, dict) and "damping" in damping:
-        html += f'<p class="note">{prose(damping_sentence(damping))}.</p>'
-    return html
 
 
 def _objective_block(record: Any) -> str:
@@ -291,23 +215,9 @@ def _objective_block(record: Any) -> str:
     return f'<p class="note">{"; ".join(parts)}.</p>'
 
 
-def _reliability_caption(reliability: dict) -> str:
-    """The table's caption, following its numbers: which scores are below ``WARN_BELOW``."""
-    low = [s.upper() for s in ("tm", "tg", "cm")
-           if isinstance(reliability.get(s), dict)
-           and (reliability[s].get("spearman_brown") or 1.0) < WARN_BELOW]  # fmt: skip
-    if low:
-        return (f"{', '.join(low)} below {WARN_BELOW} (Spearman-Brown): that ranking is not "
-                "yet reliable")  # fmt: skip
-    if "differ only in seeds" in str(reliability.get("note") or ""):  # _finish.SAME_PARTITION
-        return (f"every score at or above {WARN_BELOW} (Spearman-Brown), but between halves "
-                "that differ only in seeds: the figures measure seed noise, not how reliable "
-                "the rankings are under another draw of the plan")  # fmt: skip
-    return f"every score at or above {WARN_BELOW} (Spearman-Brown): the rankings are reliable"
-
-
-def _reliability_block(reliability: Any) -> str:
-    """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table."""
+def _reliability_block(reliability: Any, said: AuditSentences) -> str:
+    """Split-half reliability of TM, TG, CM (summary.json ``reliability``) as a table, with
+    what its figures say (``said.reliability``) as its caption, then its notes."""
     if not isinstance(reliability, dict):
         return ""
     units = ("the runs (each paired run scores every pair on both sides)"
@@ -338,8 +248,5 @@ def _reliability_block(reliability: Any) -> str:
             }
         )
     if rows:
-        html += table(pd.DataFrame(rows), caption=_reliability_caption(reliability))
-    for key in ("reason", "note"):
-        if reliability.get(key):
-            html += f'<p class="note">{prose(str(reliability[key]))}</p>'
-    return html
+        html += table(pd.DataFrame(rows), caption=str(said.reliability))
+    return html + "".join(note(s) for s in said.reliability_notes)

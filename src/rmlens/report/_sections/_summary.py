@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.rewards.objectives import REGISTRY, Objective
+from rmlens.memorization._sentences import AuditSentences, audit_sentences
 
-from .._html import card, esc, fmt, prose, readable_rows, snippet, table, warning_box
+from .._html import card, esc, fmt, note, readable_rows, table, warning_box
 from ._base import Section
 
 
@@ -101,10 +101,6 @@ _SHOWN_APART = (
     "pairs_lacking_runs", "dropped_truncation", "mean", "objective", "estimator",
     "target_reliability", "dedupe", "shortcut",
 )  # fmt: skip
-_ESTIMATORS = {
-    "paired": "paired (each run scores every pair with its group in and out)",
-    "brute": "brute force (in-runs against out-runs)",
-}
 
 
 def _summary_block(summary: dict[str, Any]) -> str:
@@ -132,100 +128,28 @@ def _summary_block(summary: dict[str, Any]) -> str:
         if isinstance(rules, dict):
             frame["rule (first that holds)"] = [rules.get(str(k), "") for k in counts]
         html += table(frame)
-    significant = summary.get("cm_significant")
-    if isinstance(significant, dict) and "count" in significant:
-        level = (summary.get("intervals") or {}).get("level", 0.95)
-        level = f"{level:.0%}" if isinstance(level, (int, float)) else "95%"
-        html += (
-            f'<p class="note">CM significantly above 0 ({level} interval above 0): '
-            f"{esc(_count(significant['count']))}"
-            + (f" of {esc(_count(summary['n_pairs']))}" if "n_pairs" in summary else "")
-            + " pairs."
-            + (f" {prose(significant['note'][0].upper() + significant['note'][1:])}."
-               if significant.get("note") else "")
-            + "</p>"
-        )  # fmt: skip
-    rows = _outcome_rows(summary) + readable_rows(rest, "summary.json")
+    said = audit_sentences(summary)
+    if said.significant:
+        html += note(said.significant)
+    rows = [*said.outcome.values(), *_thresholds_rows(summary)]
+    rows += readable_rows(rest, "summary.json")
     if rows:
         html += table(pd.DataFrame(rows, columns=["outcome", "value"]), classes="kv")
-    html += _duplicates_block(summary.get("duplicates"), summary.get("memorized_conflicts"))
+    html += _duplicates_block(summary.get("duplicates"), said)
     return html
 
 
-def _count(value: Any) -> str:
-    """A count as an integer with thousands separators (an en dash when missing)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        return "\u2013"
-    return f"{int(value):,}" if float(value).is_integer() else fmt(value)
+def _thresholds_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """The thresholds as rows, for a summary.json older than its category rules."""
+    limits = summary.get("thresholds")
+    if isinstance(summary.get("category_rules"), dict) or not isinstance(limits, dict):
+        return []
+    return readable_rows({"thresholds": limits}, "summary.json")
 
 
-def _outcome_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    """The audit's outcome in labelled rows: runs, pairs, pairs without runs, pairs dropped,
-    mean scores, objective, estimator, target reliability."""
-    rows: list[tuple[str, str]] = []
-    done, planned = summary.get("n_runs_finished"), summary.get("n_runs_planned")
-    if done is not None or planned is not None:
-        text = f"{_count(done)} of {_count(planned)}"
-        failed = [f for f in summary.get("failed_runs") or [] if isinstance(f, dict)]
-        if failed:
-            listed = "; ".join(f"run {f.get('run')}: {snippet(f.get('error', ''), 120)}"
-                               for f in failed[:10])  # fmt: skip
-            more = f"; and {len(failed) - 10} more" if len(failed) > 10 else ""
-            text += f" ({len(failed)} failed: {listed}{more})"
-        rows.append(("runs finished", text))
-    if "n_pairs" in summary:
-        rows.append(("pairs", _count(summary["n_pairs"])))
-    lacking = summary.get("pairs_lacking_runs")
-    if isinstance(lacking, dict) and "count" in lacking:
-        text = _count(lacking["count"])
-        if lacking["count"]:
-            text += (
-                f" ({_count(lacking.get('no_in_run'))} with no in-run, "
-                f"{_count(lacking.get('no_out_run'))} with no out-run: no TM, TG or CM)"
-            )
-        rows.append(("pairs lacking an in- or out-run", text))  # fmt: skip
-    dropped = summary.get("dropped_truncation")
-    if isinstance(dropped, dict) and "count" in dropped:
-        text = _count(dropped["count"])
-        if dropped["count"]:
-            text += (" (chosen and rejected the same tokens as the model reads them: cut "
-                     "to the length, or different only where the tokenizer does not look; "
-                     "not audited)")  # fmt: skip
-        rows.append(("pairs dropped as the same tokens", text))
-    mean = summary.get("mean")
-    if isinstance(mean, dict) and mean:
-        rows.append(("mean TM / TG / CM",
-                     " / ".join(fmt(mean.get(k)) for k in ("tm", "tg", "cm"))))  # fmt: skip
-    objective = summary.get("objective")
-    if isinstance(objective, dict) and objective.get("objective") is not None:
-        name = objective["objective"]
-        name = ", ".join(map(str, name)) if isinstance(name, list) else str(name)
-        idle = objective.get("runs_inactive") or []
-        n_runs = objective.get("n_runs")
-        if idle:
-            name += f" (its mechanism inactive in {len(idle)} of {_count(n_runs)} runs)"
-        elif not REGISTRY.get(name, Objective).plain:
-            name += " (its mechanism acted in every run)"
-        rows.append(("objective", name))
-    dedupe = summary.get("dedupe")
-    if isinstance(dedupe, dict) and dedupe.get("how", "none") != "none":
-        rows.append((f"dedupe ({dedupe['how']})", str(dedupe.get("note", ""))))
-    if summary.get("estimator"):
-        estimator = str(summary["estimator"])
-        rows.append(("estimator", _ESTIMATORS.get(estimator, estimator)))
-    target = summary.get("target_reliability")
-    if isinstance(target, dict) and target.get("message"):
-        rows.append(("target reliability", str(target["message"])))
-    if not isinstance(summary.get("category_rules"), dict):
-        limits = summary.get("thresholds")
-        if isinstance(limits, dict):
-            rows.extend(readable_rows({"thresholds": limits}, "summary.json"))
-    return rows
-
-
-def _duplicates_block(dup: Any, conflicts: Any) -> str:
+def _duplicates_block(dup: Any, said: AuditSentences) -> str:
     """Repeated texts and pairs, and conflicting pairs, across the audit's groups, as a
-    readable table; how many memorized pairs are conflicts."""
+    readable table; what repeats do to TG and how many memorized pairs are conflicts."""
     if not isinstance(dup, dict) or "texts" not in dup:
         return ""
     texts, n = dup["texts"], dup["unique_pairs"] + dup["repeated_pairs"]
@@ -245,19 +169,7 @@ def _duplicates_block(dup: Any, conflicts: Any) -> str:
         f"<h3>Duplicates and conflicts across groups ({esc(dup['group_by'])}, "
         f"{esc(fmt(dup['groups']))} groups)</h3>" + table(frame)
     )
-    if dup["pairs_repeated_across_groups"]:
-        html += (
-            '<p class="note">A held-out pair may have been seen through another group\'s copy: '
-            "TG is optimistic for the repeated pairs.</p>"
-        )
-    if isinstance(conflicts, dict) and conflicts.get("count"):
-        html += (
-            f'<p class="note">{esc(fmt(conflicts["count"]))} of '
-            f"{esc(fmt(conflicts['memorized']))} memorized pairs ({conflicts['share']:.0%}) "
-            "were judged the other way by another group: memorized because the groups "
-            "disagree.</p>"
-        )
-    return html
+    return html + "".join(note(s) for s in (said.duplicates, said.conflicts) if s)
 
 
 def _breakdown(mem: pd.DataFrame, column: str) -> str:

@@ -1,0 +1,372 @@
+"""The audit summary's sentences: what summary.json says, in the one wording that the console
+(``rmlens memorize``) and the report (its Reward models and Dataset summary sections) print.
+
+A :class:`Sentence` keeps the library's fixed words apart from the data filled into them, so
+the report escapes the data and nothing else; :func:`audit_sentences` makes every sentence
+of one summary, and each renderer places them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from rmlens._display import fmt, snippet
+from rmlens.memorization._checkpoint import checkpoint_sentence
+from rmlens.memorization._damping import damping_sentence
+from rmlens.memorization._quality import shortcut_sentence
+from rmlens.memorization._regime import validation_words
+from rmlens.memorization._reliability import WARN_BELOW
+from rmlens.rewards.objectives import REGISTRY, Objective
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence: fixed words with the data filled in.
+
+    Parameters
+    ----------
+    words : str
+        A :meth:`str.format` template of the library's own words (HTML-safe: no ``<``,
+        ``>`` or ``&``), with a ``{name}`` for each value.
+    values : mapping of str to str, default={}
+        The data, as text; a renderer to HTML escapes these and only these.
+
+    Examples
+    --------
+    >>> str(Sentence("Mode: {note}.", {"note": "frozen audit"}))
+    'Mode: frozen audit.'
+    """
+
+    words: str
+    values: Mapping[str, str] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.words.format(**self.values)
+
+
+def _said(text: Any) -> Sentence:
+    """A sentence that is all data (a note or message summary.json holds as it is)."""
+    return Sentence("{text}", {"text": str(text)})
+
+
+@dataclass(frozen=True)
+class AuditSentences:
+    """Every sentence of one audit's summary.json, each None (or empty) when it has none.
+
+    Parameters
+    ----------
+    warnings : tuple of (str, Sentence)
+        Each warning's code and message (the console names the codes: the messages went
+        to stderr).
+    shortcut : Sentence or None
+        The one column held-out accuracy rests on.
+    regime : Sentence or None
+        How each run was regularized or stopped on its validation pairs.
+    membership : Sentence or None
+        summary.json's ``validation`` ``membership`` note.
+    estimator, mode, checkpoint, exactness, damping : Sentence or None
+        Which estimator made TM, TG and CM; the mode's note; a one-checkpoint audit's
+        damping; the paired counterfactuals against exact refits; the paired damping.
+    reliability : Sentence or None
+        What the split-half reliability figures say (the reliability table's caption).
+    reliability_notes : tuple of Sentence
+        ``reliability``'s ``reason`` and ``note``.
+    significant : Sentence or None
+        How many pairs have CM significantly above 0.
+    conflicts : Sentence or None
+        How many memorized pairs another group judged the other way, when any did.
+    duplicates : Sentence or None
+        What pairs repeated across groups do to TG.
+    outcome : dict of str to (str, str)
+        The outcome's labelled rows by summary.json entry: ``n_runs_finished``,
+        ``n_pairs``, ``pairs_lacking_runs``, ``dropped_truncation``, ``mean``,
+        ``objective``, ``dedupe``, ``estimator``, ``target_reliability``.
+    """
+
+    warnings: tuple[tuple[str, Sentence], ...] = ()
+    shortcut: Sentence | None = None
+    regime: Sentence | None = None
+    membership: Sentence | None = None
+    estimator: Sentence | None = None
+    mode: Sentence | None = None
+    checkpoint: Sentence | None = None
+    exactness: Sentence | None = None
+    damping: Sentence | None = None
+    reliability: Sentence | None = None
+    reliability_notes: tuple[Sentence, ...] = ()
+    significant: Sentence | None = None
+    conflicts: Sentence | None = None
+    duplicates: Sentence | None = None
+    outcome: dict[str, tuple[str, str]] = field(default_factory=dict)
+
+    def sentences(self) -> Iterator[Sentence]:
+        """Every sentence, in the order of the fields (the outcome's rows aside).
+
+        Returns
+        -------
+        iterator of Sentence
+            The warnings' messages, then each sentence the summary has.
+        """
+        for part in fields(self):
+            value = getattr(self, part.name)
+            if isinstance(value, Sentence):
+                yield value
+            elif part.name == "warnings":
+                yield from (message for _, message in value)
+            elif isinstance(value, tuple):
+                yield from value
+
+
+def audit_sentences(
+    summary: dict[str, Any], counts: Sequence[tuple[int, int]] | None = None
+) -> AuditSentences:
+    """The sentences of an audit's summary.json, for the console and the report alike.
+
+    Parameters
+    ----------
+    summary : dict
+        summary.json, as read.
+    counts : sequence of (int, int), optional
+        Per run, its validation groups and its training groups, from
+        :func:`plan_validation` of the audit's plan.parquet; without them the validation
+        groups are given as a share.
+
+    Returns
+    -------
+    AuditSentences
+    """
+    validation = summary.get("validation")
+    validation = validation if isinstance(validation, dict) else {}
+    reliability = summary.get("reliability")
+    reliability = reliability if isinstance(reliability, dict) else {}
+    return AuditSentences(
+        warnings=tuple(_warning(w) for w in summary.get("warnings") or []),
+        shortcut=_shortcut(summary.get("shortcut")),
+        regime=_regime(validation, counts),
+        membership=_said(validation["membership"]) if validation.get("membership") else None,
+        **_estimator(summary),
+        reliability=_reliability_verdict(reliability),
+        reliability_notes=tuple(_said(reliability[k]) for k in ("reason", "note")
+                                if reliability.get(k)),  # fmt: skip
+        significant=_significant(summary),
+        conflicts=_conflicts(summary.get("memorized_conflicts")),
+        duplicates=_duplicates(summary.get("duplicates")),
+        outcome=_outcome(summary),
+    )
+
+
+def _warning(warning: Any) -> tuple[str, Sentence]:
+    """A summary.json warning's code ('' for a bare message) and message."""
+    if isinstance(warning, dict):
+        return str(warning.get("code", "")), _said(warning.get("message", warning))
+    return "", _said(warning)
+
+
+def _shortcut(found: dict | None) -> Sentence | None:
+    """The shortcut's sentence, capitalized: it opens a warning."""
+    text = shortcut_sentence(found)
+    return _said(text[0].upper() + text[1:]) if text else None
+
+
+def _number(value: Any) -> str:
+    """A penalty such as 300 or 0.3 as written, without padded decimals."""
+    return f"{value:g}" if isinstance(value, (int, float)) else fmt(value)
+
+
+def _regime(
+    validation: dict[str, Any], counts: Sequence[tuple[int, int]] | None
+) -> Sentence | None:
+    """How each run was regularized (the logistic head's lambda) or stopped (early stopping),
+    on validation pairs from which groups."""
+    lam = validation.get("l2")
+    share = validation.get("fraction")
+    share = float(share) if isinstance(share, (int, float)) else 0.0
+    groups = validation.get("pairs_words") or validation_words(share, counts)
+    if isinstance(lam, dict):
+        return Sentence(
+            "Training regime: the logistic head (linear Bradley-Terry with an L2 penalty) "
+            "solved to its optimum per run; lambda chosen per run on validation pairs from "
+            "{groups}: from {min} to {max} (median {median}).",
+            {"groups": str(groups), **{k: _number(lam.get(k)) for k in ("min", "max", "median")}},
+        )
+    if not validation.get("used"):
+        return None
+    best = validation.get("best_epoch") or {}
+    epochs = (f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
+              f"(median {fmt(best.get('median'), 0)})." if best else "")  # fmt: skip
+    return Sentence(
+        "Training regime: early stopping with patience {patience} on validation pairs from "
+        "{groups}; the best epoch's weights are kept.{epochs}",
+        {"patience": fmt(validation.get("patience")), "groups": str(groups), "epochs": epochs},
+    )
+
+
+def _estimator(summary: dict[str, Any]) -> dict[str, Sentence | None]:
+    """Which estimator made TM, TG and CM, the mode's note, a one-checkpoint audit's damping,
+    the exactness check and the paired damping (``estimator`` ... ``damping``)."""
+    name = summary.get("estimator")
+    if not name:
+        return {}
+    note = str(summary.get("estimator_note") or name)
+    said = {"estimator": Sentence("Estimator: {note}.", {"note": note})}
+    if summary.get("mode_note"):
+        said["mode"] = Sentence("Mode: {note}.", {"note": str(summary["mode_note"])})
+    checkpoint = summary.get("checkpoint")
+    if isinstance(checkpoint, dict) and checkpoint.get("damping") is not None:
+        said["checkpoint"] = Sentence("{text}.", {"text": checkpoint_sentence(checkpoint)})
+    exact = summary.get("exactness")
+    if isinstance(exact, dict):
+        said["exactness"] = Sentence(
+            "Exactness of the paired counterfactuals against exact refits of {groups} groups "
+            "({pairs} pairs): |p_cf \u2212 p_refit| median {median}, 90th percentile {p90}, "
+            "max {max}, against true effects of median {effect}; Spearman of the effects "
+            "{spearman}.",
+            {"groups": fmt(exact.get("groups")), "pairs": fmt(exact.get("pairs")),
+             "median": fmt(exact.get("median_abs_error"), 5),
+             "p90": fmt(exact.get("p90_abs_error"), 5), "max": fmt(exact.get("max_abs_error"), 5),
+             "effect": fmt(exact.get("median_abs_effect"), 4),
+             "spearman": fmt(exact.get("effect_spearman"), 4)},
+        )  # fmt: skip
+    damping = summary.get("damping")
+    if isinstance(damping, dict) and "damping" in damping:
+        said["damping"] = Sentence("{text}.", {"text": damping_sentence(damping)})
+    return said
+
+
+def _reliability_verdict(reliability: dict[str, Any]) -> Sentence | None:
+    """What the reliability figures say: which scores are below ``WARN_BELOW``, or that
+    the rankings are reliable (between halves that differ only in seeds: seed noise)."""
+    scores = [s for s in ("tm", "tg", "cm") if isinstance(reliability.get(s), dict)]
+    if not scores:
+        return None
+    low = [s.upper() for s in scores if (reliability[s].get("spearman_brown") or 1.0) < WARN_BELOW]
+    if low:
+        return Sentence("{low} below {limit} (Spearman-Brown): that ranking is not yet reliable",
+                        {"low": ", ".join(low), "limit": str(WARN_BELOW)})  # fmt: skip
+    if "differ only in seeds" in str(reliability.get("note") or ""):  # _finish.SAME_PARTITION
+        return Sentence("every score at or above {limit} (Spearman-Brown), but between halves "
+                        "that differ only in seeds: the figures measure seed noise, not how "
+                        "reliable the rankings are under another draw of the plan",
+                        {"limit": str(WARN_BELOW)})  # fmt: skip
+    return Sentence("every score at or above {limit} (Spearman-Brown): the rankings are reliable",
+                    {"limit": str(WARN_BELOW)})  # fmt: skip
+
+
+def _count(value: Any) -> str:
+    """A count as an integer with thousands separators (an en dash when missing)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return "\u2013"
+    return f"{int(value):,}" if float(value).is_integer() else fmt(value)
+
+
+def _significant(summary: dict[str, Any]) -> Sentence | None:
+    """How many pairs have CM's interval above 0, of how many, with the estimator's note on
+    what that means."""
+    significant = summary.get("cm_significant")
+    if not (isinstance(significant, dict) and "count" in significant):
+        return None
+    level = (summary.get("intervals") or {}).get("level", 0.95)
+    values = {"level": f"{level:.0%}" if isinstance(level, (int, float)) else "95%",
+              "count": _count(significant["count"])}  # fmt: skip
+    words = "CM significantly above 0 ({level} interval above 0): {count}"
+    if "n_pairs" in summary:
+        words += " of {n_pairs}"
+        values["n_pairs"] = _count(summary["n_pairs"])
+    words += " pairs."
+    if significant.get("note"):
+        words += " {note}."
+        values["note"] = significant["note"][0].upper() + significant["note"][1:]
+    return Sentence(words, values)
+
+
+def _conflicts(conflicts: Any) -> Sentence | None:
+    """How many memorized pairs another group judged the other way, when any did."""
+    if not (isinstance(conflicts, dict) and conflicts.get("count")):
+        return None
+    return Sentence(
+        "{count} of {memorized} memorized pairs ({share}) were judged the other way by another "
+        "group: memorized because the groups disagree.",
+        {"count": fmt(conflicts["count"]), "memorized": fmt(conflicts["memorized"]),
+         "share": f"{conflicts['share']:.0%}"},
+    )  # fmt: skip
+
+
+def _duplicates(dup: Any) -> Sentence | None:
+    """What pairs repeated across groups do to TG, when there are any."""
+    if not (isinstance(dup, dict) and "texts" in dup and dup["pairs_repeated_across_groups"]):
+        return None
+    return Sentence("A held-out pair may have been seen through another group's copy: TG is "
+                    "optimistic for the repeated pairs.")  # fmt: skip
+
+
+def _outcome(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """The audit's outcome in labelled rows, by summary.json entry: runs, pairs, pairs without
+    runs, pairs dropped, mean scores, objective, dedupe, estimator, target reliability."""
+    rows: dict[str, tuple[str, str]] = {}
+    done, planned = summary.get("n_runs_finished"), summary.get("n_runs_planned")
+    if done is not None or planned is not None:
+        text = f"{_count(done)} of {_count(planned)}"
+        failed = [f for f in summary.get("failed_runs") or [] if isinstance(f, dict)]
+        if failed:
+            listed = "; ".join(f"run {f.get('run')}: {snippet(f.get('error', ''), 120)}"
+                               for f in failed[:10])  # fmt: skip
+            more = f"; and {len(failed) - 10} more" if len(failed) > 10 else ""
+            text += f" ({len(failed)} failed: {listed}{more})"
+        rows["n_runs_finished"] = ("runs finished", text)
+    if "n_pairs" in summary:
+        rows["n_pairs"] = ("pairs", _count(summary["n_pairs"]))
+    lacking = summary.get("pairs_lacking_runs")
+    if isinstance(lacking, dict) and "count" in lacking:
+        text = _count(lacking["count"])
+        if lacking["count"]:
+            text += (
+                f" ({_count(lacking.get('no_in_run'))} with no in-run, "
+                f"{_count(lacking.get('no_out_run'))} with no out-run: no TM, TG or CM)"
+            )
+        rows["pairs_lacking_runs"] = ("pairs lacking an in- or out-run", text)
+    dropped = summary.get("dropped_truncation")
+    if isinstance(dropped, dict) and "count" in dropped:
+        text = _count(dropped["count"])
+        if dropped["count"]:
+            text += (" (chosen and rejected the same tokens as the model reads them: cut "
+                     "to the length, or different only where the tokenizer does not look; "
+                     "not audited)")  # fmt: skip
+        rows["dropped_truncation"] = ("pairs dropped as the same tokens", text)
+    mean = summary.get("mean")
+    if isinstance(mean, dict) and mean:
+        scores = " / ".join(fmt(mean.get(k)) for k in ("tm", "tg", "cm"))
+        rows["mean"] = ("mean TM / TG / CM", scores)
+    objective = summary.get("objective")
+    if isinstance(objective, dict) and objective.get("objective") is not None:
+        rows["objective"] = ("objective", _objective_words(objective))
+    dedupe = summary.get("dedupe")
+    if isinstance(dedupe, dict) and dedupe.get("how", "none") != "none":
+        rows["dedupe"] = (f"dedupe ({dedupe['how']})", str(dedupe.get("note", "")))
+    if summary.get("estimator"):
+        estimator = str(summary["estimator"])
+        rows["estimator"] = ("estimator", ESTIMATORS.get(estimator, estimator))
+    target = summary.get("target_reliability")
+    if isinstance(target, dict) and target.get("message"):
+        rows["target_reliability"] = ("target reliability", str(target["message"]))
+    return rows
+
+
+ESTIMATORS = {
+    "paired": "paired (each run scores every pair with its group in and out)",
+    "brute": "brute force (in-runs against out-runs)",
+}
+
+
+def _objective_words(objective: dict[str, Any]) -> str:
+    """The runs' objective, and whether its mechanism acted in them."""
+    name = objective["objective"]
+    name = ", ".join(map(str, name)) if isinstance(name, list) else str(name)
+    idle = objective.get("runs_inactive") or []
+    if idle:
+        n_runs = _count(objective.get("n_runs"))
+        return f"{name} (its mechanism inactive in {len(idle)} of {n_runs} runs)"
+    if REGISTRY.get(name, Objective).plain:
+        return name
+    return f"{name} (its mechanism acted in every run)"

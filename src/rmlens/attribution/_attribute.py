@@ -161,7 +161,7 @@ def _resolve_tokenizer(spec: str | None, record: dict):
         return None, "len_tokens off: config.json names no model"
     from transformers import AutoTokenizer
 
-    from rmlens.backbones._presets import resolve_model
+    from rmlens.backbones import resolve_model
 
     try:
         source, _ = resolve_model(model)

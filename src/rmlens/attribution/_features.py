@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.attribution._config import DEFAULT_EXCLUDE
-from rmlens.data._schema import to_text
-from rmlens.data._text_features import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts
+from rmlens.data import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts, to_text
 
 # Columns that are never features: pair identity and texts, and the audit's own outputs
 # (``category`` is derived from TM/TG/CM; ``group`` repeats the grouping column).

@@ -39,7 +39,7 @@ from rmlens.comparison._margin import (
     table_margin,
     tercile_bounds,
 )
-from rmlens.data._schema import word_counts
+from rmlens.data import word_counts
 from rmlens.progress import progress_bar
 from rmlens.stats import percentile_interval, run_mean, run_weights
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.comparison._margin import margin_terciles
-from rmlens.data._schema import word_counts
+from rmlens.data import word_counts
 from rmlens.stats import pairwise_correct, pooled_ratio, run_mean, spearman
 
 

@@ -67,7 +67,7 @@ def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray, weights
     (``memorization._sides.side_means``, the core of ``memorization_scores``) with run
     weights: TM_i = sum_r w_r p_in_ir / sum_r w_r [r gives an in-side], TG likewise.
     """
-    from rmlens.memorization._sides import run_sides, side_means
+    from rmlens.memorization import run_sides, side_means
 
     tm, tg = side_means(*run_sides(p, member, val, p_cf), weights.T)  # (n_pairs, n_draws)
     return np.stack([tm.T, tg.T, (tm - tg).T], axis=2)

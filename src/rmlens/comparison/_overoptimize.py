@@ -86,8 +86,7 @@ def score_pool(path: Path, pool: Pool, device: str, features: dict,
 
     Runs that are heads on one frozen backbone read the pool's features from ``features``
     (filled once per backbone, so audits on the same backbone encode nothing more)."""
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import member_scores
+    from rmlens.rewards import load_rm, member_scores
 
     rm = load_rm(path, device=device)
     scores = member_scores(rm, list(pool.frame["prompt"]), list(pool.frame["response"]),
@@ -202,7 +201,7 @@ def overoptimize(
     >>> found = overoptimize(["cmp"], "pool.jsonl", out="cmp")  # doctest: +SKIP
     >>> found.summary[["rm", "gold_at_max_n", "gold_drop"]]  # doctest: +SKIP
     """
-    from rmlens.rewards._config import resolve_device
+    from rmlens.rewards import resolve_device
 
     config = resolve_config("overoptimize", OveroptimizeConfig, config, overrides).check()
     out = Path(needed_out("overoptimize", out))

@@ -91,8 +91,7 @@ def probe_flips(audit, sample_ids, draws, *, device: str = "auto", quiet: bool =
     members by name (``runs/<run>``).
     """
     from rmlens.evaluation import PROBES
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import member_scores
+    from rmlens.rewards import load_rm, member_scores
 
     rm = load_rm(audit.path, device=device)
     names = [int(n) for n in getattr(rm, "names", [])]

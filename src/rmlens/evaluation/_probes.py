@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.data import SynthConfig
-from rmlens.rewards._ensemble import member_scores
+from rmlens.rewards import member_scores
 from rmlens.stats import pairwise_accuracy, wilson_interval
 
 SIDES = ("chosen", "rejected")

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.data._fingerprint import data_sha1
+from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, choose_damping
@@ -34,8 +34,7 @@ from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._influence import DAMPING
+from rmlens.rewards import DAMPING, TrainConfig
 
 # The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
 # on: the geometric mean of what calibration to brute force chose for LoRA RMs on the
@@ -127,8 +126,10 @@ def audit_rm(
     DataFrame
         The memorization table, as :func:`rmlens.memorization.audit` returns it.
     """
+    from rmlens.rewards import group_codes
+
+    # private: the fine-tuned loop's own examples and influence, rewards' torch internals
     from rmlens.rewards._finetune_torch import examples_of, influence_scores
-    from rmlens.rewards._trainer_base import group_codes
 
     folder = Path(rm)
     damping = None if damping is None else float(damping)
@@ -274,8 +275,11 @@ class _ClassifierRM:
         )
 
     def load(self, device: str):
+        from rmlens.rewards import resolve_device
+
+        # private: a classifier checkpoint as the fine-tuned loop's net and runtime (rewards'
+        # torch internals)
         from rmlens.rewards._classifier_net import classifier_net
-        from rmlens.rewards._config import resolve_device
         from rmlens.rewards._tuned import runtime_for
 
         dev = resolve_device(device)
@@ -291,8 +295,10 @@ class _ClassifierRM:
         return usable, usable[:0]
 
     def check(self, pairs, rewards, kept) -> None:
+        from rmlens.rewards import SequenceClassifierRM
+
+        # private: the net checked against its classifier, rewards' torch internals
         from rmlens.rewards._classifier_net import check_agreement
-        from rmlens.rewards._saved import SequenceClassifierRM
 
         classifier = SequenceClassifierRM(self.classifier, self.backbone.tokenizer,
                                           max_length=self.backbone.max_length,

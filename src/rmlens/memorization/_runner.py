@@ -58,7 +58,7 @@ from rmlens.memorization._plans import (
 )
 from rmlens.memorization._run_folders import load_runs
 from rmlens.progress import status
-from rmlens.rewards._trainer_base import Trainer as PairTrainer
+from rmlens.rewards import Trainer as PairTrainer
 
 FINISHED = ("memorization.parquet", "summary.json", "memorization_map.png")  # what finish writes
 

@@ -41,7 +41,7 @@ from torch import nn
 
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_text
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones import encode_pair_text
 from rmlens.rewards._card import Exported, model_card
 from rmlens.rewards._ensemble import EnsembleRM
 from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifierRM

@@ -16,7 +16,7 @@ from scipy.special import expit
 from rmlens._errors import InputError
 from rmlens._io import json_sha1
 from rmlens.backbones import Backbone
-from rmlens.data._fingerprint import data_sha1
+from rmlens.data import data_sha1
 from rmlens.rewards._finetune_loop import length_batches, score_examples
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._influence import (
@@ -126,7 +126,7 @@ def examples_of(
 def examples_truncation(examples: list[Example], max_length: int) -> dict:
     """What truncation cut from tokenized examples (``truncation_summary``; a ranking
     counts as cut when any of its responses was)."""
-    from rmlens.backbones._formats import truncation_of
+    from rmlens.backbones import truncation_of
 
     return truncation_of(max_length, [ex.lengths or [len(s) for s in ex.seqs] for ex in examples])
 

@@ -49,8 +49,7 @@ def _load_explicit(
     path: Path, config: dict, *, device: str = "cpu", cache_dir: Any = None,
     backbones: dict | None = None, trust_remote_code: bool = False, **_: Any,
 ) -> ExplicitHeadRM:  # fmt: skip
-    from rmlens.backbones import load_backbone
-    from rmlens.backbones._presets import check_base
+    from rmlens.backbones import check_base, load_backbone
     from rmlens.rewards._saved import read_head
 
     if "backbone" not in config:

@@ -21,7 +21,7 @@ import rmlens
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_atomic, write_json
-from rmlens.data._fingerprint import data_sha1
+from rmlens.data import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
 from rmlens.rewards._config import TrainConfig

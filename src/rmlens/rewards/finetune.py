@@ -22,7 +22,7 @@ import numpy as np
 
 from rmlens._errors import InputError
 from rmlens._params import ParamError
-from rmlens.backbones._formats import warn_truncation
+from rmlens.backbones import warn_truncation
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._finetune_per_run import PerRun
 from rmlens.rewards._metrics import not_learned
@@ -83,7 +83,7 @@ class _TunedTrainer(PerRun, Trainer):
         self.structure_ = structure
         bb = self.backbone or load_base(cfg)
         if self.backbone is not None and cfg.format != "auto":  # the config's choice wins
-            from rmlens.backbones._formats import resolve_format
+            from rmlens.backbones import resolve_format
 
             bb.format = resolve_format(cfg.format, bb.tokenizer, bb.kind)
         disable_dropout(bb.model)

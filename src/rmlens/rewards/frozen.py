@@ -146,7 +146,7 @@ class FrozenHeadTrainer(Trainer):
         -------
         self, with ``rm_``, ``head_``, ``n_dropped_``, ``format_`` and ``truncation_``.
         """
-        from rmlens.backbones._formats import warn_truncation
+        from rmlens.backbones import warn_truncation
         from rmlens.rewards._saved import ExplicitHeadRM
 
         kept = self.prepare(pairs, quiet=quiet)
@@ -255,8 +255,7 @@ class FrozenHeadTrainer(Trainer):
         ndarray of shape (n_pairs,), bool
             The pairs that could be encoded.
         """
-        from rmlens.backbones import featurize, load_backbone
-        from rmlens.backbones._formats import resolve_format
+        from rmlens.backbones import featurize, load_backbone, resolve_format
 
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length,
                                                   format=self.format)  # fmt: skip

@@ -45,7 +45,7 @@ from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
 from rmlens._io import jsonable
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards._head import HeadRM
+from rmlens.rewards import HeadRM
 from rmlens.sae._debias_config import DebiasConfig
 from rmlens.sae._debias_dir import CAVEAT, write_debiased
 from rmlens.sae._responses import frozen_audit

@@ -118,6 +118,8 @@ def audit_responses(directory: str | Path, *, quiet: bool = False) -> Responses:
     """
     from rmlens.backbones import featurize
     from rmlens.rewards import load_rm
+
+    # private: an audit's RMs as one stack of heads, the ensemble's own layout
     from rmlens.rewards._ensemble import _head_stack, _members
 
     directory = Path(directory)
@@ -154,7 +156,7 @@ def audit_responses(directory: str | Path, *, quiet: bool = False) -> Responses:
 
 
 def _texts(values: pd.Series) -> list[str]:
-    from rmlens.data._schema import to_text
+    from rmlens.data import to_text
 
     return [v if isinstance(v, str) else to_text(v) for v in values]
 

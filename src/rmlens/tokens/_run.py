@@ -203,8 +203,7 @@ def sweep(
 
 
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._formatting import use_format
+    from rmlens.rewards import load_rm, use_format
     from rmlens.tokens._adapt import token_scorer
 
     exp = ExperimentDir(out).create()

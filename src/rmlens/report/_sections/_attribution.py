@@ -20,7 +20,7 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
     held-out R^2 is below the floor (``R2_FLOOR``) is warned about and not ranked."""
     if imp is None and fit is None:
         return None
-    from rmlens.attribution._informative import R2_FLOOR, fit_warnings, informative
+    from rmlens.attribution import R2_FLOOR, fit_warnings, informative
 
     body = (
         '<p class="note">Which pair features explain TM, TG and CM. A feature much more '
@@ -54,7 +54,7 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
 def _fit_table(fit: pd.DataFrame, imp: pd.DataFrame | None) -> pd.DataFrame:
     """The fit table without the stability columns, ``informative`` (from ``r2``) after
     ``r2_std`` and the top features, or why a fit's features are not ranked."""
-    from rmlens.attribution._informative import informative_column, not_informative
+    from rmlens.attribution import informative_column, not_informative
 
     out = fit[[c for c in fit.columns if c not in (*_STABILITY_COLUMNS, "informative")]].copy()
     ok = informative_column(fit)
@@ -128,8 +128,13 @@ def _stability_block(fit: pd.DataFrame) -> str:
     columns of attribution_fit.parquet), with the plain warnings."""
     if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
         return ""
-    from rmlens.attribution._informative import MEANINGLESS, informative_column
-    from rmlens.attribution._stability import ABOVE_CHANCE, WARN_BELOW, stability_warnings
+    from rmlens.attribution import (
+        ABOVE_CHANCE,
+        MEANINGLESS,
+        WARN_BELOW,
+        informative_column,
+        stability_warnings,
+    )
 
     useful = dict(zip(fit.index, informative_column(fit)))
 

@@ -174,3 +174,26 @@ def test_packages_import_each_others_public_names():
         if not _has_reason(lines, line):
             silent.append(f"{name}:{line} ({module})")
     assert not silent, f"private imports without a `# private: <reason>` comment: {silent}"
+
+
+def test_function_level_imports_say_why():
+    """An rmlens import inside a function (cli/ apart: its commands import lazily by design)
+    is there because it would load a heavy package (torch, scipy, matplotlib, ...) with the
+    module; the function says which in a ``# lazy: <why>`` comment above its first one."""
+    silent = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.relative_to(ROOT).parts[0] == "cli":
+            continue
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            own = [n for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
+                   and (n.level or (n.module or "").startswith("rmlens"))]  # fmt: skip
+            own += [n for n in ast.walk(fn) if isinstance(n, ast.Import)
+                    and n.names[0].name.startswith("rmlens")]  # fmt: skip
+            if own and not any("# lazy:" in line
+                               for line in lines[fn.lineno - 1 : min(n.lineno for n in own)]):
+                silent.append(f"{_module(path)}.{fn.name}")
+    assert not silent, f"function-level imports without a `# lazy: <why>` comment: {silent}"

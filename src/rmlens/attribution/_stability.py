@@ -51,6 +51,7 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.attribution._informative import informative
 from rmlens.experiment import AuditDir
+from rmlens.stats import spearman
 
 TOP_K = 10  # the top features whose overlap is reported
 WARN_BELOW = 0.5  # rank_spearman or top10_overlap below this: a warning
@@ -86,8 +87,6 @@ def compare_importance(first: pd.Series, second: pd.Series, k: int = TOP_K) -> d
     features among the two top-k lists / k, with k capped at the number of features) and
     ``top10_half1``, ``top10_half2`` (the lists).
     """
-    from rmlens.stats import spearman
-
     features = first.index.union(second.index)
     a = first.reindex(features, fill_value=0.0).astype(float)
     b = second.reindex(features, fill_value=0.0).astype(float)
@@ -158,6 +157,7 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     InputError
         No runs or no plan, or fewer than 2 finished whole repeats; the message says which.
     """
+    # lazy: scipy loads only when this runs
     from rmlens.memorization import (
         complete_repeats,
         load_matrices,

@@ -205,6 +205,7 @@ def debias_sae(out: Path, *, quiet: bool = False) -> Path:
     """The SAE lens on ``out/bt`` (reused when saved with the same settings), then its
     shortcut latents projected out of every bt run's head into ``out/sae_debias`` (finished
     runs kept); returns that directory."""
+    # lazy: torch loads only when this runs
     from rmlens.sae import DEBIAS_OBJECTIVE, debias, fit_sae
 
     source, target = out / "bt", out / DEBIAS_OBJECTIVE

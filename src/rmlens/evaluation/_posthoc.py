@@ -71,6 +71,7 @@ def response_lengths(responses: Sequence[Any]) -> np.ndarray:
     ndarray of shape (n,), float
         The lengths.
     """
+    # lazy: pandas loads only when this runs
     from rmlens.data import to_text
 
     return np.fromiter(
@@ -325,6 +326,7 @@ class LengthCalibratedRM:
         ndarray of shape (n,)
             The RM's reward (an ensemble's mean) less f(length of the response).
         """
+        # lazy: torch, transformers, scipy load only when this runs
         from rmlens.rewards import member_scores
 
         raw = member_scores(self.rm, prompts, responses).mean(axis=0)

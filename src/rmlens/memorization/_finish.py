@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from rmlens.backbones import truncation_message
 from rmlens.data import duplicates_across_groups, to_text
 from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
@@ -230,8 +231,6 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
 
 def truncation_warning(truncation: dict | None, n_pairs: int) -> dict | None:
     """summary.json's warning of pairs that ``max_length`` cut, or None."""
-    from rmlens.backbones import truncation_message
-
     message = truncation_message(truncation, n_pairs)
     if message is None:
         return None

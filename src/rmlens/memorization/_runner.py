@@ -197,6 +197,7 @@ def _checked(config: AuditConfig) -> AuditConfig:
     """``config`` checked; with the Ray backend, Ray imported before the slow preparation."""
     config.check()
     if config.backend == "ray":
+        # lazy: Ray (optional, rmlens[ray]) loads only for the Ray backend
         from rmlens.memorization._backends import import_ray
 
         import_ray()

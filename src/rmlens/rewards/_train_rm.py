@@ -71,6 +71,7 @@ def train(
     >>> rm = train(pairs, out="rm", model="smollm2-135m", epochs=1)  # doctest: +SKIP
     >>> rm.score_pairs(pairs)  # doctest: +SKIP
     """
+    # lazy: torch, transformers load only when this runs
     from rmlens.rewards._load import load_rm
 
     config = resolve_config("train", TrainConfig, config, overrides)

@@ -30,7 +30,13 @@ import numpy as np
 import pandas as pd
 
 from rmlens._io import jsonable
+from rmlens.data import word_counts
 from rmlens.experiment import AuditDir
+from rmlens.memorization import AuditConfig
+
+# private: the debiased runs form an audit folder, written by memorization's own code
+from rmlens.memorization._directory import output_errors
+from rmlens.stats import pairwise_correct
 
 DEBIAS_OBJECTIVE = "sae_debias"
 CAVEAT = ("a suppressed direction can carry real quality as well as the shortcut: read the "
@@ -52,12 +58,8 @@ def write_debiased(directory: Path, out: Path, record: dict, debias: dict, resp,
     (the audit's own). Runs already finished in ``out`` (same debiasing) are kept. Returns
     the memorization table and the before/after figures.
     """
-    from rmlens.data import word_counts
-    from rmlens.memorization import AuditConfig
-
-    # private: the debiased runs form an audit folder, written and finished by memorization's
-    # own code
-    from rmlens.memorization._directory import output_errors
+    # lazy: scipy loads only when this runs
+    # private: the debiased audit is finished by memorization's own code
     from rmlens.memorization._finish import finish
 
     source = AuditDir(directory)
@@ -126,6 +128,7 @@ def _record(record: dict, debias: dict) -> dict:
 def _write_run(exp: AuditDir, source: AuditDir, run: int, ids, r_c, r_r,
                manifest: dict, member, val, head, latents: list[int]) -> None:  # fmt: skip
     """Scores, RM and manifest of one debiased run (``write_run``: the manifest last)."""
+    # lazy: scipy loads only when this runs
     # private: a debiased run is scored and written as memorization does its own runs
     from rmlens.memorization._quality import run_quality
     from rmlens.memorization._run_folders import RunOutput, write_run
@@ -174,8 +177,6 @@ def held_out_figures(before: np.ndarray, after: np.ndarray, held: np.ndarray,
     ``before``, ``after``: margins (n_pairs, n_runs), NaN where unscored; ``held``: each
     run's held-out pairs, (n_pairs, n_runs); ``length``: (n_pairs,).
     """
-    from rmlens.stats import pairwise_correct
-
     def per_run(margins: np.ndarray, figure) -> dict:
         values = []
         for r in range(held.shape[1]):

@@ -114,3 +114,86 @@ def test_no_import_cycle_between_packages():
         )
     cycle = find_cycle(packages, set(packages))
     assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])
+
+
+# Packages import each other's public names (their ``__init__``), never their ``_private``
+# modules; the few exceptions say why in a ``# private: <reason>`` comment. Modules directly
+# under ``rmlens`` (``rmlens._errors``, ``rmlens._io``, ...) are the shared base: allowed.
+MAX_PRIVATE_IMPORTS = 9
+
+
+def private_imports() -> list[tuple[str, int, str]]:
+    """``(importing module, line, imported private module)`` for every import of another
+    subpackage's private module (a ``_`` segment below the package), anywhere in the code."""
+    graph = import_graph()
+    found = []
+    for name in sorted(graph):
+        home = name.split(".")[:2]
+        if len(home) < 2 or not (SRC / "rmlens" / home[1]).is_dir():
+            continue
+        path = SRC / (name.replace(".", "/") + ".py")
+        if not path.is_file():
+            path = SRC / name.replace(".", "/") / "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            for module in modules:
+                parts = module.split(".")
+                if (module in graph and parts[0] == "rmlens" and len(parts) > 2
+                        and parts[1] != home[1] and (SRC / "rmlens" / parts[1]).is_dir()
+                        and any(p.startswith("_") for p in parts[2:])):  # fmt: skip
+                    found.append((name, node.lineno, module))
+    return found
+
+
+def _has_reason(lines: list[str], lineno: int) -> bool:
+    """A ``# private:`` comment on the import's line or above it, in its block of imports."""
+    i = lineno - 1
+    if "# private:" in lines[i]:
+        return True
+    while i > 0 and lines[i - 1].strip().startswith(("#", "from ", "import ")):
+        i -= 1
+        if lines[i].strip().startswith("# private:"):
+            return True
+    return False
+
+
+def test_packages_import_each_others_public_names():
+    found = private_imports()
+    assert len(found) <= MAX_PRIVATE_IMPORTS, "\n".join(
+        f"{name}:{line} imports {module}: import its package's public name instead"
+        for name, line, module in found
+    )
+    silent = []
+    for name, line, module in found:
+        lines = (SRC / (name.replace(".", "/") + ".py")).read_text(encoding="utf-8").splitlines()
+        if not _has_reason(lines, line):
+            silent.append(f"{name}:{line} ({module})")
+    assert not silent, f"private imports without a `# private: <reason>` comment: {silent}"
+
+
+def test_function_level_imports_say_why():
+    """An rmlens import inside a function (cli/ apart: its commands import lazily by design)
+    is there because it would load a heavy package (torch, scipy, matplotlib, ...) with the
+    module; the function says which in a ``# lazy: <why>`` comment above its first one."""
+    silent = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path.relative_to(ROOT).parts[0] == "cli":
+            continue
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            own = [n for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
+                   and (n.level or (n.module or "").startswith("rmlens"))]  # fmt: skip
+            own += [n for n in ast.walk(fn) if isinstance(n, ast.Import)
+                    and n.names[0].name.startswith("rmlens")]  # fmt: skip
+            if own and not any("# lazy:" in line
+                               for line in lines[fn.lineno - 1 : min(n.lineno for n in own)]):
+                silent.append(f"{_module(path)}.{fn.name}")
+    assert not silent, f"function-level imports without a `# lazy: <why>` comment: {silent}"

@@ -8,6 +8,7 @@ turns its ``config`` and ``overrides`` into the config it runs with, :func:`need
 
 from __future__ import annotations
 
+import inspect
 import typing
 from dataclasses import fields
 from typing import Any
@@ -104,8 +105,6 @@ class Params:
 
     @classmethod
     def _init_names(cls) -> list[str]:
-        import inspect
-
         signature = inspect.signature(cls.__init__)
         return [p.name for p in list(signature.parameters.values())[1:]
                 if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]  # fmt: skip

@@ -9,7 +9,10 @@ __all__, __getattr__, __dir__ = attach(
         "_attribute": ["attribute", "attribution_warnings", "fit_record", "stability_record"],
         "_attributor": ["Attributor", "tm_tg_difference"],
         "_bias": ["bias_features", "objective_bias"],
-        "_informative": ["MEANINGLESS", "R2_FLOOR", "not_informative"],
+        "_informative": [
+            "MEANINGLESS", "R2_FLOOR", "fit_warnings", "informative", "informative_column",
+            "not_informative",
+        ],
         "_features": [
             "Feature",
             "list_features",
@@ -17,5 +20,6 @@ __all__, __getattr__, __dir__ = attach(
             "register_feature",
             "unregister_feature",
         ],
+        "_stability": ["ABOVE_CHANCE", "WARN_BELOW", "stability_warnings"],
     },
 )

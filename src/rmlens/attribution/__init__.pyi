@@ -20,4 +20,10 @@ from ._features import register_feature as register_feature
 from ._features import unregister_feature as unregister_feature
 from ._informative import MEANINGLESS as MEANINGLESS
 from ._informative import R2_FLOOR as R2_FLOOR
+from ._informative import fit_warnings as fit_warnings
+from ._informative import informative as informative
+from ._informative import informative_column as informative_column
 from ._informative import not_informative as not_informative
+from ._stability import ABOVE_CHANCE as ABOVE_CHANCE
+from ._stability import WARN_BELOW as WARN_BELOW
+from ._stability import stability_warnings as stability_warnings

@@ -29,6 +29,7 @@ from rmlens.attribution._stability import (
     run_halves,
     stability_warnings,
 )
+from rmlens.backbones import resolve_model
 from rmlens.experiment import ExperimentDir
 
 
@@ -124,6 +125,7 @@ def _sae_latents(source: Path, cfg: AttributeConfig) -> tuple[pd.DataFrame | Non
     (``sae_sha1``, ``data_sha1``) with how many latents joined; else None, None."""
     if SAE_FEATURES not in cfg.features:
         return None, None
+    # lazy: torch loads only when this runs
     from rmlens.sae import load_latents
 
     latents, record = load_latents(source)
@@ -161,7 +163,6 @@ def _resolve_tokenizer(spec: str | None, record: dict):
         return None, "len_tokens off: config.json names no model"
     from transformers import AutoTokenizer
 
-    from rmlens.backbones._presets import resolve_model
 
     try:
         source, _ = resolve_model(model)
@@ -190,6 +191,7 @@ def _write_plots(attributor: Attributor, cfg: AttributeConfig, out: Path) -> lis
     """The importance, beeswarm and TM-vs-TG plots (none with ``cfg.plots`` off)."""
     plots = []
     if cfg.plots and len(attributor.importance_):
+        # lazy: matplotlib loads only when plots are drawn
         from rmlens.attribution._plots import plot_beeswarm, plot_diff, plot_importance
 
         fit = attributor.fit_

@@ -28,6 +28,7 @@ from rmlens.attribution._identifiers import identifier_columns, metadata_columns
 from rmlens.attribution._informative import informative_column
 from rmlens.attribution._regress import Design, cross_validate, design_matrix, explain
 from rmlens.attribution._stability import STABILITY_COLUMNS, Halves
+from rmlens.progress import progress_bar
 
 
 class Attributor(Params):
@@ -184,8 +185,6 @@ class Attributor(Params):
                      cfg: AttributeConfig, quiet: bool) -> tuple[list, list, list]:
         """Per target and regressor: held-out R^2, the fit on all pairs and its SHAP, and
         with ``halves`` the stability figures; returns the fit, importance and half rows."""
-        from rmlens.progress import progress_bar
-
         fits, rows, self.explanations_, self.models_ = [], [], {}, {}
         half_rows: list[dict] = []
         noise: dict[str, dict] = {}  # per regressor: the figures of fits to pure noise

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from rmlens._errors import InputError
 from rmlens.attribution._config import DEFAULT_EXCLUDE
-from rmlens.data._schema import to_text
-from rmlens.data._text_features import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts
+from rmlens.data import BUILTIN_PAIR, BUILTIN_RESPONSE, Pairs, Texts, to_text
 
 # Columns that are never features: pair identity and texts, and the audit's own outputs
 # (``category`` is derived from TM/TG/CM; ``group`` repeats the grouping column).
@@ -277,8 +277,6 @@ def _check_pairs(pairs: pd.DataFrame) -> None:
     """Refuse a pair table without the prompt and response columns."""
     for field in ("prompt", "chosen", "rejected"):
         if field not in pairs.columns:
-            from rmlens._errors import InputError
-
             raise InputError(f"pair table: column '{field}' is missing (found {list(pairs)})")
 
 

@@ -7,6 +7,8 @@ level of the stability figures (``_stability``).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -90,8 +92,6 @@ def subset(design: Design, rows: np.ndarray) -> Design:
 
 def fit_all(kind: str, design: Design, y: np.ndarray, cfg: AttributeConfig):
     """Regressor ``kind`` fit on all rows of ``design``, its warnings silenced."""
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return make_regressor(kind, design, seed=cfg.seed, n_jobs=cfg.n_jobs).fit(design.X, y)

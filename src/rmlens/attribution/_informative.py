@@ -20,13 +20,34 @@ MEANINGLESS = "means nothing: the fit is not informative"  # shown for its stabi
 
 
 def informative(r2: float) -> bool:
-    """Whether a fit of held-out ``r2`` explains anything: ``r2 >= R2_FLOOR`` (NaN: no)."""
+    """Whether a fit of held-out ``r2`` explains anything: ``r2 >= R2_FLOOR`` (NaN: no).
+
+    Parameters
+    ----------
+    r2 : float
+        The fit's held-out R².
+
+    Returns
+    -------
+    bool
+    """
     r2 = float(r2)
     return bool(np.isfinite(r2) and r2 >= R2_FLOOR)
 
 
 def informative_column(fit: pd.DataFrame) -> pd.Series:
-    """``informative`` per row of a fit table (from its ``r2``; True where it has none)."""
+    """:func:`informative` per row of a fit table.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        The fit table.
+
+    Returns
+    -------
+    Series of bool
+        From each row's ``r2``; True where the table has none.
+    """
     if "r2" not in fit.columns:
         return pd.Series(True, index=fit.index)
     return pd.to_numeric(fit.r2, errors="coerce").map(informative).astype(bool)
@@ -65,8 +86,16 @@ def r2_title(target: str, regressor: str, r2: float | None) -> str:
 def fit_warnings(fit: pd.DataFrame) -> list[str]:
     """One plain warning per (target, regressor) whose fit explains nothing.
 
-    ``fit``: the fit table (``target, regressor, r2`` and, when computed, the stability
-    columns). A fit is warned about when its held-out ``r2`` is below ``R2_FLOOR`` or NaN.
+    A fit is warned about when its held-out ``r2`` is below ``R2_FLOOR`` or NaN.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        The fit table (``target, regressor, r2`` and, when computed, the stability columns).
+
+    Returns
+    -------
+    list of str
     """
     if "r2" not in fit.columns:
         return []

@@ -51,6 +51,7 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.attribution._informative import informative
 from rmlens.experiment import AuditDir
+from rmlens.stats import spearman
 
 TOP_K = 10  # the top features whose overlap is reported
 WARN_BELOW = 0.5  # rank_spearman or top10_overlap below this: a warning
@@ -86,8 +87,6 @@ def compare_importance(first: pd.Series, second: pd.Series, k: int = TOP_K) -> d
     features among the two top-k lists / k, with k capped at the number of features) and
     ``top10_half1``, ``top10_half2`` (the lists).
     """
-    from rmlens.stats import spearman
-
     features = first.index.union(second.index)
     a = first.reindex(features, fill_value=0.0).astype(float)
     b = second.reindex(features, fill_value=0.0).astype(float)
@@ -158,10 +157,14 @@ def run_halves(out_dir: str | Path, record: dict | None = None) -> Halves:
     InputError
         No runs or no plan, or fewer than 2 finished whole repeats; the message says which.
     """
-    from rmlens.memorization._plans import runs_per_repeat
-    from rmlens.memorization._reliability import complete_repeats, same_partition
-    from rmlens.memorization._run_folders import load_matrices
-    from rmlens.memorization._sides import side_means
+    # lazy: scipy loads only when this runs
+    from rmlens.memorization import (
+        complete_repeats,
+        load_matrices,
+        runs_per_repeat,
+        same_partition,
+        side_means,
+    )
 
     out = Path(out_dir)
     exp = AuditDir(out)
@@ -198,7 +201,7 @@ def stability_bar(noise: float) -> float:
 def stability_warnings(fit: pd.DataFrame) -> list[str]:
     """One plain warning per target whose feature ranking is not stable between the halves.
 
-    ``fit``: the fit table (``target, regressor``, the stability columns and ``r2``). The
+    The fit table holds ``target, regressor``, the stability columns and ``r2``. The
     same rule for both figures and every regressor: ``rank_spearman`` against
     ``rank_spearman_noise``, and ``top10_overlap`` against ``top10_overlap_noise``, are each
     flagged when
@@ -207,7 +210,16 @@ def stability_warnings(fit: pd.DataFrame) -> list[str]:
 
     (below 0.5, or less than a quarter of the way from what fits to pure noise reach to 1).
     A NaN figure is not flagged. Fits whose held-out ``r2`` is below ``R2_FLOOR`` are left
-    out: their stability means nothing, and ``_informative.fit_warnings`` says so.
+    out: their stability means nothing, and :func:`fit_warnings` says so.
+
+    Parameters
+    ----------
+    fit : DataFrame
+        The fit table.
+
+    Returns
+    -------
+    list of str
     """
     if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
         return []

@@ -6,9 +6,23 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         "_cache": ["EmbeddingCache"],
-        "_featurize": ["PairFeatures", "featurize"],
-        "_formats": ["FORMATS", "warn_truncation"],  # light: the configs read FORMATS
-        "_load": ["Backbone", "load_backbone"],
-        "_presets": ["PRESETS", "resolve_model"],
+        "_featurize": [
+            "PairFeatures", "featurize", "collate", "encode_ids", "encode_texts", "pool",
+            "position_ids",
+        ],
+        # light: the configs read FORMATS, FORMAT_CONSTRAINT and format_field
+        "_formats": [
+            "FORMATS", "FORMAT_CONSTRAINT", "RESOLVED", "format_field", "resolve_format",
+            "truncation_message", "truncation_of", "warn_truncation",
+        ],
+        "_load": ["Backbone", "load_backbone", "default_max_length", "is_causal", "model_identity"],
+        "_presets": [
+            "PRESETS", "resolve_model", "check_base", "check_hub_id", "portable_name", "unloadable",
+        ],
+        # token ids of (prompt, response) pairs, for the RMs that tokenize themselves
+        "_tokenize": [
+            "NO_LIMIT", "encode_pair", "encode_pair_text", "format_or_default", "pair_encoding",
+            "pair_kept", "pairs_truncation", "prepare_tokenizer", "prompt_messages",
+        ],
     },
 )

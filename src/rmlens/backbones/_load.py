@@ -115,6 +115,8 @@ def default_max_length(config, tokenizer) -> int:
 
 
 def is_causal(config) -> bool:
+    """Whether a transformers model config is a decoder (a causal LM), from its
+    ``is_decoder`` flag or its architecture names."""
     archs = getattr(config, "architectures", None) or []
     return bool(getattr(config, "is_decoder", False)) or any(
         a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs

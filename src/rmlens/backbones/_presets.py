@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
 from rmlens._errors import InputError
+from rmlens.backbones._gguf import smollm2_dir
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,6 @@ def _minilm_dir() -> Path:
 
 
 def _smollm2_dir() -> Path:
-    from rmlens.backbones._gguf import smollm2_dir
-
     return smollm2_dir()
 
 
@@ -70,6 +69,7 @@ def resolve_model(model: str) -> tuple[str, Preset | None]:
     if preset is None:
         path = Path(model).expanduser()
         if model.endswith(".gguf") and path.is_file():
+            # lazy: gguf loads only for a .gguf file
             from rmlens.backbones._gguf import gguf_cached_dir
 
             return str(gguf_cached_dir(model)), None

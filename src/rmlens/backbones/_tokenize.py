@@ -27,7 +27,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rmlens._errors import InputError
 from rmlens.backbones._formats import truncation_summary
-from rmlens.data._schema import to_text
+from rmlens.data import to_text
 
 # An HH-RLHF turn marker: "Human:" or "Assistant:" at the start or after a blank line
 _TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ \t]?")

@@ -19,7 +19,7 @@ from scipy.special import expit, logit
 
 from rmlens._errors import InputError
 from rmlens.experiment import PLAN, RECORD, AuditDir, ExperimentDir
-from rmlens.memorization._config import AuditConfig
+from rmlens.memorization import AuditConfig, load_matrices
 from rmlens.rewards.objectives import BradleyTerry
 
 NEEDED = (RECORD, PLAN, "memorization.parquet")
@@ -234,8 +234,6 @@ def load_audit(path: str | Path, label: str) -> Audit:
         Its runs' scores and membership, and its tables; no finished run is an
         :class:`~rmlens.InputError`.
     """
-    from rmlens.memorization._run_folders import load_matrices
-
     path = Path(path)
     exp = AuditDir(path)
     record = exp.read_record(required=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import rmlens.evaluation as evaluation
 from rmlens.comparison._audit import Audit
 
 SUFFIX = "length calibration"
@@ -24,8 +25,6 @@ SUFFIX = "length calibration"
 
 def calibrator():
     """``rmlens.evaluation.calibrate_length``, or None when this rmlens has none."""
-    import rmlens.evaluation as evaluation
-
     return getattr(evaluation, "calibrate_length", None)
 
 

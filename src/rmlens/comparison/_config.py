@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmlens._params import Config, ParamError, non_negative_int, positive_int
-from rmlens.rewards._config import OBJECTIVE_NAMES
+from rmlens.rewards import OBJECTIVE_NAMES
 from rmlens.rewards.objectives import BradleyTerry
 
 

@@ -39,7 +39,8 @@ from rmlens.comparison._margin import (
     table_margin,
     tercile_bounds,
 )
-from rmlens.data._schema import word_counts
+from rmlens.comparison._shortcuts import probe_flips, probe_sample, shap_shares
+from rmlens.data import word_counts
 from rmlens.progress import progress_bar
 from rmlens.stats import percentile_interval, run_mean, run_weights
 
@@ -227,8 +228,6 @@ def agreement_table(audits: list[Audit]) -> pd.DataFrame:
 
 
 def shap_figures(audits, config, details, quiet) -> list[dict]:
-    from rmlens.comparison._shortcuts import shap_shares
-
     out = []
     with progress_bar("SHAP", total=len(audits), quiet=quiet) as advance:
         for audit in audits:
@@ -245,8 +244,6 @@ def shap_figures(audits, config, details, quiet) -> list[dict]:
 
 
 def probe_figures(audits, draws, config, notes, quiet) -> list[dict]:
-    from rmlens.comparison._shortcuts import probe_flips, probe_sample
-
     common = audits[0].ids
     for a in audits[1:]:
         common = common.intersection(a.ids)

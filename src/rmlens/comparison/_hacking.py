@@ -25,7 +25,7 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.comparison._audit import Audit
 from rmlens.comparison._heldout import per_run_accuracy, reward_length
-from rmlens.data._schema import word_counts
+from rmlens.data import word_counts
 from rmlens.stats import spearman
 
 SHORTCUT_MECHANISMS = ("length", "model_identity")

@@ -20,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens.attribution import pair_features
 from rmlens.comparison._margin import margin_terciles
-from rmlens.data._schema import word_counts
+from rmlens.data import word_counts
 from rmlens.stats import pairwise_correct, pooled_ratio, run_mean, spearman
 
 
@@ -130,8 +131,6 @@ def counter_bias_slices(table: pd.DataFrame, min_pairs: int) -> dict[str, tuple]
     (a ``mechanism`` column, the planted ground truth): ``quality``, the pairs that quality
     decided, and ``quality_chosen_shorter``, those whose better response is the shorter one.
     """
-    from rmlens.attribution import pair_features
-
     shorter = word_counts(table["chosen"]) < word_counts(table["rejected"])
     slices = {"chosen_shorter": (shorter, "the chosen response has fewer words")}
     found = minority_model(table, min_pairs)

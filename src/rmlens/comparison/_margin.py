@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from rmlens.memorization import memorization_scores, run_sides, side_means
 from rmlens.stats import spearman
 
 TERCILES = ("low", "mid", "high")
@@ -51,8 +52,6 @@ def pair_scores(p: np.ndarray, member: np.ndarray, val: np.ndarray,
                 p_cf: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """TM, TG, CM per pair from all runs, (n_pairs, 3): ``memorization_scores`` (paired
     where ``p_cf`` is given)."""
-    from rmlens.memorization import memorization_scores
-
     p = np.where(val, np.nan, p)  # validation pairs: neither in nor out for that run
     p_cf = None if p_cf is None else np.where(val, np.nan, p_cf)
     table = memorization_scores(p, member, p_cf=p_cf, n_boot=0)
@@ -67,8 +66,6 @@ def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray, weights
     (``memorization._sides.side_means``, the core of ``memorization_scores``) with run
     weights: TM_i = sum_r w_r p_in_ir / sum_r w_r [r gives an in-side], TG likewise.
     """
-    from rmlens.memorization._sides import run_sides, side_means
-
     tm, tg = side_means(*run_sides(p, member, val, p_cf), weights.T)  # (n_pairs, n_draws)
     return np.stack([tm.T, tg.T, (tm - tg).T], axis=2)
 

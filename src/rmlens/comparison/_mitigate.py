@@ -22,14 +22,13 @@ import pandas as pd
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError, RmlensNote, RmlensWarning
 from rmlens._io import write_json
-from rmlens.attribution._bias import objective_bias
+from rmlens.attribution import objective_bias
 from rmlens.comparison._compare import compare
 from rmlens.comparison._config import CompareConfig, MitigateConfig, OveroptimizeConfig
 from rmlens.comparison._overoptimize import overoptimize
 from rmlens.comparison._result import Comparison
 from rmlens.experiment import ExperimentDir
-from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._runner import default_trainer
+from rmlens.memorization import AuditConfig, audit, default_trainer
 from rmlens.progress import status
 from rmlens.rewards.objectives import OBJECTIVES, BradleyTerry, objective_of
 
@@ -206,10 +205,10 @@ def debias_sae(out: Path, *, quiet: bool = False) -> Path:
     """The SAE lens on ``out/bt`` (reused when saved with the same settings), then its
     shortcut latents projected out of every bt run's head into ``out/sae_debias`` (finished
     runs kept); returns that directory."""
-    from rmlens.sae import debias, fit_sae
-    from rmlens.sae._debias_dir import OBJECTIVE
+    # lazy: torch loads only when this runs
+    from rmlens.sae import DEBIAS_OBJECTIVE, debias, fit_sae
 
-    source, target = out / "bt", out / OBJECTIVE
+    source, target = out / "bt", out / DEBIAS_OBJECTIVE
     if not quiet:
         status(f"debias sae: fitting the SAE lens on {source}, then projecting its shortcut "
                f"latents out of every run's head into {target}")

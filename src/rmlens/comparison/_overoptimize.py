@@ -34,7 +34,11 @@ from rmlens.comparison._bon_curves import (
 )
 from rmlens.comparison._config import OveroptimizeConfig
 from rmlens.comparison._hacking import audit_figures, check_same_world, correlations
+from rmlens.comparison._overoptimize_plots import plot_overoptimization
+from rmlens.data import load_candidates
 from rmlens.progress import status
+from rmlens.rewards import resolve_device
+from rmlens.stats import percentile_interval
 
 ORACLE = "oracle"
 PLOTS = ("overoptimization.png", "overoptimization_ensembles.png", "overoptimization_hacking.png")
@@ -62,8 +66,6 @@ class Pool:
 
 def read_pool(candidates) -> Pool:
     """Load and check a pool (``rmlens.data.load_candidates``) and lay it out as arrays."""
-    from rmlens.data import load_candidates
-
     frame = load_candidates(candidates)
     order = pd.unique(frame["prompt_id"])
     rank = pd.Series(np.arange(len(order)), index=order)
@@ -86,8 +88,8 @@ def score_pool(path: Path, pool: Pool, device: str, features: dict,
 
     Runs that are heads on one frozen backbone read the pool's features from ``features``
     (filled once per backbone, so audits on the same backbone encode nothing more)."""
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import member_scores
+    # lazy: torch, transformers load only when this runs
+    from rmlens.rewards import load_rm, member_scores
 
     rm = load_rm(path, device=device)
     scores = member_scores(rm, list(pool.frame["prompt"]), list(pool.frame["response"]),
@@ -136,8 +138,6 @@ class Overoptimization:
 
 
 def _rows(rm: str, audit: str, kind: str, curves: Curves, ns, kl, level: float) -> list[dict]:
-    from rmlens.stats import percentile_interval
-
     rows = []
     for k, n in enumerate(ns):
         row = {"rm": rm, "audit": audit, "kind": kind, "n": int(n), "kl": float(kl[k])}
@@ -202,8 +202,6 @@ def overoptimize(
     >>> found = overoptimize(["cmp"], "pool.jsonl", out="cmp")  # doctest: +SKIP
     >>> found.summary[["rm", "gold_at_max_n", "gold_drop"]]  # doctest: +SKIP
     """
-    from rmlens.rewards._config import resolve_device
-
     config = resolve_config("overoptimize", OveroptimizeConfig, config, overrides).check()
     out = Path(needed_out("overoptimize", out))
     pool = read_pool(candidates)
@@ -256,8 +254,6 @@ def overoptimize(
 
 
 def _write(found: Overoptimization, record: dict) -> list[str]:
-    from rmlens.comparison._overoptimize_plots import plot_overoptimization
-
     out = found.out
     out.mkdir(parents=True, exist_ok=True)
     write_parquet(found.curves, out / "overoptimization.parquet")

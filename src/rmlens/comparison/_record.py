@@ -9,13 +9,12 @@ from rmlens._io import jsonable, write_json, write_parquet
 from rmlens.comparison import metrics as M
 from rmlens.comparison._config import CompareConfig
 from rmlens.comparison._margin import METRICS as MARGIN_METRICS
+from rmlens.comparison._plots import plot_agreement, plot_cm_by_margin, plot_family
 from rmlens.comparison._result import Comparison
 
 
 def write_comparison(result: Comparison, out: Path, config: CompareConfig) -> None:
     """Write the figures, ``compare.json`` and the plots into ``out``; remove stale plots."""
-    from rmlens.comparison._plots import plot_agreement, plot_cm_by_margin, plot_family
-
     out.mkdir(parents=True, exist_ok=True)
     result.out = out
     labels = [a["label"] for a in result.audits]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens.attribution import AttributeConfig, Attributor
 from rmlens.stats import run_mean
 
 SHORTCUT_PREFIXES = ("len_", "compliance_", "refusal_")
@@ -53,8 +54,6 @@ def shortcut_share(importance: pd.DataFrame) -> float:
 def shap_shares(table: pd.DataFrame, group_by: str | None, seed: int) -> list[dict]:
     """Per target (TG, CM): the shortcut share, the fit's held-out R^2, pairs, and the
     shortcut features ranked by importance (at most 5)."""
-    from rmlens.attribution import AttributeConfig, Attributor
-
     config = AttributeConfig(targets=SHAP_TARGETS, regressors=(REGRESSOR,), tokenizer=None,
                              seed=seed, plots=False)  # fmt: skip
     fitted = Attributor(config=config).fit(table, group_by=group_by, quiet=True)
@@ -90,9 +89,9 @@ def probe_flips(audit, sample_ids, draws, *, device: str = "auto", quiet: bool =
     by at least one run whose text the probe changed. Runs are matched to the ensemble's
     members by name (``runs/<run>``).
     """
+    # lazy: torch, transformers, scipy load only when this runs
     from rmlens.evaluation import PROBES
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._ensemble import member_scores
+    from rmlens.rewards import load_rm, member_scores
 
     rm = load_rm(audit.path, device=device)
     names = [int(n) for n in getattr(rm, "names", [])]

@@ -11,8 +11,10 @@ __all__, __getattr__, __dir__ = attach(
         "_dedupe": ["DEDUPE", "dedupe_pairs", "first_copies", "join_groups"],
         "converters": ["convert", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],
-        "_schema": ["CORE_COLUMNS"],
-        "_summary": ["inspect_pairs", "summarize"],
+        "_schema": ["CORE_COLUMNS", "derive_id", "to_text", "word_counts"],
+        "_summary": ["inspect_pairs", "summarize", "duplicates_across_groups"],
         "_synth": ["synthesize"],
+        "_fingerprint": ["FINGERPRINT_COLUMNS", "data_sha1"],
+        "_text_features": ["BUILTIN_PAIR", "BUILTIN_RESPONSE", "Pairs", "Texts"],
     },
 )

@@ -20,7 +20,7 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.data._candidates_config import CandidatesConfig
 from rmlens.data._loaders import read_records
-from rmlens.data._schema import describe, id_text
+from rmlens.data._schema import describe, id_text, to_text
 from rmlens.data._synth import _Writer
 from rmlens.data._synth_bank import FILLER, MODELS, TASTES, TOPICS
 from rmlens.data._validate import Problems, number_problem, text_problem
@@ -211,8 +211,6 @@ def candidates_from_pairs(
         added, ``flipped`` where gold disagrees with the original label. Empty when
         ``holdout`` is 1.
     """
-    from rmlens.data._schema import to_text
-
     key = pairs["prompt"].map(to_text)
     texts: dict[str, dict[str, Any]] = {}  # prompt -> its prompt and {text: (response, model)}
     models = {"chosen": pairs.get("chosen_model"), "rejected": pairs.get("rejected_model")}

@@ -46,6 +46,7 @@ def text_codes(pairs: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     """
     import pandas as pd
 
+    # lazy: numpy, pandas load only when this runs (the command line imports this module)
     from rmlens.data._schema import to_text
 
     n = len(pairs)

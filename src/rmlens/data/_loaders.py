@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import csv
 import gzip
 import json
@@ -305,7 +306,6 @@ def _parse_cell(value: str) -> Any:
         return json.loads(value)
     except json.JSONDecodeError:
         pass
-    import ast
 
     try:
         return ast.literal_eval(value)

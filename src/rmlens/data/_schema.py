@@ -90,9 +90,21 @@ def to_text(value: Any) -> str:
 
 
 def word_counts(texts) -> np.ndarray:
-    """Whitespace-separated words of each prompt or response (:func:`to_text`), (n,): the
-    length that ``len_words`` (attribution), the comparison's slices and the audit's
-    length-only rule read."""
+    """Whitespace-separated words of each prompt or response (:func:`to_text`).
+
+    The length that ``len_words`` (attribution), the comparison's slices and the audit's
+    length-only rule read.
+
+    Parameters
+    ----------
+    texts : sequence of str or list of chat messages
+        Prompts or responses, (n,).
+
+    Returns
+    -------
+    ndarray of shape (n,), float
+        Each text's word count.
+    """
     return np.fromiter((len(to_text(t).split()) for t in texts), dtype=float, count=len(texts))
 
 def derive_id(*parts: Any, length: int | None = 16) -> str:

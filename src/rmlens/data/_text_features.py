@@ -21,7 +21,15 @@ from rmlens.data._text import EMOTIONS, Corpus, nrc_lexicon, syllables
 
 
 class Texts:
-    """Response texts and lazily computed shared statistics for the built-in features."""
+    """Response texts and lazily computed shared statistics for the built-in features.
+
+    Parameters
+    ----------
+    texts : Series of str
+        The responses, one per row of the pair table.
+    tokenizer : tokenizer or None, default=None
+        What ``n_tokens`` counts with; None: words.
+    """
 
     def __init__(self, texts: pd.Series, tokenizer=None):
         self.texts = texts
@@ -170,7 +178,17 @@ def _overlap(t: Texts) -> np.ndarray:
 
 @dataclass
 class Pairs:
-    """What built-in pair features read: the pair table, prompt texts, both responses."""
+    """What built-in pair features read: the pair table, prompt texts, both responses.
+
+    Parameters
+    ----------
+    table : DataFrame
+        The pair table.
+    prompt : Series of str
+        Each pair's prompt as text.
+    texts : Texts
+        Both responses: the chosen ones, then the rejected ones.
+    """
 
     table: pd.DataFrame
     prompt: pd.Series

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmlens._params import non_negative_int, positive, unit_interval
-from rmlens.rewards._config import ScoreConfig
+from rmlens.rewards import ScoreConfig
 
 POSTHOC_METHODS = ("length",)
 LOWESS_FRAC = 0.5  # Huang et al. 2024's setting; statsmodels' own default is 2/3

@@ -14,7 +14,7 @@ from scipy.special import expit
 import rmlens
 from rmlens._base import resolve_config
 from rmlens._errors import InputError
-from rmlens.backbones._formats import warn_truncation
+from rmlens.backbones import warn_truncation
 from rmlens.data import validate_pairs
 from rmlens.evaluation._calibration import (
     brier_score,
@@ -33,10 +33,7 @@ from rmlens.evaluation._posthoc import (
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards import EnsembleRM, load_rm
-from rmlens.rewards._ensemble import member_pair_scores
-from rmlens.rewards._formatting import use_format
-from rmlens.rewards._metrics import pairwise_accuracy
+from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy, use_format
 
 CROSS_FIT_NOTE = (
     "cross-fitted: the RM is an audit's runs and the pairs are the audit's own, so each pair "

@@ -71,7 +71,8 @@ def response_lengths(responses: Sequence[Any]) -> np.ndarray:
     ndarray of shape (n,), float
         The lengths.
     """
-    from rmlens.data._schema import to_text
+    # lazy: pandas loads only when this runs
+    from rmlens.data import to_text
 
     return np.fromiter(
         (len(r) if isinstance(r, str) else len(to_text(r)) for r in responses),
@@ -325,7 +326,8 @@ class LengthCalibratedRM:
         ndarray of shape (n,)
             The RM's reward (an ensemble's mean) less f(length of the response).
         """
-        from rmlens.rewards._ensemble import member_scores
+        # lazy: torch, transformers, scipy load only when this runs
+        from rmlens.rewards import member_scores
 
         raw = member_scores(self.rm, prompts, responses).mean(axis=0)
         return self.calibrator.transform(raw, response_lengths(responses))

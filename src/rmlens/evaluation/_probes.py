@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from rmlens.data import SynthConfig
-from rmlens.rewards._ensemble import member_scores
+from rmlens.evaluation._posthoc import response_lengths
+from rmlens.rewards import member_scores
 from rmlens.stats import pairwise_accuracy, wilson_interval
 
 SIDES = ("chosen", "rejected")
@@ -225,7 +226,6 @@ def _rewards(rm: Any, scores: np.ndarray, responses, weights=None) -> np.ndarray
     raw = scores.mean(axis=0) if weights is None else (weights * scores).sum(axis=0)
     if not _calibrated(rm):
         return raw
-    from rmlens.evaluation._posthoc import response_lengths
 
     return rm.calibrator.transform(raw, response_lengths(responses))
 

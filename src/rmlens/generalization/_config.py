@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmlens._params import Config, Nested, positive_int
-from rmlens.rewards._config import TrainConfig
+from rmlens.rewards import TrainConfig
 
 
 def default_train() -> TrainConfig:

@@ -28,16 +28,14 @@ import rmlens
 from rmlens._base import resolve_config
 from rmlens._errors import InputError
 from rmlens._io import json_sha1, write_json, write_parquet
-from rmlens.data._fingerprint import data_sha1
-from rmlens.data._schema import derive_id
+from rmlens.data import data_sha1, derive_id
 from rmlens.experiment import ExperimentDir
 from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plots import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
 from rmlens.progress import status
-from rmlens.rewards import load_rm, make_trainer
-from rmlens.rewards._metrics import pairwise_accuracy
+from rmlens.rewards import load_rm, make_trainer, pairwise_accuracy
 
 RMS = ("explicit", "implicit")
 

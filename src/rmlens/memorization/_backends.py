@@ -36,7 +36,7 @@ from rmlens._io import write_bytes
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._run_folders import RunFailure, RunOutput
 from rmlens.progress import status
-from rmlens.rewards._trainer_base import Trainer as PairTrainer
+from rmlens.rewards import Trainer as PairTrainer
 
 
 @dataclass

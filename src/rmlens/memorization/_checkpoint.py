@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.data._fingerprint import data_sha1
+from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, choose_damping
@@ -34,8 +34,8 @@ from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._influence import DAMPING
+from rmlens.rewards import DAMPING, TrainConfig, group_codes, resolve_device
+from rmlens.rewards.finetune import eval_split
 
 # The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
 # on: the geometric mean of what calibration to brute force chose for LoRA RMs on the
@@ -127,8 +127,9 @@ def audit_rm(
     DataFrame
         The memorization table, as :func:`rmlens.memorization.audit` returns it.
     """
+    # lazy: torch, transformers load only when this runs
+    # private: the fine-tuned loop's own examples and influence, rewards' torch internals
     from rmlens.rewards._finetune_torch import examples_of, influence_scores
-    from rmlens.rewards._trainer_base import group_codes
 
     folder = Path(rm)
     damping = None if damping is None else float(damping)
@@ -231,6 +232,7 @@ class _RmlensRM:
         self.pairs_note = f"the pairs of its train.json (sha1 {trained['data_sha1'][:12]})"
 
     def load(self, device: str):
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards import load_rm
 
         model = load_rm(self.folder, device=device)
@@ -241,8 +243,6 @@ class _RmlensRM:
         return model.net, model.backbone, model.runtime
 
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        from rmlens.rewards.finetune import eval_split
-
         return eval_split(usable, self.train.eval_fraction, self.train.seed)
 
     def check(self, pairs, rewards, kept) -> None:
@@ -274,8 +274,10 @@ class _ClassifierRM:
         )
 
     def load(self, device: str):
+        # lazy: torch, transformers load only when this runs
+        # private: a classifier checkpoint as the fine-tuned loop's net and runtime (rewards'
+        # torch internals)
         from rmlens.rewards._classifier_net import classifier_net
-        from rmlens.rewards._config import resolve_device
         from rmlens.rewards._tuned import runtime_for
 
         dev = resolve_device(device)
@@ -291,8 +293,11 @@ class _ClassifierRM:
         return usable, usable[:0]
 
     def check(self, pairs, rewards, kept) -> None:
+        # lazy: torch, transformers load only when this runs
+        from rmlens.rewards import SequenceClassifierRM
+
+        # private: the net checked against its classifier, rewards' torch internals
         from rmlens.rewards._classifier_net import check_agreement
-        from rmlens.rewards._saved import SequenceClassifierRM
 
         classifier = SequenceClassifierRM(self.classifier, self.backbone.tokenizer,
                                           max_length=self.backbone.max_length,

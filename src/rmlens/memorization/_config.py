@@ -14,8 +14,8 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
-from rmlens.data._dedupe import DEDUPE
+from rmlens.backbones import FORMAT_CONSTRAINT, format_field
+from rmlens.data import DEDUPE
 from rmlens.memorization._regime import (
     audit_head,
     audit_train,
@@ -23,7 +23,7 @@ from rmlens.memorization._regime import (
     planned_validation,
     validation_words,
 )
-from rmlens.rewards._config import MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards import MODEL_HELP, HeadConfig, TrainConfig
 from rmlens.rewards.objectives import names_where, objective_of
 
 BACKENDS = ("local", "ray")

@@ -20,9 +20,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
-from rmlens.data._dedupe import dedupe_pairs
-from rmlens.data._fingerprint import FINGERPRINT_COLUMNS, data_sha1
-from rmlens.data._schema import derive_id
+from rmlens.data import FINGERPRINT_COLUMNS, data_sha1, dedupe_pairs, derive_id
 from rmlens.experiment import ExperimentDir, with_defaults
 from rmlens.memorization._config import (
     EXECUTION_FIELDS,

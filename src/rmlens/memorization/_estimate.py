@@ -31,7 +31,9 @@ from rmlens.memorization._sides import run_sides, side_means
 from rmlens.stats import bootstrap_runs, nanquantiles, run_weights
 
 MIN_RUNS_FOR_INTERVAL = 2
-COLUMNS = ["tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi"]
+ESTIMATE_COLUMNS = [
+    "tm", "tg", "cm", "n_in", "n_out", "tm_lo", "tm_hi", "tg_lo", "tg_hi", "cm_lo", "cm_hi",
+]  # fmt: skip
 
 
 def memorization_scores(
@@ -89,7 +91,7 @@ def memorization_scores(
     once = np.ones((n_runs, 1))
     alpha = (1 - level) / 2 * 100
     qs = np.true_divide([alpha, 100 - alpha], 100)
-    out = {name: np.full(n_pairs, np.nan) for name in COLUMNS}
+    out = {name: np.full(n_pairs, np.nan) for name in ESTIMATE_COLUMNS}
     for start in range(0, n_pairs, chunk):
         rows = slice(start, start + chunk)
         tm, tg = (x[:, 0] for x in side_means(p_in[rows], p_out[rows], once))

@@ -21,7 +21,7 @@ from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunFailure, RunOutput, write_run
 from rmlens.progress import progress_bar
 from rmlens.rewards import FrozenHeadTrainer, make_trainer
-from rmlens.rewards._trainer_base import Trainer as PairTrainer
+from rmlens.rewards import Trainer as PairTrainer
 
 STACK = 5  # warnings point at audit()'s caller: audit > run_plan > run > _give_up_or_go_on
 
@@ -36,9 +36,21 @@ def run_seed(seed: int, run: int) -> int:
 
 
 def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
-    """Frozen features with one head per run, or a fine-tuned RM per run (``mode``);
-    ``bias``: the pairs' shortcut feature differences for the ``poe`` and ``reweight``
-    objectives."""
+    """The trainer an audit runs: frozen features with one head per run, or a fine-tuned RM
+    per run (``config.mode``).
+
+    Parameters
+    ----------
+    config : AuditConfig
+        The audit's settings (its model, max length, format and seed are resolved first).
+    bias : ndarray or None, default=None
+        The pairs' shortcut feature differences, for the ``poe`` and ``reweight``
+        objectives.
+
+    Returns
+    -------
+    Trainer
+    """
     config = config.resolved()  # the audit's model, max_length, format and seed, said once
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)

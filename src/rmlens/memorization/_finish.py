@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens.data._schema import to_text
-from rmlens.data._summary import duplicates_across_groups
+from rmlens.backbones import truncation_message
+from rmlens.data import duplicates_across_groups, to_text
 from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import brute_agreement, damping_warning
@@ -231,8 +231,6 @@ def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: Au
 
 def truncation_warning(truncation: dict | None, n_pairs: int) -> dict | None:
     """summary.json's warning of pairs that ``max_length`` cut, or None."""
-    from rmlens.backbones._formats import truncation_message
-
     message = truncation_message(truncation, n_pairs)
     if message is None:
         return None

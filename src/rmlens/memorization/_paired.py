@@ -17,7 +17,7 @@ import pandas as pd
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import INFLUENCE_WORDS
 from rmlens.memorization._plans import carve_validation, make_plan, runs_per_repeat
-from rmlens.rewards._convex import REFINE_SHARE
+from rmlens.rewards import REFINE_SHARE
 from rmlens.stats import spearman
 
 MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing

@@ -31,7 +31,19 @@ PLANS = ("kfold", "halves")
 
 
 def runs_per_repeat(kind: str, n_folds: int) -> int:
-    """Runs in one repeat of a plan: K for ``kfold``, 2 for ``halves``."""
+    """Runs in one repeat of a plan: K for ``kfold``, 2 for ``halves``.
+
+    Parameters
+    ----------
+    kind : str
+        The plan's kind (``kfold`` or ``halves``).
+    n_folds : int
+        K.
+
+    Returns
+    -------
+    int
+    """
     return n_folds if kind == "kfold" else 2
 
 

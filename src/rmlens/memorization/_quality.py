@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rmlens.data._schema import word_counts
+from rmlens.data import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plans import runs_needed
-from rmlens.rewards._metrics import not_learned
+from rmlens.rewards import not_learned
 from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses

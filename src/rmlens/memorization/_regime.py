@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from rmlens.rewards._config import HeadConfig, ObjectiveConfig, TrainConfig
+from rmlens.rewards import HeadConfig, ObjectiveConfig, TrainConfig
 from rmlens.rewards.objectives import objective_of
 
 # numpy is imported when a function runs: AuditConfig (and so ``rmlens --help``) reads

@@ -52,8 +52,20 @@ def runs_needed(rel: float, n_runs: int, target: float = TARGET, *, folds: int =
 
 
 def complete_repeats(repeat: np.ndarray, folds: int) -> np.ndarray:
-    """The repeats (sorted) all of whose ``folds`` runs are among ``repeat`` (run // K of
-    each finished run): the units that split-half reliability splits."""
+    """The repeats all of whose runs finished: the units that split-half reliability splits.
+
+    Parameters
+    ----------
+    repeat : ndarray of shape (n_finished,), int
+        Each finished run's repeat (run // K).
+    folds : int
+        Runs per repeat (K).
+
+    Returns
+    -------
+    ndarray of int
+        The complete repeats, sorted.
+    """
     reps, counts = np.unique(np.asarray(repeat), return_counts=True)
     return reps[counts == folds]
 
@@ -170,8 +182,23 @@ def training_sets(member: np.ndarray, val: np.ndarray) -> np.ndarray:
 
 
 def same_partition(plan: pd.DataFrame, folds: int) -> bool:
-    """Whether every whole repeat of the plan holds out the same sets of groups (e.g. K equal
-    to the number of groups: leave one group out); then halves differ only in seeds."""
+    """Whether every whole repeat of the plan holds out the same sets of groups.
+
+    E.g. K equal to the number of groups (leave one group out): then halves differ only in
+    seeds.
+
+    Parameters
+    ----------
+    plan : DataFrame
+        The run plan (``run``, ``group``, ``in_train`` and, when used, ``validation``).
+    folds : int
+        Runs per repeat (K).
+
+    Returns
+    -------
+    bool
+        True when at least two whole repeats exist and all hold out the same groups.
+    """
     out = ~plan.in_train.to_numpy(bool)
     if "validation" in plan:
         out &= ~plan.validation.to_numpy(bool)

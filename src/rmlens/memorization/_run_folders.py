@@ -155,12 +155,28 @@ class RunMatrices:
 def load_matrices(out: str | Path | AuditDir, runs: int | None = None) -> RunMatrices:
     """Probabilities and membership of the finished runs, without long tables.
 
-    ``runs``: the run count to read (runs 0 to runs - 1); the plan's
-    (:meth:`AuditDir.n_runs`) when None.
-
     Each run's id column is aligned to one sorted index of ids (all runs of an audit score the
     same pairs), so memory is the (n_pairs, n_runs) matrices plus one run's file at a time.
     A paired audit's ``p`` is read from its scores' ``p`` column, with ``p_cf`` beside it.
+
+    Parameters
+    ----------
+    out : str, Path or AuditDir
+        The audit's folder.
+    runs : int or None, default=None
+        The run count to read (runs 0 to runs - 1); the plan's (``AuditDir.n_runs``) when
+        None.
+
+    Returns
+    -------
+    RunMatrices
+        ``ids`` (sorted) index the rows, ``runs`` the columns; ``p``, ``member``, ``val``
+        and ``p_cf`` are (n_pairs, n_finished) matrices.
+
+    Raises
+    ------
+    InputError
+        No run has finished.
     """
     exp = AuditDir(out)
     finished = exp.finished_runs(runs)

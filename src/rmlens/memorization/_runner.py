@@ -58,7 +58,7 @@ from rmlens.memorization._plans import (
 )
 from rmlens.memorization._run_folders import load_runs
 from rmlens.progress import status
-from rmlens.rewards._trainer_base import Trainer as PairTrainer
+from rmlens.rewards import Trainer as PairTrainer
 
 FINISHED = ("memorization.parquet", "summary.json", "memorization_map.png")  # what finish writes
 
@@ -197,6 +197,7 @@ def _checked(config: AuditConfig) -> AuditConfig:
     """``config`` checked; with the Ray backend, Ray imported before the slow preparation."""
     config.check()
     if config.backend == "ray":
+        # lazy: Ray (optional, rmlens[ray]) loads only for the Ray backend
         from rmlens.memorization._backends import import_ray
 
         import_ray()

@@ -12,10 +12,25 @@ def run_sides(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The in-side and out-side probability of every (pair, run), NaN where a run gives none.
 
-    ``p``, ``member``, ``val``, ``p_cf``: (n_pairs, n_runs). A run's validation pairs
-    (``val``) are neither in nor out. Brute force (``p_cf`` None): p is in-side where the
-    run trained on the pair, else out-side. Paired: the run's p is one side and its
-    counterfactual p_cf the other.
+    A run's validation pairs (``val``) are neither in nor out. Brute force (``p_cf`` None):
+    p is in-side where the run trained on the pair, else out-side. Paired: the run's p is
+    one side and its counterfactual p_cf the other.
+
+    Parameters
+    ----------
+    p : ndarray of shape (n_pairs, n_runs)
+        sigmoid(r+ - r-) per run.
+    member : ndarray of shape (n_pairs, n_runs), bool
+        The runs' training pairs.
+    val : ndarray of shape (n_pairs, n_runs), bool, or None, default=None
+        The runs' validation pairs.
+    p_cf : ndarray of shape (n_pairs, n_runs) or None, default=None
+        The paired counterfactuals; None for a brute-force audit.
+
+    Returns
+    -------
+    p_in, p_out : ndarray of shape (n_pairs, n_runs)
+        The in-side and out-side probabilities.
     """
     if val is not None:
         p = np.where(val, np.nan, p)
@@ -29,10 +44,20 @@ def run_sides(
 def side_means(
     p_in: np.ndarray, p_out: np.ndarray, weights: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """TM, TG for run weights (n_runs, n_draws): (n_pairs, n_draws) each.
+    """TM, TG for run weights: weighted means of the in-side and out-side probabilities.
 
-    Weighted means of the in-side and out-side probabilities (:func:`run_sides`); only runs
-    that gave a side count for it (a NaN is no run of that side).
+    Only runs that gave a side count for it (a NaN is no run of that side).
+
+    Parameters
+    ----------
+    p_in, p_out : ndarray of shape (n_pairs, n_runs)
+        The sides of :func:`run_sides`.
+    weights : ndarray of shape (n_runs, n_draws)
+        Each draw's weight of each run (one column of ones: the plain means).
+
+    Returns
+    -------
+    tm, tg : ndarray of shape (n_pairs, n_draws)
     """
     has_in, has_out = ~np.isnan(p_in), ~np.isnan(p_out)
     w32 = weights.astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens.experiment import AuditDir
-from rmlens.rewards._trainer_base import inactive_message
+from rmlens.rewards import inactive_message
 
 # In the order they are applied: a pair gets the first that holds.
 CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")

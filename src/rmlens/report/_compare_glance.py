@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.comparison._config import CompareConfig
+from rmlens.comparison import CompareConfig
 from rmlens.comparison.metrics import DIFFERENCES, few_pairs, figure_text
 
 from ._html import esc, fmt, interval_text, table

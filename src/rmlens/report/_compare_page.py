@@ -18,7 +18,7 @@ import pandas as pd
 from rmlens import __version__
 from rmlens._errors import InputError
 from rmlens._io import write_text
-from rmlens.comparison.metrics import NO_DIRECTION, cm_margin_direction, direction_floor
+from rmlens.comparison.metrics import FAMILIES, NO_DIRECTION, cm_margin_direction, direction_floor
 
 from ._assets import CSP, CSS
 from ._compare_glance import (
@@ -288,8 +288,6 @@ def render_compare_page(record: dict[str, Any], images: dict[str, str],
 
     The first screen answers: which audit wins where, at what cost in held-out accuracy (and
     gold under best-of-n), then the flagged figures as one table of audits by figure."""
-    from rmlens.comparison.metrics import FAMILIES
-
     audits = record.get("audits") or []
     labels = [str(a.get("label")) for a in audits]
     figures = marked(record)

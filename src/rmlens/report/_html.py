@@ -16,7 +16,7 @@ from rmlens._display import ROUNDING_NOISE, fmt, snippet  # noqa: F401 (imported
 from rmlens._io import jsonable as clean  # noqa: F401 (JSON-ready values: one sanitizer)
 
 if TYPE_CHECKING:
-    from rmlens.memorization._sentences import Sentence
+    from rmlens.memorization import Sentence
 
 _JSON_ESCAPES = {
     "<": "\\u003c",

@@ -7,11 +7,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization._estimate import COLUMNS
+from rmlens.memorization import ESTIMATE_COLUMNS
 
 from ._html import fmt, num_list, plotly_text
 
-ESTIMATE_COLUMNS = tuple(COLUMNS)
 TEXT_COLUMNS = ("prompt", "chosen", "rejected")
 _MAX_CATEGORIES = 20
 _MAX_COLUMNS = 24

@@ -27,15 +27,18 @@ __all__, __getattr__, __dir__ = attach(
     __name__,
     {
         # light: no numpy, scipy or torch (the command line reads them)
-        "_config": ["ExportConfig", "HeadConfig", "ObjectiveConfig", "ScoreConfig", "TrainConfig"],
+        "_config": [
+            "ExportConfig", "HeadConfig", "ObjectiveConfig", "ScoreConfig", "TrainConfig",
+            "MODEL_HELP", "OBJECTIVE_NAMES", "STEP_FIELDS", "resolve_device",
+        ],
         "frozen": ["FrozenHeadTrainer"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
-        "_trainer_base": ["Trainer"],
+        "_trainer_base": ["Trainer", "group_codes", "inactive_message"],
         "_train_rm": ["train"],
         "_head": ["HeadRM"],
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],
         "_tuned": ["TunedRM"],
-        "_ensemble": ["EnsembleRM"],
+        "_ensemble": ["EnsembleRM", "member_pair_scores", "member_scores"],
         "_formatting": ["use_format"],
         "_load": ["RM_PRESETS", "load_rm"],
         "_export": ["export_rm"],
@@ -60,5 +63,8 @@ __all__, __getattr__, __dir__ = attach(
             "Reweight",
             "objective_of",
         ],
+        "_convex": ["REFINE_SHARE"],
+        "_influence": ["DAMPING"],
+        "_metrics": ["not_learned", "pairwise_accuracy"],
     },
 )

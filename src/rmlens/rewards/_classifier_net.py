@@ -19,10 +19,7 @@ import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rmlens._errors import InputError
-from rmlens.backbones import Backbone
-from rmlens.backbones._formats import resolve_format
-from rmlens.backbones._load import default_max_length
-from rmlens.backbones._tokenize import prepare_tokenizer
+from rmlens.backbones import Backbone, default_max_length, prepare_tokenizer, resolve_format
 from rmlens.rewards._nets import ExplicitNet
 
 AGREE = 1e-3  # largest |reward difference| between the net and the classifier's own scores

@@ -20,7 +20,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.backbones._formats import FORMAT_CONSTRAINT, format_field
+from rmlens.backbones import FORMAT_CONSTRAINT, format_field
 from rmlens.rewards.objectives import OBJECTIVES, names_where, objective_help, objective_of
 
 SCORE_FORMAT_HELP = (
@@ -437,7 +437,17 @@ class ScoreConfig(Config):
 
 
 def resolve_device(name: str) -> str:
-    """``auto`` -> cuda if available, else mps, else cpu."""
+    """The device a run uses: ``auto`` is cuda if available, else mps, else cpu.
+
+    Parameters
+    ----------
+    name : str
+        ``auto`` or a torch device name (returned as given).
+
+    Returns
+    -------
+    str
+    """
     import torch
 
     if name != "auto":

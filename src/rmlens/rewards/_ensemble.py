@@ -21,9 +21,7 @@ import pandas as pd
 import rmlens
 from rmlens._errors import InputError
 from rmlens._io import write_json
-from rmlens.backbones import featurize
-from rmlens.backbones._featurize import encode_texts
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones import encode_pair_text, encode_texts, featurize
 from rmlens.experiment import AuditDir
 from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
@@ -375,11 +373,26 @@ def member_scores(
     rm: Any, prompts: Sequence[Any], responses: Sequence[Any], *, quiet: bool = True,
     features: dict | None = None,
 ) -> np.ndarray:  # fmt: skip
-    """Rewards (n_members, n) of (prompt, response) texts; a single RM is one member.
+    """Rewards of (prompt, response) texts by each member of an RM.
 
-    Explicit heads go through the embedding cache, so a text is encoded once ever.
-    ``features``, a dict kept by the caller, also keeps these texts' features in memory per
-    backbone, so that other RMs on the same backbone and texts skip even the tokenizing.
+    A single RM is one member. Explicit heads go through the embedding cache, so a text is
+    encoded once ever.
+
+    Parameters
+    ----------
+    rm : RewardModel
+        An RM; an :class:`EnsembleRM` scores once per member.
+    prompts, responses : sequence of str or list of chat messages
+        The texts, (n,) each.
+    quiet : bool, default=True
+        No progress lines.
+    features : dict or None, default=None
+        A dict kept by the caller: it keeps these texts' features in memory per backbone,
+        so that other RMs on the same backbone and texts skip even the tokenizing.
+
+    Returns
+    -------
+    ndarray of shape (n_members, n)
     """
     stack = _head_stack(rm)
     if stack is not None:
@@ -400,10 +413,25 @@ def member_scores(
 def member_pair_scores(
     rm: Any, pairs: pd.DataFrame, *, quiet: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(r_chosen, r_rejected), each (n_members, n_pairs), and ``kept`` (n_pairs,) bool.
+    """Rewards of both responses of each pair by each member of an RM.
 
-    A single RM is one member. ``kept`` is False for pairs whose chosen and rejected token
-    ids are identical after truncation (known for explicit heads; True elsewhere).
+    A single RM is one member.
+
+    Parameters
+    ----------
+    rm : RewardModel
+        An RM; an :class:`EnsembleRM` scores once per member.
+    pairs : DataFrame
+        The pair table (``prompt``, ``chosen``, ``rejected``).
+    quiet : bool, default=True
+        No progress lines.
+
+    Returns
+    -------
+    r_chosen, r_rejected : ndarray of shape (n_members, n_pairs)
+    kept : ndarray of shape (n_pairs,), bool
+        False for pairs whose chosen and rejected token ids are identical after truncation
+        (known for explicit heads; True elsewhere).
     """
     stack = _head_stack(rm)
     if stack is not None:

@@ -41,10 +41,12 @@ from torch import nn
 
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_text
-from rmlens.backbones._tokenize import encode_pair_text
+from rmlens.backbones import encode_pair_text
 from rmlens.rewards._card import Exported, model_card
 from rmlens.rewards._ensemble import EnsembleRM
+from rmlens.rewards._load import load_rm
 from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifierRM
+from rmlens.rewards._tuned import TunedRM
 
 PAD = "<|rmlens_pad|>"
 TOLERANCE = 1e-4  # largest |r_rmlens - (r_export + offset)| an export may show
@@ -90,9 +92,6 @@ def export_rm(
         For an RM that has no standard form (an encoder, an MLP head), an ensemble without
         ``run``, or an unknown ``run``.
     """
-    from rmlens.rewards._load import load_rm
-    from rmlens.rewards._tuned import TunedRM
-
     if isinstance(rm, (str, Path)):
         source = Path(rm)
         rm = load_rm(rm, device="cpu", cache_dir=False)
@@ -138,8 +137,6 @@ def _listing(names: list[str]) -> str:
 
 def _explicit_parts(rm: Any) -> tuple[nn.Module, np.ndarray, float]:
     """The backbone body (LoRA merged into a copy) and the head as r = w . h + b."""
-    from rmlens.rewards._tuned import TunedRM
-
     if isinstance(rm, TunedRM):
         rm._activate()
         body, head = rm.net.body, rm.net.head
@@ -259,8 +256,6 @@ def _check(rm: Any, out: Path) -> float:
     recorded format and offset), one sequence at a time and in padded batches; and by a
     reader that stops at the first pad (transformers 4.44 to 4.48, TRL's PPO), one
     right-padded batch. Raises when it is above ``TOLERANCE``."""
-    from rmlens.rewards._load import load_rm
-
     prompts = [p for p, c, j in _PROBES for _ in (c, j)]
     responses = [r for _, c, j in _PROBES for r in (c, j)]
     expected = np.asarray(rm.score(prompts, responses), dtype=float)

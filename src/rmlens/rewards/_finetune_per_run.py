@@ -44,6 +44,7 @@ class PerRun:
         counterfactuals are of (``counterfactuals`` must be set); ``check_exact`` must be 0
         (no exact refit exists for a fine-tuned RM).
         """
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import examples_truncation, guide_features
 
         self._setup()
@@ -71,6 +72,7 @@ class PerRun:
         """Train from the base weights once per learning rate of ``lr_grid`` (or ``lr``) and
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards import _finetune_loop
         from rmlens.rewards._finetune_torch import guide_record, guided_weights
         from rmlens.rewards._nets import load_trainable, trainable_state
@@ -114,6 +116,7 @@ class PerRun:
         ``val_index``: validation pairs (never trained on) evaluated each epoch, for
         ``patience``; without them ``eval_fraction`` of the training pairs is held out.
         """
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_loop import score_examples
         from rmlens.rewards._finetune_torch import influence_scores
 

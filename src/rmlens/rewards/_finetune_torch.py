@@ -15,9 +15,11 @@ from scipy.special import expit
 
 from rmlens._errors import InputError
 from rmlens._io import json_sha1
-from rmlens.backbones import Backbone
-from rmlens.data._fingerprint import data_sha1
+from rmlens.backbones import Backbone, featurize, truncation_of
+from rmlens.data import data_sha1
+from rmlens.rewards._activity import describe_objective, objective_activity
 from rmlens.rewards._finetune_loop import length_batches, score_examples
+from rmlens.rewards._head_fit import loss_weights
 from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._influence import (
     DAMPING,
@@ -28,8 +30,8 @@ from rmlens.rewards._influence import (
 from rmlens.rewards._nets import ExplicitNet, reset_lora, wrap_lora
 from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._pair_gradients import pair_gradients
-from rmlens.rewards._trainer_base import inside_outside
-from rmlens.rewards.losses import PairExtras
+from rmlens.rewards._trainer_base import inside_outside, warn_inactive
+from rmlens.rewards.losses import ObjectiveModule, PairExtras
 from rmlens.rewards.objectives import objective_of
 
 
@@ -126,8 +128,6 @@ def examples_of(
 def examples_truncation(examples: list[Example], max_length: int) -> dict:
     """What truncation cut from tokenized examples (``truncation_summary``; a ranking
     counts as cut when any of its responses was)."""
-    from rmlens.backbones._formats import truncation_of
-
     return truncation_of(max_length, [ex.lengths or [len(s) for s in ex.seqs] for ex in examples])
 
 
@@ -147,7 +147,6 @@ def guide_features(trainer, pairs: pd.DataFrame):
     """Frozen features of the base model for the audit-guided loss weights, or None when
     the objective has none. Call at the base weights (before training, or after
     ``_reset``); no embedding cache, so adapted weights can never be cached as the base's."""
-    from rmlens.backbones import featurize
     cfg = trainer.config_
     if not objective_of(cfg).frozen_weights:
         return None
@@ -158,8 +157,6 @@ def guide_features(trainer, pairs: pd.DataFrame):
 def guided_weights(cfg, features, margin, groups, train_index, eval_index) -> tuple:
     """``rmlens.rewards._head_fit.loss_weights`` of the pairs at ``train_index``, the pairs
     at ``eval_index`` choosing the nested audit's lambda: (weights, guide, per_pair)."""
-    from rmlens.rewards._head_fit import loss_weights
-
     f, train, val = features, np.asarray(train_index, int), np.asarray(eval_index, int)
     pick = lambda a, i: None if a is None else a[i]  # noqa: E731
     validation = (f.chosen[val], f.rejected[val], pick(margin, val)) if len(val) else None
@@ -170,9 +167,6 @@ def guided_weights(cfg, features, margin, groups, train_index, eval_index) -> tu
 def guide_record(cfg, weights, guide) -> dict:
     """A run's record of its loss weights: their summary, how they were made, and whether
     the mechanism acted (``objective_active``)."""
-    from rmlens.rewards._activity import describe_objective, objective_activity
-    from rmlens.rewards.losses import ObjectiveModule
-
     objective = ObjectiveModule(cfg.objective, weights=weights, guide=guide)
     return describe_objective(objective, None, objective_activity(objective, cfg, None))
 
@@ -183,8 +177,6 @@ def loss_weights_table(trainer, data: pd.DataFrame, train_index, eval_index):
     ``id, weight, tm, tg, q`` whose ``attrs`` say how they were made (with
     ``objective_active``, and ``objective_inactive_why`` when they did nothing); None for
     the other objectives. Warns when the weights did nothing."""
-    from rmlens.rewards._trainer_base import warn_inactive
-
     features = guide_features(trainer, data)
     if features is None:
         return None

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
+from rmlens.backbones import Backbone, check_base, load_backbone
 from rmlens.rewards._config import TrainConfig, resolve_device
-from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
+from rmlens.rewards._implicit import ImplicitNet
+from rmlens.rewards._nets import load_causal_lm
+from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel, read_head
+from rmlens.rewards._tuned import TunedRM, load_tuned
 
 KINDS = ("explicit_head", "explicit_finetuned", "implicit", "ensemble")
 """The kinds of ``rm_config.json`` (``_load.LOADERS``)."""
@@ -49,9 +53,6 @@ def _load_explicit(
     path: Path, config: dict, *, device: str = "cpu", cache_dir: Any = None,
     backbones: dict | None = None, trust_remote_code: bool = False, **_: Any,
 ) -> ExplicitHeadRM:  # fmt: skip
-    from rmlens.backbones import load_backbone
-    from rmlens.backbones._presets import check_base
-    from rmlens.rewards._saved import read_head
 
     if "backbone" not in config:
         raise InputError(f"{path / RM_CONFIG}: field 'backbone' is missing")
@@ -73,8 +74,6 @@ def _load_explicit(
 
 
 def _load_tuned(path: Path, config: dict, *, device: str = "cpu", **kwargs: Any):
-    from rmlens.rewards._tuned import load_tuned
-
     if config["kind"] == "implicit" and "policy" in config:
         return _load_implicit_pair(path, config, device=device, **kwargs)
     return load_tuned(path, config, device=device)
@@ -84,11 +83,6 @@ def _load_implicit_pair(
     path: Path, config: dict, *, device: str = "cpu", trust_remote_code: bool = False, **_: Any
 ):
     """An implicit RM named by two causal LMs: beta * (log pi(y|x) - log pi_ref(y|x))."""
-    from rmlens.backbones import Backbone
-    from rmlens.rewards._implicit import ImplicitNet
-    from rmlens.rewards._nets import load_causal_lm
-    from rmlens.rewards._tuned import TunedRM
-
     for key in ("policy", "reference"):
         if key not in config:
             raise InputError(f"{path / RM_CONFIG}: field {key!r} is missing (implicit RM)")

@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 from rmlens._errors import InputError, RmlensWarning
-from rmlens.backbones._formats import resolve_format
+from rmlens.backbones import resolve_format
 from rmlens.rewards._ensemble import EnsembleRM, _members
 from rmlens.rewards._saved import ExplicitHeadRM, SequenceClassifierRM, _classifier_kind
 from rmlens.rewards._tuned import TunedRM

@@ -33,8 +33,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from rmlens._errors import InputError
-from rmlens.backbones import PRESETS
-from rmlens.backbones._presets import check_hub_id, unloadable
+from rmlens.backbones import PRESETS, check_hub_id, unloadable
 from rmlens.experiment import AuditDir
 from rmlens.rewards._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
 from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options

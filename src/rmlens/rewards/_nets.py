@@ -11,11 +11,17 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError
-from rmlens.backbones import Backbone, load_backbone, resolve_model
-from rmlens.backbones._featurize import pool
-from rmlens.backbones._load import default_max_length, is_causal, model_identity
-from rmlens.backbones._presets import unloadable
-from rmlens.backbones._tokenize import prepare_tokenizer
+from rmlens.backbones import (
+    Backbone,
+    default_max_length,
+    is_causal,
+    load_backbone,
+    model_identity,
+    pool,
+    prepare_tokenizer,
+    resolve_model,
+    unloadable,
+)
 from rmlens.rewards._config import TrainConfig
 from rmlens.rewards._packing import Batch
 

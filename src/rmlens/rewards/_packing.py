@@ -23,15 +23,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from rmlens.backbones._tokenize import (
-    NO_LIMIT,
-    encode_pair,
-    format_or_default,
-    pair_encoding,
-    pair_kept,
-)
-from rmlens.backbones._tokenize import prompt_messages as _prompt_messages
-from rmlens.data._schema import to_text
+from rmlens.backbones import NO_LIMIT, encode_pair, format_or_default, pair_encoding, pair_kept
+from rmlens.backbones import prompt_messages as _prompt_messages
+from rmlens.data import to_text
 
 
 @dataclass

@@ -102,6 +102,7 @@ def pair_gradients(
     ``dim`` coordinates (``dim`` None: exact while n x P fits ``EXACT_BUDGET``, else the
     largest sketch that does). The rewards come from the same forward pass, so a run that
     needs J scores its pairs at no extra cost."""
+    # lazy: transformers loads only when this runs
     from rmlens.rewards._finetune_loop import length_batches
 
     linears, other = trainable_linears(net)

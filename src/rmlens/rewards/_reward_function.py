@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
+from rmlens.rewards._config import resolve_device
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -107,7 +108,7 @@ def reward_function(
     >>> trainer = GRPOTrainer(model="policy/", reward_funcs=reward,
     ...                       args=GRPOConfig(...), train_dataset=prompts)  # doctest: +SKIP
     """
-    from rmlens.rewards._config import resolve_device
+    # lazy: torch, transformers, scipy load only when this runs
     from rmlens.rewards._formatting import use_format
     from rmlens.rewards._load import load_rm
     from rmlens.rewards._saved import SequenceClassifierRM

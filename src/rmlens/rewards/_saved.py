@@ -24,12 +24,19 @@ from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_N
 from rmlens import __version__
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import write_json
-from rmlens.backbones import Backbone, featurize
-from rmlens.backbones._featurize import collate, encode_ids
-from rmlens.backbones._formats import RESOLVED, resolve_format
-from rmlens.backbones._load import default_max_length
-from rmlens.backbones._presets import portable_name
-from rmlens.backbones._tokenize import encode_pair_text, pairs_truncation, prepare_tokenizer
+from rmlens.backbones import (
+    RESOLVED,
+    Backbone,
+    collate,
+    default_max_length,
+    encode_ids,
+    encode_pair_text,
+    featurize,
+    pairs_truncation,
+    portable_name,
+    prepare_tokenizer,
+    resolve_format,
+)
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._head import HeadRM, RewardHead
 

@@ -21,7 +21,7 @@ import rmlens
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_atomic, write_json
-from rmlens.data._fingerprint import data_sha1
+from rmlens.data import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
 from rmlens.rewards._config import TrainConfig
@@ -71,6 +71,7 @@ def train(
     >>> rm = train(pairs, out="rm", model="smollm2-135m", epochs=1)  # doctest: +SKIP
     >>> rm.score_pairs(pairs)  # doctest: +SKIP
     """
+    # lazy: torch, transformers load only when this runs
     from rmlens.rewards._load import load_rm
 
     config = resolve_config("train", TrainConfig, config, overrides)

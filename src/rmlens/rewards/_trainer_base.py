@@ -201,7 +201,17 @@ def inside_outside(n: int, kept, train_index, val_index) -> tuple[np.ndarray, np
 
 
 def group_codes(groups) -> np.ndarray:
-    """(n_pairs,) int codes of the group labels (sorted as strings)."""
+    """Integer codes of the group labels, in the order of the labels sorted as strings.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n_pairs,)
+        Each pair's group label.
+
+    Returns
+    -------
+    ndarray of shape (n_pairs,), int
+    """
     return np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
 
 
@@ -217,8 +227,20 @@ def warn_dropped(n: int, what: str = "pairs") -> None:
 
 
 def inactive_message(objective: str, activities: list[dict]) -> str | None:
-    """One line saying in how many runs the objective's mechanism stayed inactive, and why
-    (the first run's reason), or None when it acted in every run."""
+    """One line saying in how many runs the objective's mechanism stayed inactive, and why.
+
+    Parameters
+    ----------
+    objective : str
+        The objective's name.
+    activities : list of dict
+        Each run's activity check (``active`` and, when inactive, ``why``).
+
+    Returns
+    -------
+    str or None
+        The line, with the first inactive run's reason; None when it acted in every run.
+    """
     idle = [a for a in activities if not a.get("active", True)]
     if not idle:
         return None

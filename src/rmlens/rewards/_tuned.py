@@ -28,10 +28,14 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 import rmlens
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_json
-from rmlens.backbones import Backbone, load_backbone
-from rmlens.backbones._formats import resolve_format
-from rmlens.backbones._presets import check_base, portable_name
-from rmlens.backbones._tokenize import prepare_tokenizer
+from rmlens.backbones import (
+    Backbone,
+    check_base,
+    load_backbone,
+    portable_name,
+    prepare_tokenizer,
+    resolve_format,
+)
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_loop import Runtime, score_examples
 from rmlens.rewards._implicit import ImplicitNet

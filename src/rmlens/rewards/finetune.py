@@ -22,8 +22,8 @@ import numpy as np
 
 from rmlens._errors import InputError
 from rmlens._params import ParamError
-from rmlens.backbones._formats import warn_truncation
-from rmlens.rewards._config import TrainConfig
+from rmlens.backbones import resolve_format, warn_truncation
+from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_per_run import PerRun
 from rmlens.rewards._metrics import not_learned
 from rmlens.rewards._trainer_base import (
@@ -61,8 +61,8 @@ class _TunedTrainer(PerRun, Trainer):
 
     def _setup(self) -> None:
         """Load the base model and build the network, once per network shape."""
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards import _finetune_torch as parts
-        from rmlens.rewards._config import resolve_device
         from rmlens.rewards._nets import disable_dropout, load_base
         from rmlens.rewards._tuned import runtime_for
 
@@ -83,8 +83,6 @@ class _TunedTrainer(PerRun, Trainer):
         self.structure_ = structure
         bb = self.backbone or load_base(cfg)
         if self.backbone is not None and cfg.format != "auto":  # the config's choice wins
-            from rmlens.backbones._formats import resolve_format
-
             bb.format = resolve_format(cfg.format, bb.tokenizer, bb.kind)
         disable_dropout(bb.model)
         device = resolve_device(cfg.device)
@@ -101,16 +99,19 @@ class _TunedTrainer(PerRun, Trainer):
         return cfg if cfg.format == self.base_.format else cfg.replace(format=self.base_.format)
 
     def _reset(self, seed: int) -> None:
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import reset
 
         reset(self.net_, self._base_state, seed)
 
     def _examples(self, data: pd.DataFrame):
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import examples_of
 
         return examples_of(data, self.base_, self.config_, self.rm_kind == "implicit")
 
     def _extras(self, index: np.ndarray):
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import extras_at
 
         return extras_at(self.config_.objective, self.bias_, self.groups_, index)
@@ -153,6 +154,7 @@ class _TunedTrainer(PerRun, Trainer):
         without it), ``not_learned_`` (``rewards._metrics.not_learned``: why the RM did not
         learn, None when it did).
         """
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_loop import train_loop
         from rmlens.rewards._finetune_torch import (
             checkpoint_key,
@@ -221,6 +223,7 @@ class _TunedTrainer(PerRun, Trainer):
                 + f" or {knobs[-1]}")
 
     def _make_rm(self) -> TunedRM:
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._nets import trainable_state
         from rmlens.rewards._tuned import TunedRM
 
@@ -249,6 +252,7 @@ class ExplicitRMTrainer(_TunedTrainer):
     rm_kind = "explicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import explicit_net
 
         return explicit_net(bb, cfg)
@@ -273,11 +277,13 @@ class ImplicitRMTrainer(_TunedTrainer):
     rm_kind = "implicit"
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import implicit_net
 
         return implicit_net(bb, cfg)
 
     def _prepare_refs(self, examples) -> None:
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._finetune_torch import reference_logps
 
         reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)

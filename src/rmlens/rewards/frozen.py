@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rmlens._errors import InputError
+from rmlens.backbones import warn_truncation
 from rmlens.rewards._config import HeadConfig
+from rmlens.rewards._convex import one_blas_thread
 from rmlens.rewards._frozen_paired import convex_paired, head_influence
 from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
@@ -146,7 +148,7 @@ class FrozenHeadTrainer(Trainer):
         -------
         self, with ``rm_``, ``head_``, ``n_dropped_``, ``format_`` and ``truncation_``.
         """
-        from rmlens.backbones._formats import warn_truncation
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._saved import ExplicitHeadRM
 
         kept = self.prepare(pairs, quiet=quiet)
@@ -170,6 +172,7 @@ class FrozenHeadTrainer(Trainer):
         return self
 
     def _eval_features(self, eval_data: pd.DataFrame, quiet: bool) -> tuple:
+        # lazy: torch, transformers load only when this runs
         from rmlens.backbones import featurize
 
         if not objective_of(self.config).plain:
@@ -215,6 +218,7 @@ class FrozenHeadTrainer(Trainer):
         FrozenHeadTrainer
             ``self``, with the fitted head in ``head_``.
         """
+        # lazy: torch loads only when this runs
         from rmlens.rewards._head_fit import fit_head
 
         self.head_ = fit_head(self.config, x_chosen, x_rejected, margin,
@@ -255,8 +259,8 @@ class FrozenHeadTrainer(Trainer):
         ndarray of shape (n_pairs,), bool
             The pairs that could be encoded.
         """
-        from rmlens.backbones import featurize, load_backbone
-        from rmlens.backbones._formats import resolve_format
+        # lazy: torch, transformers load only when this runs
+        from rmlens.backbones import featurize, load_backbone, resolve_format
 
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length,
                                                   format=self.format)  # fmt: skip
@@ -308,8 +312,8 @@ class FrozenHeadTrainer(Trainer):
             Every pair's rewards, the run's metrics, its RM and, when prepared with groups,
             ``p`` and ``p_cf``.
         """
+        # lazy: torch, transformers load only when this runs
         from rmlens.rewards._activity import describe_objective
-        from rmlens.rewards._convex import one_blas_thread
         from rmlens.rewards._head_fit import fit_head, training_record
         from rmlens.rewards._saved import ExplicitHeadRM
 

@@ -25,5 +25,6 @@ __all__, __getattr__, __dir__ = attach(
         "_cards": ["response_features"],
         "_debias_config": ["DebiasConfig"],
         "_debias": ["Debiased", "check_debiasable", "debias", "project_head", "shortcut_latents"],
+        "_debias_dir": ["DEBIAS_OBJECTIVE"],
     },
 )

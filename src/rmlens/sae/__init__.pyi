@@ -10,6 +10,7 @@ from ._debias import debias as debias
 from ._debias import project_head as project_head
 from ._debias import shortcut_latents as shortcut_latents
 from ._debias_config import DebiasConfig as DebiasConfig
+from ._debias_dir import DEBIAS_OBJECTIVE as DEBIAS_OBJECTIVE
 from ._files import load_sae as load_sae
 from ._files import save_sae as save_sae
 from ._lens import SAELens as SAELens

@@ -21,7 +21,7 @@ import pandas as pd
 from torch import nn
 
 from rmlens._errors import InputError
-from rmlens.data._text_features import BUILTIN_RESPONSE, Texts
+from rmlens.data import BUILTIN_RESPONSE, Texts
 from rmlens.experiment import ExperimentDir
 from rmlens.sae._responses import Responses
 from rmlens.sae._topk import TopKSAE

@@ -40,15 +40,19 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
+from torch import nn
 
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
 from rmlens._io import jsonable
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards._head import HeadRM
+from rmlens.rewards import HeadRM
+from rmlens.sae._cards import head_weights
 from rmlens.sae._debias_config import DebiasConfig
 from rmlens.sae._debias_dir import CAVEAT, write_debiased
-from rmlens.sae._responses import frozen_audit
+from rmlens.sae._lens import FOLDER, audit_sae
+from rmlens.sae._responses import audit_responses, frozen_audit
 
 RANK_TOL = 1e-8  # singular values below this share of the largest: a direction already spanned
 
@@ -133,8 +137,6 @@ def project_head(weight, bias: float, mean, scale, directions) -> tuple[np.ndarr
 def projected(head: HeadRM, directions) -> HeadRM:
     """A copy of a fitted linear ``HeadRM`` with ``directions`` (m, d) projected out, in the
     head's own form: weights s * w' on (h - mu) / s, bias b (== b' + w' . mu)."""
-    import torch
-
     module = head.head_
     mu, s = (module.mean.double().numpy(), module.scale.double().numpy())
     w = module.net.weight.detach().double().numpy()[0]
@@ -324,10 +326,6 @@ def debias(
     >>> found = debias("audit", out="audit-debiased")  # doctest: +SKIP
     >>> found.latents, found.figures["heldout_accuracy"]  # doctest: +SKIP
     """
-    from rmlens.sae._cards import head_weights
-    from rmlens.sae._lens import FOLDER, audit_sae
-    from rmlens.sae._responses import audit_responses
-
     cfg = resolve_config("debias", DebiasConfig, config, overrides).check()
     directory, out = Path(directory), Path(needed_out("debias", out))
     record = check_debiasable(directory)
@@ -369,8 +367,6 @@ def debias(
 
 
 def _linear_heads(heads: list, directory: Path) -> None:
-    from torch import nn
-
     for head in heads:
         if not isinstance(getattr(getattr(head, "head_", None), "net", None), nn.Linear):
             raise InputError(f"{directory}: its heads are not linear (an MLP head); debiasing "

@@ -30,9 +30,15 @@ import numpy as np
 import pandas as pd
 
 from rmlens._io import jsonable
+from rmlens.data import word_counts
 from rmlens.experiment import AuditDir
+from rmlens.memorization import AuditConfig
 
-OBJECTIVE = "sae_debias"
+# private: the debiased runs form an audit folder, written by memorization's own code
+from rmlens.memorization._directory import output_errors
+from rmlens.stats import pairwise_correct
+
+DEBIAS_OBJECTIVE = "sae_debias"
 CAVEAT = ("a suppressed direction can carry real quality as well as the shortcut: read the "
           "held-out accuracy beside the shortcut figures")
 ESTIMATOR_NOTE = ("brute force: in-runs against out-runs of the audit's plan (each run's head "
@@ -52,9 +58,8 @@ def write_debiased(directory: Path, out: Path, record: dict, debias: dict, resp,
     (the audit's own). Runs already finished in ``out`` (same debiasing) are kept. Returns
     the memorization table and the before/after figures.
     """
-    from rmlens.data._schema import word_counts
-    from rmlens.memorization._config import AuditConfig
-    from rmlens.memorization._directory import output_errors
+    # lazy: scipy loads only when this runs
+    # private: the debiased audit is finished by memorization's own code
     from rmlens.memorization._finish import finish
 
     source = AuditDir(directory)
@@ -109,13 +114,13 @@ def _objective(record: dict) -> str:
 def _record(record: dict, debias: dict) -> dict:
     """config.json of the debiased directory: the audit's, as a ``sae_debias`` audit."""
     new = copy.deepcopy(record)
-    new["audit"]["head"]["objective"] = OBJECTIVE
+    new["audit"]["head"]["objective"] = DEBIAS_OBJECTIVE
     new["audit"]["estimator"], new["audit"]["check_exact"] = "brute", None
     new["estimator"], new["estimator_note"] = "brute", ESTIMATOR_NOTE
     names = ", ".join(f"sae_{j}" for j in debias["latents"])
     regime = str(new.get("regime", "")).split("; estimator")[0]
     new["regime"] = (f"{regime}; then SAE latents {names} projected out of every head "
-                     f"({OBJECTIVE}); estimator {ESTIMATOR_NOTE}")
+                     f"({DEBIAS_OBJECTIVE}); estimator {ESTIMATOR_NOTE}")
     new["debias"] = debias
     return new
 
@@ -123,13 +128,15 @@ def _record(record: dict, debias: dict) -> dict:
 def _write_run(exp: AuditDir, source: AuditDir, run: int, ids, r_c, r_r,
                manifest: dict, member, val, head, latents: list[int]) -> None:  # fmt: skip
     """Scores, RM and manifest of one debiased run (``write_run``: the manifest last)."""
+    # lazy: scipy loads only when this runs
+    # private: a debiased run is scored and written as memorization does its own runs
     from rmlens.memorization._quality import run_quality
     from rmlens.memorization._run_folders import RunOutput, write_run
 
     p = 1.0 / (1.0 + np.exp(-(np.asarray(r_c, float) - np.asarray(r_r, float))))
     was = manifest.get("metrics") or {}
     metrics = {k: was[k] for k in ("l2", "epochs", "best_epoch") if k in was}
-    metrics |= {"objective": OBJECTIVE, "objective_active": True,
+    metrics |= {"objective": DEBIAS_OBJECTIVE, "objective_active": True,
                 "source_objective": was.get("objective", "bt"), "suppressed": list(latents)}
     new = {k: v for k, v in manifest.items() if k not in ("estimator", "metrics", "quality")}
     new["quality"] = run_quality(p, member, val)
@@ -170,8 +177,6 @@ def held_out_figures(before: np.ndarray, after: np.ndarray, held: np.ndarray,
     ``before``, ``after``: margins (n_pairs, n_runs), NaN where unscored; ``held``: each
     run's held-out pairs, (n_pairs, n_runs); ``length``: (n_pairs,).
     """
-    from rmlens.stats import pairwise_correct
-
     def per_run(margins: np.ndarray, figure) -> dict:
         values = []
         for r in range(held.shape[1]):

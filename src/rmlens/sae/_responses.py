@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
+from rmlens.data import to_text
 from rmlens.experiment import AuditDir
 from rmlens.progress import status
 
@@ -116,8 +117,11 @@ def audit_responses(directory: str | Path, *, quiet: bool = False) -> Responses:
     InputError
         ``directory`` is not a frozen audit with saved RMs.
     """
+    # lazy: torch, transformers, scipy load only when this runs
     from rmlens.backbones import featurize
     from rmlens.rewards import load_rm
+
+    # private: an audit's RMs as one stack of heads, the ensemble's own layout
     from rmlens.rewards._ensemble import _head_stack, _members
 
     directory = Path(directory)
@@ -154,8 +158,6 @@ def audit_responses(directory: str | Path, *, quiet: bool = False) -> Responses:
 
 
 def _texts(values: pd.Series) -> list[str]:
-    from rmlens.data._schema import to_text
-
     return [v if isinstance(v, str) else to_text(v) for v in values]
 
 

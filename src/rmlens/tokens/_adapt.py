@@ -60,6 +60,7 @@ def token_scorer(rm: Any, *, name: str = "rm", consume: bool = False) -> TokenSc
 
 def _adapted(rm: Any, name: str, consume: bool) -> TokenScorer:
     """:func:`token_scorer` without the format."""
+    # lazy: scipy loads only when this runs
     from rmlens.rewards import EnsembleRM, ExplicitHeadRM, SequenceClassifierRM, TunedRM
 
     if isinstance(rm, TokenScorer):

@@ -88,7 +88,8 @@ def format_ids(
             for r in responses
         ]
         return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-    from rmlens.backbones._tokenize import NO_LIMIT, encode_pair_text  # imports transformers
+    # lazy: transformers loads only when this runs
+    from rmlens.backbones import NO_LIMIT, encode_pair_text
 
     return [encode_pair_text(tokenizer, prompt, r, NO_LIMIT, format=format) for r in responses]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from rmlens._params import non_negative_int, positive_int
-from rmlens.rewards._config import ScoreConfig
+from rmlens.rewards import ScoreConfig
 
 DEFAULT_PROMPTS = (
     "What, in one word, is the greatest thing ever?",

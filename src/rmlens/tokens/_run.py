@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from rmlens import __version__
 from rmlens._base import needed_out, resolve_config
@@ -32,6 +33,8 @@ from rmlens._errors import InputError
 from rmlens._io import json_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import progress_bar
+from rmlens.rewards import load_rm, use_format
+from rmlens.tokens._adapt import token_scorer
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
 from rmlens.tokens._plots import pick_contrast, plot_contrast, plot_distributions, plot_frequency
@@ -67,8 +70,6 @@ def read_prompts(path: str | Path) -> list[str]:
     InputError
         A file that cannot be read or is not UTF-8, or one without any prompt.
     """
-    from rmlens._errors import InputError
-
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -192,7 +193,6 @@ def sweep(
     config = resolve_config("sweep", SweepConfig, config, overrides)
     config.check()  # ParamError (an InputError) names the field
     out = needed_out("sweep", out)
-    import torch
 
     before = torch.get_num_threads()
     torch.set_num_threads(config.threads or before)
@@ -203,10 +203,6 @@ def sweep(
 
 
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._formatting import use_format
-    from rmlens.tokens._adapt import token_scorer
-
     exp = ExperimentDir(out).create()
     taken: set[str] = set()
     slugs = {spec: model_slug(spec, taken) for spec in dict.fromkeys(config.rm)}

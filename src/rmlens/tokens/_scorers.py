@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from rmlens.backbones._featurize import collate, pool, position_ids
+from rmlens.backbones import collate, pool, position_ids
 from rmlens.tokens._prefix_cache import (
     is_decoder_only,
     model_device,

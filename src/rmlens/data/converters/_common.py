@@ -23,6 +23,7 @@ SHOWN_FIELDS = 12
 
 
 def _describe(value: Any) -> str:
+    # lazy: numpy, pandas load only when this runs (the command line imports this module)
     from rmlens.data._schema import describe
 
     return describe(value)

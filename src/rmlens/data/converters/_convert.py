@@ -9,11 +9,15 @@ from typing import Any
 
 import pandas as pd
 
+from rmlens import __version__
 from rmlens._errors import InputError
+from rmlens._io import write_json
+from rmlens.data._load import save_pairs, validate_pairs
 from rmlens.data._schema import CORE_COLUMNS
 from rmlens.data.converters._common import Tally
 from rmlens.data.converters._registry import Converter, get_converter
 from rmlens.data.converters._source import read_sources
+from rmlens.progress import progress_bar
 
 OUTPUT_SUFFIXES = (".jsonl.gz", ".jsonl", ".json", ".csv", ".parquet")
 MAX_LISTED_VALUES = 12
@@ -76,8 +80,6 @@ def convert_with_report(
     name: str, source: Any, *, split: str | None = None, quiet: bool = True, **options: Any
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """:func:`convert`, returning ``(pairs, report)``; ``quiet=False`` shows a progress bar."""
-    from rmlens.progress import progress_bar
-
     converter = get_converter(name)
     opts = converter.options.from_dict(options).check()
     sources = read_sources(converter, source, split, opts)
@@ -92,8 +94,6 @@ def convert_with_report(
 
 
 def _frame(rows: list[dict[str, Any]], tally: Tally, converter: Converter) -> pd.DataFrame:
-    from rmlens.data._load import validate_pairs
-
     seen: Counter = Counter()
     for row in rows:
         seen[row["id"]] += 1
@@ -138,8 +138,6 @@ def _report(
     tally: Tally,
     pairs: pd.DataFrame,
 ) -> dict[str, Any]:
-    from rmlens import __version__
-
     report: dict[str, Any] = {
         "dataset": converter.name,
         "title": converter.title,
@@ -208,9 +206,6 @@ def write_conversion(pairs: pd.DataFrame, report: dict[str, Any], out: str | Pat
     Path
         The report's path (see :func:`report_path`).
     """
-    from rmlens._io import write_json
-    from rmlens.data._load import save_pairs
-
     out = Path(out)
     if not out.name.lower().endswith(OUTPUT_SUFFIXES):
         raise InputError(

@@ -5,6 +5,7 @@ Offline, a hub id fails at once with one line that says so (no retries for half 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -56,6 +57,7 @@ def data_files(folder: Path, split: str | None = None) -> list[Path]:
 
 def read_sources(converter: Converter, source: Any, split: str | None, options: Any) -> list:
     """The records of ``source`` as a list of :class:`~rmlens.data._loaders.Records`."""
+    # lazy: numpy, pandas load only when this runs (the command line imports this module)
     from rmlens.data._loaders import read_records
 
     text = set(converter.text_fields)
@@ -89,8 +91,6 @@ def read_sources(converter: Converter, source: Any, split: str | None, options: 
 
 
 def _default_split(converter: Converter, path: Path) -> str | None:
-    import json
-
     marker = path / "dataset_dict.json"
     if not marker.exists():
         return None
@@ -119,6 +119,7 @@ def hub_reachable() -> tuple[bool, str]:
 
 
 def _read_hub(converter: Converter, hub_id: str, split: str | None, options: Any):
+    # lazy: numpy, pandas load only when this runs (the command line imports this module)
     from rmlens.data._loaders import read_records
 
     offline = offline_mode()

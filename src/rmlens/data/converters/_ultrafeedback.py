@@ -34,6 +34,7 @@ from rmlens.data.converters._common import (
     user,
 )
 from rmlens.data.converters._registry import Converter
+from rmlens.data.converters._source import read_sources
 
 D = "UltraFeedback"
 BINARIZED_ID = "HuggingFaceH4/ultrafeedback_binarized"
@@ -180,8 +181,6 @@ def _raw(sources: list, opts: UltraFeedbackOptions, tally: Tally) -> Iterator[di
 
 def _model_index(models_from: str) -> dict[str, dict[str, Any]]:
     """instruction -> {"source": ..., "responses": {text: {(model, principle), ...}}}."""
-    from rmlens.data.converters._source import read_sources
-
     raw = dataclasses.replace(CONVERTER, hub_id=RAW_ID, splits=("train",))
     index: dict[str, dict[str, Any]] = {}
     for records in read_sources(raw, models_from, None, UltraFeedbackOptions(variant="raw")):

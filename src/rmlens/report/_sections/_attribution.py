@@ -7,6 +7,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rmlens.attribution import (
+    ABOVE_CHANCE,
+    MEANINGLESS,
+    R2_FLOOR,
+    WARN_BELOW,
+    fit_warnings,
+    informative,
+    informative_column,
+    not_informative,
+    stability_warnings,
+)
+
 from .._html import esc, figure_div, fmt, num_list, plotly_text, prose, table, warning_box
 from ._base import Section, bar_layout
 
@@ -20,8 +32,6 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
     held-out R^2 is below the floor (``R2_FLOOR``) is warned about and not ranked."""
     if imp is None and fit is None:
         return None
-    from rmlens.attribution._informative import R2_FLOOR, fit_warnings, informative
-
     body = (
         '<p class="note">Which pair features explain TM, TG and CM. A feature much more '
         "important for TM than for TG is one the reward models use to memorize rather than "
@@ -54,8 +64,6 @@ def attribution_section(imp: pd.DataFrame | None, fit: pd.DataFrame | None) -> S
 def _fit_table(fit: pd.DataFrame, imp: pd.DataFrame | None) -> pd.DataFrame:
     """The fit table without the stability columns, ``informative`` (from ``r2``) after
     ``r2_std`` and the top features, or why a fit's features are not ranked."""
-    from rmlens.attribution._informative import informative_column, not_informative
-
     out = fit[[c for c in fit.columns if c not in (*_STABILITY_COLUMNS, "informative")]].copy()
     ok = informative_column(fit)
     out.insert(min(4, len(out.columns)), "informative", ok)
@@ -128,9 +136,6 @@ def _stability_block(fit: pd.DataFrame) -> str:
     columns of attribution_fit.parquet), with the plain warnings."""
     if not {"rank_spearman", "top10_overlap"} <= set(fit.columns):
         return ""
-    from rmlens.attribution._informative import MEANINGLESS, informative_column
-    from rmlens.attribution._stability import ABOVE_CHANCE, WARN_BELOW, stability_warnings
-
     useful = dict(zip(fit.index, informative_column(fit)))
 
     def listed(value: Any) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization._summary import categorize, memorized_note
+from rmlens.memorization import categorize, memorized_note
 
 from .._html import fmt, prose, snippet, table
 from ._base import Section

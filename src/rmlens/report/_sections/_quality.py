@@ -7,15 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.memorization._quality import (
+from rmlens.memorization import (
     CHANCE,
     NEAR_CHANCE,
     WEAK_ACCURACY,
     WEAK_MARGIN,
     WEAK_NOT_LEARNED,
+    AuditSentences,
+    audit_sentences,
+    plan_validation,
 )
-from rmlens.memorization._regime import plan_validation
-from rmlens.memorization._sentences import AuditSentences, audit_sentences
 from rmlens.rewards.objectives import REGISTRY, Objective
 
 from .._html import esc, fmt, note, table

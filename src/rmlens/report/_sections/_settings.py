@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 
 from rmlens._errors import InputError
-from rmlens.memorization._config import EXECUTION_FIELDS, AuditConfig
-from rmlens.rewards._config import STEP_FIELDS
+from rmlens.memorization import EXECUTION_FIELDS, AuditConfig
+from rmlens.rewards import STEP_FIELDS
 from rmlens.rewards.objectives import FIELDS as OBJECTIVE_FIELDS
 from rmlens.rewards.objectives import REGISTRY
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from rmlens.memorization._sentences import AuditSentences, audit_sentences
+from rmlens.memorization import AuditSentences, audit_sentences
 
 from .._html import card, esc, fmt, note, readable_rows, table, warning_box
 from ._base import Section

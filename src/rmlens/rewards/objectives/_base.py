@@ -310,6 +310,7 @@ class Objective:
         if bias is not None:
             out["bias_weights"] = bias
         if m.weights_ is not None:
+            # lazy: scipy loads only when this runs (the command line imports this module)
             from rmlens.rewards._guided import weight_summary
 
             out.update(weight_summary(m.weights_))

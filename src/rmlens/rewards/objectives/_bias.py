@@ -137,6 +137,7 @@ class ProductOfExperts(_BiasOnly):
         78% with the expert left free, ``benchmarks/guided.py``)."""
         import numpy as np
 
+        # lazy: scipy loads only when this runs (the command line imports this module)
         from rmlens.rewards._convex import EXPERT_PENALTY
 
         dphi = extras.dphi.double().numpy() / m.scale.double().numpy()

@@ -48,6 +48,7 @@ class LowMargin(_FrozenWeights):
         return "; objective low_margin (weights 2 - margin quantile)"
 
     def pair_weights(self, config, q, tm, tg, raw):
+        # lazy: scipy loads only when this runs (the command line imports this module)
         from rmlens.rewards._guided import low_margin_weights
 
         return low_margin_weights(raw)
@@ -68,6 +69,7 @@ class Complementary(_FrozenWeights):
                 f"audit of each run's training groups, gamma {config.gamma:g})")
 
     def pair_weights(self, config, q, tm, tg, raw):
+        # lazy: scipy loads only when this runs (the command line imports this module)
         from rmlens.rewards._guided import complementary_weights
 
         return complementary_weights(tm, tg, raw, config.gamma)
@@ -88,6 +90,7 @@ class Curate(_FrozenWeights):
                 f"{config.guide_folds}-fold nested audit finds not learned)")
 
     def pair_weights(self, config, q, tm, tg, raw):
+        # lazy: scipy loads only when this runs (the command line imports this module)
         from rmlens.rewards._guided import curate_weights
 
         return curate_weights(tm, config.curate_weight)

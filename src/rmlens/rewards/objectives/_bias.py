@@ -123,18 +123,30 @@ class ProductOfExperts(_BiasOnly):
             m.bias.weight.copy_(torch.as_tensor(m.bias_coef_)[None])
 
     def expert(self, m, dphi: torch.Tensor) -> torch.Tensor:
-        """The bias expert's log-odds (n,) of feature differences (n, k)."""
+        """The bias expert's log-odds w . dphi / scale.
+
+        Parameters
+        ----------
+        m : ObjectiveModule
+            The objective's state (its ``bias`` layer and ``scale``).
+        dphi : torch.Tensor of shape (n, k)
+            Shortcut feature differences.
+
+        Returns
+        -------
+        torch.Tensor of shape (n,)
+        """
         return m.bias(dphi / m.scale).squeeze(-1)
 
     def per_pair(self, m, d, extras):
         return self.loss(d, self.expert(m, extras.dphi), extras.margin)
 
     def convex_terms(self, m, z, c, extras):
-        """The bias features dphi / scale appended to z, penalized by ``EXPERT_PENALTY``
-        times lambda: an expert as penalized as the main head shares the shortcut with it,
-        since the main head's hundreds of coordinates express it at a lower L2 cost (the
-        main head's reward-length correlation fell 11% below bt's on synthetic pairs, and
-        78% with the expert left free, ``benchmarks/guided.py``)."""
+        # The bias features dphi / scale appended to z, penalized by EXPERT_PENALTY times
+        # lambda: an expert as penalized as the main head shares the shortcut with it, since
+        # the main head's hundreds of coordinates express it at a lower L2 cost (the main
+        # head's reward-length correlation fell 11% below bt's on synthetic pairs, and 78%
+        # with the expert left free, benchmarks/guided.py).
         import numpy as np
 
         # lazy: scipy loads only when this runs (the command line imports this module)
@@ -226,8 +238,8 @@ class Reweight(_BiasOnly):
         return float((loss.new_tensor(w) * loss).mean())
 
     def convex_start(self, m, extras):
-        """The weights' normalizer: the mean raw weight over the training pairs (a pair
-        added by a counterfactual is weighted against the same mean)."""
+        # the weights' normalizer: the mean raw weight over the training pairs (a pair added
+        # by a counterfactual is weighted against the same mean)
         import numpy as np
 
         m.reweight_norm_ = float(np.mean(self.raw(m.d_bias_numpy(extras.dphi.numpy()), m.gamma)))

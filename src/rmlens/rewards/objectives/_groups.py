@@ -89,14 +89,12 @@ class GroupDRO(Objective):
         return float((total / count).max())
 
     def convex_fit(self, m, codes):
-        """Alternate ``DRO_ROUNDS`` exponentiated-gradient steps on the group weights with
-        whole solves for the SGD steps of Sagawa et al. 2020, Algorithm 1,
-
-            q_g <- q_g exp(step L_g(w)) / sum_h q_h exp(step L_h(w)),
-
-        w(q) = argmin_w sum_g q_g (n / n_g) sum_{j in g} loss_j(w) + lambda/2 |w|^2 solved to
-        its optimum (pair weights c_j = n q_g / n_g, mean 1 at uniform q), ending with w
-        solved under the last q (``problem.c``). q starts where the last lambda left it."""
+        # DRO_ROUNDS exponentiated-gradient steps on the group weights, with whole solves
+        # for the SGD steps of Sagawa et al. 2020, Algorithm 1:
+        #     q_g <- q_g exp(step L_g(w)) / sum_h q_h exp(step L_h(w)),
+        # w(q) = argmin_w sum_g q_g (n / n_g) sum_{j in g} loss_j(w) + lambda/2 ||w||^2 solved
+        # to its optimum (pair weights c_j = n q_g / n_g, mean 1 at uniform q), ending with w
+        # solved under the last q (problem.c); q starts where the last lambda left it.
         import numpy as np
         import torch
         from scipy.special import log_expit

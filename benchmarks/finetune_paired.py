@@ -207,14 +207,12 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
     scores the pairs again and writes its grid of last-layer counterfactuals into a copy of
     the audit, which then finishes (calibration included) as any audit does. The same
     trainings read two ways, at no second training."""
-    from types import SimpleNamespace
-
     from rmlens._io import write_parquet
     from rmlens.experiment import AuditDir
     from rmlens.memorization._directory import group_pairs
     from rmlens.memorization._finish import finish
-    from rmlens.rewards import load_rm
-    from rmlens.rewards._finetune_torch import examples_of, influence_scores
+    from rmlens.rewards import influence_scores, load_rm
+    from rmlens.rewards._packing import examples_of
     from rmlens.rewards._trainer_base import group_codes
 
     if (out / "summary.json").exists():
@@ -236,11 +234,9 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
         examples, kept = examples_of(pairs, model.backbone, cfg, implicit=False)
         fit = np.flatnonzero(np.isin(ids, manifest["train_ids"]))
         val = np.flatnonzero(np.isin(ids, manifest["val_ids"]))
-        state = SimpleNamespace(config_=cfg, net_=model.net, examples_=examples, kept_=kept,
-                                runtime_=model.runtime, margin_=margin,
-                                groups_codes_=group_codes(groups))  # fmt: skip
         start = time.perf_counter()
-        r, (p, p_cf, lambdas) = influence_scores(state, fit, val)
+        r, (p, p_cf, lambdas) = influence_scores(model.net, examples, kept, model.runtime, cfg,
+                                                 group_codes(groups), fit, val, margin=margin)
         saved = pd.read_parquet(run / "scores.parquet").set_index("id")
         gap = max(gap, float(np.nanmax(np.abs(saved.r_chosen.to_numpy()
                                               - r[kept, 0]))))  # fmt: skip

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -128,8 +127,10 @@ def audit_rm(
         The memorization table, as :func:`rmlens.memorization.audit` returns it.
     """
     # lazy: torch, transformers load only when this runs
-    # private: the fine-tuned loop's own examples and influence, rewards' torch internals
-    from rmlens.rewards._finetune_torch import examples_of, influence_scores
+    from rmlens.rewards import influence_scores
+
+    # private: the fine-tuned loop's own tokenized examples, rewards' torch internals
+    from rmlens.rewards._packing import examples_of
 
     folder = Path(rm)
     damping = None if damping is None else float(damping)
@@ -162,11 +163,10 @@ def audit_rm(
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         fit, held = ckpt.split(np.flatnonzero(kept))
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
-        state = SimpleNamespace(config_=ckpt.train, net_=net, examples_=examples, kept_=kept,
-                                runtime_=runtime, margin_=margin,
-                                groups_codes_=group_codes(grouping.groups))  # fmt: skip
         grid = DAMPING if damping is None else (damping,)
-        r, (p, p_cf, _) = influence_scores(state, fit, held, damping=grid)
+        r, (p, p_cf, _) = influence_scores(net, examples, kept, runtime, ckpt.train,
+                                           group_codes(grouping.groups), fit, held,
+                                           margin=margin, damping=grid)  # fmt: skip
         ckpt.check(pairs, r, kept)
         p_cf, chosen = _calibrated(p, p_cf, fit, held, grid)
         member = np.zeros(len(pairs), bool)

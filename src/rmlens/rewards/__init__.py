@@ -34,6 +34,7 @@ __all__, __getattr__, __dir__ = attach(
         "frozen": ["FrozenHeadTrainer"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
         "_trainer_base": ["Trainer", "group_codes", "inactive_message"],
+        "_pair_gradients": ["influence_scores"],
         "_train_rm": ["train"],
         "_head": ["HeadRM"],
         "_saved": ["ExplicitHeadRM", "RewardModel", "SequenceClassifierRM", "save_head_rm"],

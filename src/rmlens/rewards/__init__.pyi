@@ -23,6 +23,7 @@ from ._load import RM_PRESETS as RM_PRESETS
 from ._load import load_rm as load_rm
 from ._metrics import not_learned as not_learned
 from ._metrics import pairwise_accuracy as pairwise_accuracy
+from ._pair_gradients import influence_scores as influence_scores
 from ._reward_function import RewardFunction as RewardFunction
 from ._reward_function import reward_function as reward_function
 from ._saved import ExplicitHeadRM as ExplicitHeadRM

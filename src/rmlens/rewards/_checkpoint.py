@@ -11,13 +11,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from rmlens._errors import InputError
-from rmlens._io import write_atomic, write_json
+from rmlens._io import json_sha1, write_atomic, write_json
+from rmlens.data import data_sha1
 from rmlens.rewards._nets import load_trainable, trainable_state
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def save(root: Path, net, opt, state: dict, fingerprint: str, best, objective=None) -> None:
@@ -75,3 +80,16 @@ def restore(root: Path, net, opt, fingerprint: str, objective=None) -> tuple[dic
     best_file = folder / "best.safetensors"
     best = load_file(str(best_file)) if best_file.exists() else None
     return state, best
+
+
+def checkpoint_key(cfg, identity, data: pd.DataFrame, eval_data: pd.DataFrame | None) -> str:
+    """Checkpoints' key: the settings, the base model and the data (``data_sha1``).
+
+    The examples follow from these (tokenizer of the base, ``max_length``; the eval split
+    from ``eval_fraction`` and ``seed``), so a checkpoint is resumed only for the same.
+    """
+    skip = {"device", "ensemble", "save_steps", "influence"}
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in skip}
+    parts = [settings, identity, data_sha1(data)]
+    parts.append(None if eval_data is None else data_sha1(eval_data))
+    return json_sha1(parts, 16)

@@ -45,7 +45,8 @@ class PerRun:
         (no exact refit exists for a fine-tuned RM).
         """
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import examples_truncation, guide_features
+        from rmlens.rewards._packing import examples_truncation
+        from rmlens.rewards._tuned_inputs import guide_features
 
         self._setup()
         self.examples_, self.kept_ = self._examples(pairs)
@@ -74,8 +75,8 @@ class PerRun:
         only, never on the run's held-out pairs)."""
         # lazy: torch, transformers load only when this runs
         from rmlens.rewards import _finetune_loop
-        from rmlens.rewards._finetune_torch import guide_record, guided_weights
         from rmlens.rewards._nets import load_trainable, trainable_state
+        from rmlens.rewards._tuned_inputs import guide_record, guided_weights
 
         grid = cfg.lr_grid or (cfg.lr,)
         train = [self.examples_[i] for i in train_index]
@@ -117,8 +118,8 @@ class PerRun:
         ``patience``; without them ``eval_fraction`` of the training pairs is held out.
         """
         # lazy: torch, transformers load only when this runs
+        from rmlens.rewards import influence_scores
         from rmlens.rewards._finetune_loop import score_examples
-        from rmlens.rewards._finetune_torch import influence_scores
 
         cfg = self.config_
         train_index = np.asarray(train_index, dtype=int)
@@ -133,7 +134,9 @@ class PerRun:
         paired = None
         if getattr(self, "groups_codes_", None) is not None:
             start = time.perf_counter()
-            r, paired = influence_scores(self, fit_index, eval_index)
+            r, paired = influence_scores(self.net_, self.examples_, self.kept_, self.runtime_,
+                                         cfg, self.groups_codes_, fit_index, eval_index,
+                                         margin=self.margin_)  # fmt: skip
             self.run_record_["influence_seconds"] = time.perf_counter() - start
         else:
             r = score_examples(self.net_, self.examples_, self.runtime_, batch_size=cfg.batch_size)

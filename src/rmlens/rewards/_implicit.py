@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from rmlens.rewards._packing import Batch
+from rmlens.rewards._packing import Batch, Example, length_batches
 
 
 def response_logps(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -98,3 +98,15 @@ def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return response_logps(logits, batch.target, batch.tmask & batch.valid[..., None])
+
+
+@torch.inference_mode()
+def reference_logps(net: ImplicitNet, examples: list[Example], rt, batch_size: int) -> None:
+    """Implicit RMs: the reference log-probs of every example still without them."""
+    todo = [ex for ex in examples if ex.ref is None]
+    for index in length_batches([ex.packed_length for ex in todo], batch_size):
+        batch = rt.batch(todo, index)
+        with rt.autocast():
+            ref = net.reference_logps(batch).float().cpu()
+        for b, i in enumerate(index):
+            todo[i].ref = ref[b, : len(todo[i].seqs)].tolist()

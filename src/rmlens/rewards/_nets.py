@@ -1,7 +1,9 @@
-"""Networks of fine-tuned reward models: the explicit head net, LoRA, weights in and out."""
+"""Networks of fine-tuned reward models: the explicit head net, LoRA, building a run's
+network from its base model and resetting it, weights in and out."""
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 
@@ -23,6 +25,7 @@ from rmlens.backbones import (
     unloadable,
 )
 from rmlens.rewards._config import TrainConfig
+from rmlens.rewards._implicit import ImplicitNet
 from rmlens.rewards._packing import Batch
 
 
@@ -165,3 +168,49 @@ def load_base(config: TrainConfig) -> Backbone:
     if config.rm_kind == "implicit":
         return load_causal_lm(config.model, max_length=config.max_length, format=config.format)
     return load_backbone(config.model, max_length=config.max_length, format=config.format)
+
+
+def body_model(bb: Backbone, cfg):
+    """The backbone's model, wrapped in LoRA adapters or trained fully."""
+    if cfg.finetune == "lora":
+        return wrap_lora(bb.model, cfg)
+    return bb.model.requires_grad_(True)
+
+
+def base_state(bb: Backbone, cfg) -> dict | None:
+    """Full fine-tuning: a CPU copy of the base weights, to go back to before each run."""
+    if cfg.finetune != "full":
+        return None
+    return {k: v.detach().to("cpu", copy=True) for k, v in bb.model.state_dict().items()}
+
+
+def explicit_net(bb: Backbone, cfg) -> ExplicitNet:
+    net = ExplicitNet(body_model(bb, cfg), bb.hidden_size, bb.pooling, bb.kind == "causal")
+    net.reset_head()
+    return net
+
+
+def implicit_net(bb: Backbone, cfg) -> ImplicitNet:
+    if bb.kind != "causal" or bb.model.get_output_embeddings() is None:
+        raise InputError(
+            f"model '{bb.name}': an implicit RM needs a causal language model with an LM "
+            "head (e.g. smollm2-135m), not an encoder"
+        )
+    reference = None
+    if cfg.finetune == "full":
+        reference = copy.deepcopy(bb.model).eval().requires_grad_(False)
+    return ImplicitNet(body_model(bb, cfg), cfg.beta, reference)
+
+
+def reset(net, state: dict | None, seed: int) -> None:
+    """Back to the base weights, with fresh adapters and head drawn from ``seed``."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        if state is None:
+            reset_lora(net)
+        else:
+            body = net.lm if isinstance(net, ImplicitNet) else net.body
+            body.load_state_dict(state, strict=False)
+        if isinstance(net, ExplicitNet):
+            net.reset_head()
+    net._owner = None

@@ -21,9 +21,19 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
-from rmlens.backbones import NO_LIMIT, encode_pair, format_or_default, pair_encoding, pair_kept
+from rmlens._errors import InputError
+from rmlens.backbones import (
+    NO_LIMIT,
+    Backbone,
+    encode_pair,
+    format_or_default,
+    pair_encoding,
+    pair_kept,
+    truncation_of,
+)
 from rmlens.backbones import prompt_messages as _prompt_messages
 from rmlens.data import to_text
 
@@ -292,3 +302,41 @@ def length_batches(
         chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
         batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
     return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def examples_of(
+    data: pd.DataFrame, bb: Backbone, cfg, implicit: bool
+) -> tuple[list[Example], np.ndarray]:
+    """One tokenized example per pair (or ranking) of ``data``, in the backbone's format,
+    and the usable-pair mask."""
+    tok, limit, fmt = bb.tokenizer, bb.max_length, bb.format
+    if "responses" in data:
+        if cfg.loss != "plackett-luce":
+            raise InputError(
+                "rankings (a 'responses' column) need `loss` 'plackett-luce'; "
+                "load_pairs expands them into pairs instead"
+            )
+        examples = []
+        for prompt, responses, scores in zip(data.prompt, data.responses, data.scores):
+            order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+            ranked = [responses[i] for i in order]
+            examples.append(make_example(tok, prompt, ranked, limit, with_response=implicit,
+                                         format=fmt))  # fmt: skip
+    else:
+        margins = (
+            data["margin"].fillna(0.0).to_numpy(float)
+            if "margin" in data
+            else np.zeros(len(data))
+        )
+        examples = [
+            make_example(tok, p, [c, r], limit, m, with_response=implicit, format=fmt)
+            for p, c, r, m in zip(data.prompt, data.chosen, data.rejected, margins)
+        ]
+    kept = np.array([len(ex.seqs) >= 2 and ex.distinct for ex in examples], dtype=bool)
+    return examples, kept
+
+
+def examples_truncation(examples: list[Example], max_length: int) -> dict:
+    """What truncation cut from tokenized examples (``truncation_summary``; a ranking
+    counts as cut when any of its responses was)."""
+    return truncation_of(max_length, [ex.lengths or [len(s) for s in ex.seqs] for ex in examples])

@@ -16,13 +16,26 @@ gradients are taken pair by pair instead, through every trained tensor.
 When n x P is too large to keep (a large run or a large model), each gradient is sketched to
 ``dim`` coordinates with a CountSketch (each parameter hashed to one coordinate with a random
 sign), which keeps inner products in expectation: the influence solve needs J J' only.
+
+``influence_scores`` turns a trained run into its paired counterfactuals: these gradients
+and the Gauss-Newton solve, or the score head's last-layer step.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from scipy.special import expit
 from torch import nn
+
+from rmlens.rewards._finetune_loop import score_examples
+from rmlens.rewards._influence import (
+    DAMPING,
+    bt_terms,
+    gauss_newton_counterfactuals,
+    last_layer_counterfactuals,
+)
+from rmlens.rewards._trainer_base import inside_outside
 
 EXACT_BUDGET = 1 << 29  # floats of n x P kept exactly (2 GiB); sketched above
 SKETCH_MIN = 4096  # coordinates of a sketch, at least
@@ -202,3 +215,86 @@ def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
     finally:
         net.train(training)
     return rewards, out
+
+
+def influence_scores(
+    net,
+    examples,
+    kept: np.ndarray,
+    runtime,
+    config,
+    groups: np.ndarray,
+    fit_index: np.ndarray,
+    eval_index: np.ndarray,
+    *,
+    margin: np.ndarray | None = None,
+    damping: tuple[float, ...] = DAMPING,
+):
+    """Rewards of every pair under a fine-tuned explicit RM, and its paired counterfactuals
+    over a damping grid: Gauss-Newton influence through the trained parameters
+    (``config.influence`` gauss-newton), or the score head's alone from the pooled hidden
+    states (last-layer; ``rmlens.rewards._influence``).
+
+    Parameters
+    ----------
+    net : ExplicitNet
+        The trained network.
+    examples : list of Example
+        Every pair's tokenized example (``_packing.examples_of``).
+    kept : ndarray of shape (n,), bool
+        The usable pairs.
+    runtime : Runtime
+        Device and precision.
+    config : TrainConfig
+        The run's settings (``influence``, ``batch_size``, ``seed``, the objective's terms).
+    groups : ndarray of shape (n,), int
+        Group codes: a counterfactual removes or adds a whole group.
+    fit_index, eval_index : ndarray of int
+        The run's training pairs and its validation pairs (neither in nor out).
+    margin : ndarray of shape (n,), optional
+        The pairs' margins (with ``use_margin``).
+    damping : tuple of float
+        The damping grid, relative to the mean curvature.
+
+    Returns
+    -------
+    r : ndarray of shape (n, 2)
+        Rewards of chosen and rejected (NaN for unusable pairs).
+    paired : tuple
+        ``(p, p_cf, lambdas)``: sigmoid(r+ - r-) (n,), the counterfactual p (n, K), and the
+        damping values in absolute terms (K,).
+    """
+    cfg = config
+    kept = np.asarray(kept, dtype=bool)
+    offset, target = bt_terms(cfg, margin)
+    if cfg.influence == "gauss-newton":
+        inside, outside = inside_outside(len(kept), kept, fit_index, eval_index)
+        rows = np.flatnonzero(inside | outside)  # the pairs a group's step moves
+        r = np.full((len(kept), 2), np.nan)
+        others = np.flatnonzero(kept & ~(inside | outside))  # validation: scored only
+        if len(others):
+            r[others] = score_examples(net, [examples[i] for i in others], runtime,
+                                       batch_size=cfg.batch_size)[:, :2]  # fmt: skip
+        r[rows], jac = pair_gradients(net, [examples[i] for i in rows], runtime,
+                                      batch_size=cfg.batch_size, seed=cfg.seed)  # fmt: skip
+        d = np.nan_to_num(r[:, 0] - r[:, 1])
+        p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
+        _, p_cf[rows], lambdas = gauss_newton_counterfactuals(
+            jac, d[rows], groups[rows], inside[rows], outside[rows],
+            offset=None if offset is None else offset[rows], target=target, damping=damping,
+        )  # fmt: skip
+    else:
+        h = score_examples(
+            net, examples, runtime, batch_size=cfg.batch_size, method="pooled"
+        ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
+        h = np.nan_to_num(h)
+        u = net.head.weight.detach().double().cpu().numpy()[0]
+        r = h @ u + float(net.head.bias.detach())
+        inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
+        p, p_cf, lambdas = last_layer_counterfactuals(
+            h[:, 0] - h[:, 1], u, groups, inside, outside, offset=offset,
+            target=target, damping=damping,
+        )  # fmt: skip
+    r[~kept] = np.nan
+    p[~kept] = np.nan
+    return r, (p, p_cf, lambdas)

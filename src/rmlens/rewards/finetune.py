@@ -1,17 +1,20 @@
-"""The fine-tuned mode: ``TrainConfig`` and one trainer per method.
+"""The fine-tuned mode's trainers, one per method (their ``TrainConfig``, defined in
+``rmlens.rewards._config``, is re-exported here).
 
 :class:`ExplicitRMTrainer` (a linear head on the pooled hidden state) and
 :class:`ImplicitRMTrainer` (the DPO reward beta * log pi/pi_ref of a causal LM) train from the
 base weights with LoRA or fully, on pairs (Bradley-Terry, optional margin and centering, or
-an objective of ``losses``) or rankings (Plackett-Luce). Both follow the trainer contract
+an objective of ``rmlens.rewards.objectives``) or rankings (Plackett-Luce). Both follow the
+trainer contract
 (``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` sets ``rm_`` (a ``TunedRM``), and
 ``prepare`` + ``fit_score`` (``_finetune_per_run``) train one RM per audit run (``rmlens memorize
 --mode finetune``).
 
-The epoch loop is ``_finetune_loop.train_loop`` (its checkpoints ``_checkpoint``), the pieces that
-need torch (networks, examples, reset, influence) ``_finetune_torch``; both are imported when
-a trainer runs. ``TrainConfig`` is defined in ``rmlens.rewards._config`` (which imports
-nothing heavy: the command line builds its options from it) and re-exported here.
+The epoch loop is ``_finetune_loop.train_loop`` (its checkpoints ``_checkpoint``); the
+networks are built and reset in ``_nets``, the examples tokenized in ``_packing``, the
+objective's extras and loss weights made in ``_tuned_inputs``, a run's counterfactuals in
+``_pair_gradients``: all imported when a trainer runs, so the command line reads
+``TrainConfig`` (``rmlens.rewards._config`` imports nothing heavy) without torch.
 """
 
 from __future__ import annotations
@@ -62,8 +65,7 @@ class _TunedTrainer(PerRun, Trainer):
     def _setup(self) -> None:
         """Load the base model and build the network, once per network shape."""
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards import _finetune_torch as parts
-        from rmlens.rewards._nets import disable_dropout, load_base
+        from rmlens.rewards._nets import base_state, disable_dropout, load_base
         from rmlens.rewards._tuned import runtime_for
 
         cfg = self.config.check()
@@ -90,7 +92,7 @@ class _TunedTrainer(PerRun, Trainer):
         self.base_ = bb
         self.config_ = self._resolved(cfg)
         self.runtime_ = runtime_for(bb, cfg, device)
-        self._base_state = parts.base_state(bb, cfg)
+        self._base_state = base_state(bb, cfg)
         self.net_ = self._make_net(bb, cfg).to(device)
 
     def _resolved(self, cfg: TrainConfig) -> TrainConfig:
@@ -100,19 +102,19 @@ class _TunedTrainer(PerRun, Trainer):
 
     def _reset(self, seed: int) -> None:
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import reset
+        from rmlens.rewards._nets import reset
 
         reset(self.net_, self._base_state, seed)
 
     def _examples(self, data: pd.DataFrame):
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import examples_of
+        from rmlens.rewards._packing import examples_of
 
         return examples_of(data, self.base_, self.config_, self.rm_kind == "implicit")
 
     def _extras(self, index: np.ndarray):
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import extras_at
+        from rmlens.rewards._tuned_inputs import extras_at
 
         return extras_at(self.config_.objective, self.bias_, self.groups_, index)
 
@@ -155,12 +157,10 @@ class _TunedTrainer(PerRun, Trainer):
         learn, None when it did).
         """
         # lazy: torch, transformers load only when this runs
+        from rmlens.rewards._checkpoint import checkpoint_key
         from rmlens.rewards._finetune_loop import train_loop
-        from rmlens.rewards._finetune_torch import (
-            checkpoint_key,
-            examples_truncation,
-            loss_weights_table,
-        )
+        from rmlens.rewards._packing import examples_truncation
+        from rmlens.rewards._tuned_inputs import loss_weights_table
 
         self._setup()
         cfg = self.config_
@@ -253,7 +253,7 @@ class ExplicitRMTrainer(_TunedTrainer):
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import explicit_net
+        from rmlens.rewards._nets import explicit_net
 
         return explicit_net(bb, cfg)
 
@@ -278,13 +278,13 @@ class ImplicitRMTrainer(_TunedTrainer):
 
     def _make_net(self, bb: Backbone, cfg: TrainConfig):
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import implicit_net
+        from rmlens.rewards._nets import implicit_net
 
         return implicit_net(bb, cfg)
 
     def _prepare_refs(self, examples) -> None:
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._finetune_torch import reference_logps
+        from rmlens.rewards._implicit import reference_logps
 
         reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)
 

@@ -62,7 +62,7 @@ from rmlens.rewards import Trainer as PairTrainer
 
 FINISHED = ("memorization.parquet", "summary.json", "memorization_map.png")  # what finish writes
 
-# the audit, and the steps other packages import from here
+# the audit, and the steps that benchmarks and tests import from here
 __all__ = [
     "audit",
     "default_trainer",

@@ -152,7 +152,8 @@ class Objective:
         return bt(d, extras.margin)
 
     def reduce(self, m, loss: torch.Tensor, extras, weight) -> torch.Tensor:
-        """The batch's training loss from its per-pair losses (the mean).
+        """The batch's training loss from its per-pair losses: their mean, weighted by
+        ``weight`` for the ``weighted`` objectives.
 
         Parameters
         ----------
@@ -170,7 +171,7 @@ class Objective:
         torch.Tensor
             The scalar loss.
         """
-        return loss.mean()
+        return (weight * loss).mean() if self.weighted else loss.mean()
 
     def validation_loss(self, m, loss: torch.Tensor, extras) -> float:
         """What early stopping watches, from the validation pairs' per-pair losses.

@@ -230,9 +230,6 @@ class Reweight(_BiasOnly):
         super().setup(m, train, seed, weights)
         m.weights_ = self.weights(m.d_bias_numpy(train.dphi.numpy()), m.gamma)
 
-    def reduce(self, m, loss, extras, weight):
-        return (weight * loss).mean()
-
     def validation_loss(self, m, loss, extras):
         w = self.weights(m.d_bias_numpy(extras.dphi.cpu().numpy()), m.gamma)
         return float((loss.new_tensor(w) * loss).mean())

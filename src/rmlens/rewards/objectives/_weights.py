@@ -32,9 +32,6 @@ class _FrozenWeights(Objective):
             raise ValueError(f"objective {self.name!r} needs the training pairs' `weights`")
         m.weights_ = np.array(weights, dtype=float)
 
-    def reduce(self, m, loss, extras, weight):
-        return (weight * loss).mean()
-
 
 class LowMargin(_FrozenWeights):
     """w_i ∝ 2 - q_i, q_i the pair's margin as a rank quantile: the no-audit baseline of the

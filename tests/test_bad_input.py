@@ -86,7 +86,7 @@ def test_the_default_max_length_stays_within_the_model(tiny_encoder_dir, tmp_pat
 
 def test_backbones_lower_max_length_to_the_model_limit(tiny_encoder_dir, tiny_causal_dir):
     from rmlens.backbones import load_backbone
-    from rmlens.rewards._nets import load_causal_lm
+    from rmlens.rewards._base_model import load_causal_lm
 
     with pytest.warns(RmlensWarning, match=r"^`max_length` 100000000 is above the model's "
                       r"limit 128: using 128$"):  # fmt: skip

@@ -20,9 +20,10 @@ from rmlens.rewards import (
     make_trainer,
     train,
 )
-from rmlens.rewards._finetune_loop import lr_factor
-from rmlens.rewards._nets import ExplicitNet, trainable_state
-from rmlens.rewards._packing import collate, make_example
+from rmlens.rewards._base_model import trainable_state
+from rmlens.rewards._nets import ExplicitNet, collate
+from rmlens.rewards._packing import make_example
+from rmlens.rewards.finetune import lr_factor
 from rmlens.rewards.losses import ranking_loss
 
 PROMPTS = [
@@ -136,7 +137,7 @@ def test_scores_do_not_depend_on_batch_or_padding_side(trained):
         np.testing.assert_allclose(rm.score_examples(examples, batch_size=size), ref, atol=1e-5)
     rt = rm.runtime
     rt.side = "left"
-    from rmlens.rewards._finetune_loop import score_examples
+    from rmlens.rewards._nets import score_examples
 
     left = score_examples(rm.net, examples, rt, batch_size=5)
     np.testing.assert_allclose(left, ref, atol=1e-5)
@@ -182,7 +183,7 @@ def test_resume_from_checkpoint_gives_same_weights(tiny_causal_dir, tmp_path, mo
     full = ExplicitRMTrainer(cfg).fit(PAIRS, checkpoint_dir=tmp_path / "a", quiet=True)
     expected = trainable_state(full.net_)
 
-    import rmlens.rewards._finetune_loop as loop
+    import rmlens.rewards.finetune as loop
 
     calls = {"n": 0}
     real = loop.lr_factor
@@ -431,9 +432,9 @@ def test_finetuned_runs_train_with_the_audit_guided_weights(tiny_causal_dir):
 
 def test_train_records_the_loss_weights_beside_the_rm(tiny_causal_dir, tmp_path):
     from rmlens.backbones import featurize
+    from rmlens.rewards._base_model import load_base
     from rmlens.rewards._guided import margin_quantile
     from rmlens.rewards._head_fit import loss_weights
-    from rmlens.rewards._nets import load_base
 
     cfg = config(tiny_causal_dir, objective="low_margin", eval_fraction=0.25, epochs=1)
     train(PAIRS, cfg, out=tmp_path / "lm", quiet=True)

@@ -20,7 +20,7 @@ from rmlens.data._schema import to_text
 from rmlens.evaluation import evaluate
 from rmlens.evaluation._metrics import pair_metrics
 from rmlens.rewards import ExplicitRMTrainer, FrozenHeadTrainer, HeadConfig, TrainConfig, load_rm
-from rmlens.rewards._nets import load_causal_lm
+from rmlens.rewards._base_model import load_causal_lm
 from rmlens.rewards._packing import make_example
 from rmlens.rewards._saved import SequenceClassifierRM
 

@@ -94,7 +94,7 @@ def _autograd_rows(trainer) -> np.ndarray:
 
 @pytest.mark.parametrize("which", ["encoder", "causal"])
 def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_causal_dir):
-    from rmlens.rewards._finetune_loop import score_examples
+    from rmlens.rewards._nets import score_examples
 
     trainer = _prepared(tiny_encoder_dir if which == "encoder" else tiny_causal_dir)
     r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)

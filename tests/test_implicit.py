@@ -13,9 +13,9 @@ from rmlens.rewards import (
     TrainConfig,
     load_rm,
 )
-from rmlens.rewards._implicit import implicit_reward, response_logps
-from rmlens.rewards._nets import load_causal_lm
-from rmlens.rewards._packing import collate, make_example
+from rmlens.rewards._base_model import load_causal_lm
+from rmlens.rewards._nets import collate, implicit_reward, response_logps
+from rmlens.rewards._packing import make_example
 
 PAIRS = pd.DataFrame(
     {

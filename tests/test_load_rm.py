@@ -281,7 +281,7 @@ def test_one_loader_and_one_ensemble():
         "rewards/_load.py"
     ]
     assert _defined(ast.FunctionDef, "collate") == ["backbones/_featurize.py",
-                                                    "rewards/_packing.py"]
+                                                    "rewards/_nets.py"]
     assert _defined(ast.FunctionDef, "last_real") == ["backbones/_featurize.py"]
 
 

@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 from rmlens._errors import InputError
 from rmlens._io import json_sha1, write_atomic, write_json
 from rmlens.data import data_sha1
-from rmlens.rewards._nets import load_trainable, trainable_state
+from rmlens.rewards._base_model import load_trainable, trainable_state
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 class PerRun:
     """Mixed into ``finetune._TunedTrainer``: it sets up ``net_``, ``base_``, ``runtime_`` and
     provides ``_setup``, ``_examples``, ``_extras``, ``_reset``, ``_split_eval``,
-    ``_prepare_refs`` and ``_make_rm``."""
+    ``_prepare_refs``, ``_train`` (the training loop) and ``_make_rm``."""
 
     @property
     def counterfactuals(self) -> str | None:
@@ -74,8 +74,7 @@ class PerRun:
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards import _finetune_loop
-        from rmlens.rewards._nets import load_trainable, trainable_state
+        from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._tuned_inputs import guide_record, guided_weights
 
         grid = cfg.lr_grid or (cfg.lr,)
@@ -95,8 +94,8 @@ class PerRun:
         for lr in grid:
             self._reset(seed)
             run_cfg = cfg.replace(seed=seed, lr=lr)
-            history = _finetune_loop.train_loop(
-                self.net_, train, run_cfg, self.runtime_, eval_examples=evals, quiet=True,
+            history = self._train(
+                train, run_cfg, eval_examples=evals, quiet=True,
                 **extras,
             )  # fmt: skip
             loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
@@ -119,7 +118,7 @@ class PerRun:
         """
         # lazy: torch, transformers load only when this runs
         from rmlens.rewards import influence_scores
-        from rmlens.rewards._finetune_loop import score_examples
+        from rmlens.rewards._nets import score_examples
 
         cfg = self.config_
         train_index = np.asarray(train_index, dtype=int)

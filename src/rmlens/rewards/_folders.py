@@ -14,9 +14,9 @@ from typing import Any
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, check_base, load_backbone
+from rmlens.rewards._base_model import load_causal_lm
 from rmlens.rewards._config import TrainConfig, resolve_device
-from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._nets import load_causal_lm
+from rmlens.rewards._nets import ImplicitNet
 from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel, read_head
 from rmlens.rewards._tuned import TunedRM, load_tuned
 

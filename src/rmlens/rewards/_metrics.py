@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from rmlens.stats import pairwise_accuracy
+from rmlens.stats import pairwise_accuracy, pairwise_correct
 
-__all__ = ["chance_band", "not_learned", "pairwise_accuracy", "reward_stats"]
+__all__ = ["RunningStats", "chance_band", "not_learned", "pairwise_accuracy", "reward_stats"]
 
 
 def reward_stats(r_chosen, r_rejected) -> dict[str, float]:
@@ -20,6 +22,56 @@ def reward_stats(r_chosen, r_rejected) -> dict[str, float]:
         "reward_min": float(both.min()) if both.size else float("nan"),
         "reward_max": float(both.max()) if both.size else float("nan"),
     }
+
+
+class RunningStats:
+    """The :func:`reward_stats` of a fine-tuning epoch, batch by batch (every ordered pair
+    i < j of a ranking); ``s`` is the running state a checkpoint saves."""
+
+    def __init__(self, saved: dict | None = None):
+        self.s = saved or {
+            "loss": 0.0,
+            "n": 0,
+            "pairs": 0,
+            "correct": 0.0,
+            "margin": 0.0,
+            "rsum": 0.0,
+            "rn": 0,
+            "rmin": math.inf,
+            "rmax": -math.inf,
+        }
+
+    def add(self, rewards, valid, loss: float) -> None:
+        """Count a batch: ``rewards`` (B, K) and ``valid`` (B, K) tensors, its mean loss."""
+        # lazy: torch loads only when a fine-tuned RM trains
+        import torch
+
+        r, v = rewards.detach().float().cpu(), valid.cpu()
+        k = r.shape[1]
+        upper = torch.triu(torch.ones(k, k, dtype=torch.bool), 1) & v[:, :, None] & v[:, None]
+        diff = (r[:, :, None] - r[:, None, :])[upper]  # better minus worse
+        s = self.s
+        s["loss"] += loss * len(r)
+        s["n"] += len(r)
+        s["pairs"] += int(diff.numel())
+        s["correct"] += float(pairwise_correct(diff.numpy()).sum())
+        s["margin"] += float(diff.sum())
+        s["rsum"] += float(r[v].sum())
+        s["rn"] += int(v.sum())
+        s["rmin"] = min(s["rmin"], float(r[v].min()))
+        s["rmax"] = max(s["rmax"], float(r[v].max()))
+
+    def metrics(self) -> dict[str, float]:
+        """The epoch's metrics so far, named as in :func:`reward_stats` (and ``loss``)."""
+        s, nan = self.s, float("nan")
+        return {
+            "loss": s["loss"] / s["n"] if s["n"] else nan,
+            "accuracy": s["correct"] / s["pairs"] if s["pairs"] else nan,
+            "margin": s["margin"] / s["pairs"] if s["pairs"] else nan,
+            "reward_mean": s["rsum"] / s["rn"] if s["rn"] else nan,
+            "reward_min": s["rmin"] if s["rn"] else nan,
+            "reward_max": s["rmax"] if s["rn"] else nan,
+        }
 
 
 NOISE_SE = 2.0  # accuracy within this many standard errors of chance: not told from a coin

@@ -1,32 +1,174 @@
-"""Networks of fine-tuned reward models: the explicit head net, LoRA, building a run's
-network from its base model and resetting it, weights in and out."""
+"""The model wrapper of fine-tuned reward models: tokenized examples in as a :class:`Batch`,
+rewards (B, K) out.
+
+A batch encodes each example's shared prefix once. For a causal LM one packed row holds the
+prefix (the templated prompt), then each response tail::
+
+    tokens     p_0 .. p_{P-1} | c_P .. c_{n-1} | r_P .. r_{m-1}
+    positions  0   ..  P-1    | P   ..  n-1    | P   ..  m-1
+
+and a block mask lets a tail token see the prefix and the earlier tokens of its own tail
+only, so each hidden state equals the one of that sequence run alone. Encoders attend both
+ways (the prompt would see both responses), so they get one row per sequence.
+
+The explicit RM reads a linear head on the pooled hidden state (:class:`ExplicitNet`); the
+implicit RM is the DPO reward of a causal LM (Rafailov et al. 2023, Razin et al. 2025,
+:class:`ImplicitNet`)::
+
+    r(x, y) = beta * (log pi(y|x) - log pi_ref(y|x)),   log pi(y|x) = sum_t log pi(y_t | x, y_<t)
+
+summed over the response tokens only, with a frozen reference pi_ref: the LoRA policy with
+its adapters switched off, or the base weights. Training and scoring share the tokenization,
+the response mask, beta and the reference. :class:`Runtime` says where batches run.
+"""
 
 from __future__ import annotations
 
-import copy
 import math
-import warnings
+from dataclasses import dataclass, fields
 
+import numpy as np
 import torch
 from torch import nn
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-from transformers.utils import logging as hf_logging
 
-from rmlens._errors import InputError
-from rmlens.backbones import (
-    Backbone,
-    default_max_length,
-    is_causal,
-    load_backbone,
-    model_identity,
-    pool,
-    prepare_tokenizer,
-    resolve_model,
-    unloadable,
-)
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._packing import Batch
+from rmlens.backbones import pool
+from rmlens.progress import progress_bar
+from rmlens.rewards._packing import Example, length_batches
+
+
+@dataclass
+class Batch:
+    """Tensors of a batch of B examples with up to K sequences each, in R rows of T tokens.
+
+    ``last``, ``pred`` index the flattened (R * T) token axis; ``rows`` gives each
+    sequence's row (one row per sequence when not packed).
+    """
+
+    input_ids: torch.Tensor  # (R, T)
+    attention_mask: torch.Tensor  # (R, T) 0/1, or (R, 1, T, T) additive block mask
+    position_ids: torch.Tensor | None  # (R, T)
+    last: torch.Tensor  # (B, K) flat index of each sequence's last token
+    rows: torch.Tensor  # (B, K) row of each sequence
+    valid: torch.Tensor  # (B, K) bool: sequence k exists
+    pred: torch.Tensor  # (B, K, L) flat index of the token that predicts response token l
+    target: torch.Tensor  # (B, K, L) the response token ids
+    tmask: torch.Tensor  # (B, K, L) bool
+    margin: torch.Tensor  # (B,)
+    ref: torch.Tensor | None  # (B, K) reference log-probs
+    index: np.ndarray  # (B,) positions of the examples in the list they came from
+
+    def to(self, device) -> Batch:
+        moved = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            moved[f.name] = value.to(device) if isinstance(value, torch.Tensor) else value
+        return Batch(**moved)
+
+
+def collate(
+    examples: list[Example],
+    index,
+    *,
+    pad_id: int,
+    mode: str,
+    side: str = "right",
+    dtype: torch.dtype = torch.float32,
+) -> Batch:
+    """Build a :class:`Batch`.
+
+    Parameters
+    ----------
+    mode : {"packed", "causal", "encoder"}
+        packed: one row per example with the block mask; causal: one row per sequence,
+        padding mask and position ids; encoder: one row per sequence, padding mask only.
+    side : {"right", "left"}
+        Padding side; results do not depend on it (positions come from the layout).
+    dtype : torch.dtype
+        Dtype of the additive block mask (the model's compute dtype).
+    """
+    if mode == "encoder" and side != "right":
+        raise ValueError("encoders are padded on the right (their position ids start at 0)")
+    row_ids: list[list[int]] = []
+    row_pos: list[list[int]] = []
+    row_seg: list[list[int]] = []
+    where: list[list[tuple[int, list[int]]]] = []
+    for ex in examples:
+        if mode == "packed":
+            p = ex.shared
+            ids, pos, seg, locs = list(ex.seqs[0][:p]), list(range(p)), [0] * p, []
+            for k, s in enumerate(ex.seqs):
+                start = len(ids)
+                ids += s[p:]
+                pos += range(p, len(s))
+                seg += [k + 1] * (len(s) - p)
+                locs.append(list(range(p)) + list(range(start, start + len(s) - p)))
+            where.append([(len(row_ids), loc) for loc in locs])
+            row_ids.append(ids), row_pos.append(pos), row_seg.append(seg)
+        else:
+            here = []
+            for s in ex.seqs:
+                here.append((len(row_ids), list(range(len(s)))))
+                row_ids.append(list(s)), row_pos.append(list(range(len(s))))
+                row_seg.append([1] * len(s))
+            where.append(here)
+    n_rows, width = len(row_ids), max(len(r) for r in row_ids)
+    ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
+    pos = torch.zeros((n_rows, width), dtype=torch.long)
+    seg = torch.full((n_rows, width), -1, dtype=torch.long)
+    offset = [0 if side == "right" else width - len(r) for r in row_ids]
+    for r in range(n_rows):
+        sl = slice(offset[r], offset[r] + len(row_ids[r]))
+        ids[r, sl] = torch.tensor(row_ids[r])
+        pos[r, sl] = torch.tensor(row_pos[r])
+        seg[r, sl] = torch.tensor(row_seg[r])
+    real = seg >= 0
+    if mode == "packed":
+        col = torch.arange(width)
+        causal = col[None, :] <= col[:, None]  # (T_query, T_key)
+        key, query = seg[:, None, :], seg[:, :, None]  # (R, 1, T), (R, T, 1)
+        allowed = causal & ((key == 0) | (key == query)) & (key >= 0) & (query >= 0)
+        allowed |= torch.eye(width, dtype=torch.bool)  # padding rows see themselves: no NaN
+        mask = torch.zeros((n_rows, 1, width, width), dtype=dtype)
+        mask = mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+    else:
+        mask = real.long()
+    k_max = max(len(ex.seqs) for ex in examples)
+    n_pred = [[sum(m) for m in ex.response] for ex in examples]
+    l_max = max(1, max(max(n) for n in n_pred))
+    shape = (len(examples), k_max)
+    last, rows = torch.zeros(shape, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
+    valid = torch.zeros(shape, dtype=torch.bool)
+    pred = torch.zeros((*shape, l_max), dtype=torch.long)
+    target = torch.zeros((*shape, l_max), dtype=torch.long)
+    tmask = torch.zeros((*shape, l_max), dtype=torch.bool)
+    for b, ex in enumerate(examples):
+        for k, (row, loc) in enumerate(where[b]):
+            flat = [row * width + offset[row] + c for c in loc]
+            last[b, k], rows[b, k], valid[b, k] = flat[-1], row, True
+            js = [j for j, m in enumerate(ex.response[k]) if m]
+            if js:
+                pred[b, k, : len(js)] = torch.tensor([flat[j - 1] for j in js])
+                target[b, k, : len(js)] = torch.tensor([ex.seqs[k][j] for j in js])
+                tmask[b, k, : len(js)] = True
+    ref = None
+    if all(ex.ref is not None for ex in examples):
+        ref = torch.zeros(shape, dtype=torch.float32)
+        for b, ex in enumerate(examples):
+            ref[b, : len(ex.ref)] = torch.tensor(ex.ref, dtype=torch.float32)
+    return Batch(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=None if mode == "encoder" else pos,
+        last=last,
+        rows=rows,
+        valid=valid,
+        pred=pred,
+        target=target,
+        tmask=tmask,
+        margin=torch.tensor([ex.margin for ex in examples], dtype=torch.float32),
+        ref=ref,
+        index=np.asarray(index),
+    )
 
 
 class ExplicitNet(nn.Module):
@@ -65,152 +207,157 @@ class ExplicitNet(nn.Module):
         return self(batch)
 
 
-def disable_dropout(model: nn.Module) -> None:
-    """Reward training without backbone dropout (as TRL's ``disable_dropout``)."""
-    for module in model.modules():
-        if isinstance(module, nn.Dropout):
-            module.p = 0.0
+def response_logps(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Summed log-probabilities of the response tokens.
+
+    Parameters
+    ----------
+    logits : Tensor of shape (..., L, V)
+        Logits at the positions that predict each response token.
+    target : Tensor of shape (..., L)
+        The response tokens.
+    mask : Tensor of shape (..., L), bool
+        Real response tokens (False on padding).
+
+    Returns
+    -------
+    Tensor of shape (...)
+    """
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (..., L, V)
+    picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (..., L)
+    return (picked * mask).sum(-1)
 
 
-def lora_config(config: TrainConfig):
-    from peft import LoraConfig
-
-    targets = config.lora_targets.strip()
-    if targets != "all-linear":
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    return LoraConfig(
-        r=config.lora_r,
-        lora_alpha=config.lora_alpha,
-        lora_dropout=config.lora_dropout,
-        target_modules=targets,
-    )
+def implicit_reward(policy_logps: torch.Tensor, ref_logps: torch.Tensor, beta: float):
+    """beta * (log pi(y|x) - log pi_ref(y|x)); shapes (n,) or (B, K)."""
+    return beta * (policy_logps - ref_logps)
 
 
-def wrap_lora(model: nn.Module, config: TrainConfig) -> nn.Module:
-    """LoRA adapters through peft; the base weights are frozen."""
-    from peft import get_peft_model
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            return get_peft_model(model, lora_config(config))
-    except ValueError as err:
-        raise InputError(f"`lora_targets` {config.lora_targets!r}: {err}") from err
+def _parts(lm: nn.Module) -> tuple[nn.Module, nn.Module, float | None]:
+    base = lm.get_base_model() if hasattr(lm, "get_base_model") else lm
+    cap = getattr(base.config, "final_logit_softcapping", None)
+    return base.get_decoder(), base.get_output_embeddings(), cap
 
 
-def reset_lora(model: nn.Module) -> None:
-    """Fresh adapters (A random, B = 0: the policy equals the base model again)."""
-    from peft.tuners.lora import LoraLayer
+class ImplicitNet(nn.Module):
+    """A causal LM as a scorer of summed response log-probs; ``forward`` gives (B, K).
 
-    for module in model.modules():
-        if isinstance(module, LoraLayer):
-            for name in list(module.lora_A):
-                module.reset_lora_parameters(name, True)
+    The language-model head runs only at the positions that predict a response token, so
+    the prompt costs no (T x vocabulary) logits.
 
+    Parameters
+    ----------
+    lm : PreTrainedModel or PeftModel
+        The policy (``AutoModelForCausalLM``, with LoRA adapters or fully trainable).
+    beta : float
+    reference : nn.Module, optional
+        A frozen reference LM; None means the policy with its LoRA adapters disabled.
+    """
 
-def trainable_state(net: nn.Module) -> dict[str, torch.Tensor]:
-    """Copies (on CPU) of the trainable tensors, by parameter name."""
-    return {
-        n: p.detach().to("cpu", copy=True) for n, p in net.named_parameters() if p.requires_grad
-    }
+    def __init__(self, lm: nn.Module, beta: float, reference: nn.Module | None = None):
+        super().__init__()
+        self.lm, self.beta = lm, beta
+        self._reference = [reference]  # a list: kept out of parameters() and state_dict()
 
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return _logps(self.lm, batch)
 
-def load_trainable(net: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    params = dict(net.named_parameters())
-    missing = [n for n, p in params.items() if p.requires_grad and n not in state]
-    if missing or any(n not in params for n in state):
-        raise ValueError(f"trainable weights do not match the network (missing {missing[:3]})")
-    with torch.no_grad():
-        for name, value in state.items():
-            params[name].copy_(value)
+    @torch.no_grad()
+    def reference_logps(self, batch: Batch) -> torch.Tensor:
+        """(B, K) summed response log-probs under the reference model."""
+        ref = self._reference[0]
+        if ref is not None:
+            return _logps(ref, batch)
+        with self.lm.disable_adapter():
+            return _logps(self.lm, batch)
 
+    def rewards(self, batch: Batch) -> torch.Tensor:
+        """(B, K) implicit rewards; uses ``batch.ref`` when the batch carries it."""
+        ref = batch.ref if batch.ref is not None else self.reference_logps(batch)
+        return implicit_reward(self(batch), ref, self.beta)
 
-def load_causal_lm(
-    model: str, *, max_length: int | None = None, trust_remote_code: bool = False,
-    format: str = "auto",
-) -> Backbone:
-    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed);
-    ``max_length`` defaults to the model's limit, ``format`` auto to chat when the tokenizer
-    has a template, else raw."""
-    source, preset = resolve_model(model)
-    hf_logging.disable_progress_bar()
-    needs = "an implicit RM needs a causal LM (a preset, local directory or hub id that " \
-        "AutoModelForCausalLM loads)"
-    try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
-    except (OSError, ValueError) as err:
-        raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
-    if not (preset.kind == "causal" if preset else is_causal(config)):
-        raise InputError(f"`model` '{model}': {needs}; its config names {config.architectures}")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        lm = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch.float32, trust_remote_code=trust_remote_code
-        )
-    except (OSError, ValueError) as err:
-        raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
-    limit = max_length or default_max_length(lm.config, tokenizer)  # a set one: clamped
-    prepare_tokenizer(tokenizer)
-    return Backbone(
-        name=model,
-        identity=model_identity(source, lm.config.to_dict()),
-        tokenizer=tokenizer,
-        model=lm.eval(),
-        kind="causal",
-        pooling="last",
-        max_length=int(limit),
-        format=format,
-    )
+    @torch.inference_mode()
+    def fill_references(self, examples: list[Example], rt: Runtime, batch_size: int) -> None:
+        """Set ``ref``, the reference log-probs, of every example still without it."""
+        todo = [ex for ex in examples if ex.ref is None]
+        for index in length_batches([ex.packed_length for ex in todo], batch_size):
+            batch = rt.batch(todo, index)
+            with rt.autocast():
+                ref = self.reference_logps(batch).float().cpu()
+            for b, i in enumerate(index):
+                todo[i].ref = ref[b, : len(todo[i].seqs)].tolist()
 
 
-def load_base(config: TrainConfig) -> Backbone:
-    """The backbone a config trains: ``AutoModel`` (explicit) or a causal LM (implicit)."""
-    if config.rm_kind == "implicit":
-        return load_causal_lm(config.model, max_length=config.max_length, format=config.format)
-    return load_backbone(config.model, max_length=config.max_length, format=config.format)
+def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
+    decoder, head, cap = _parts(lm)
+    hidden = decoder(
+        input_ids=batch.input_ids,
+        attention_mask=batch.attention_mask,
+        position_ids=batch.position_ids,
+        use_cache=False,
+    ).last_hidden_state  # (R, T, d)
+    h = hidden.flatten(0, 1)[batch.pred]  # (B, K, L, d)
+    logits = head(h)  # (B, K, L, V)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return response_logps(logits, batch.target, batch.tmask & batch.valid[..., None])
 
 
-def body_model(bb: Backbone, cfg):
-    """The backbone's model, wrapped in LoRA adapters or trained fully."""
-    if cfg.finetune == "lora":
-        return wrap_lora(bb.model, cfg)
-    return bb.model.requires_grad_(True)
+@dataclass
+class Runtime:
+    """How batches are laid out and where they run."""
+
+    mode: str  # "packed" | "causal" | "encoder"
+    pad_id: int
+    device: str = "cpu"
+    bf16: bool = False
+    side: str = "right"
+
+    def batch(self, examples: list[Example], index):
+        dtype = torch.bfloat16 if self.bf16 else torch.float32
+        return collate(
+            [examples[i] for i in index],
+            index,
+            pad_id=self.pad_id,
+            mode=self.mode,
+            side=self.side,
+            dtype=dtype,
+        ).to(self.device)
+
+    def autocast(self):
+        return torch.autocast(self.device.split(":")[0], torch.bfloat16, enabled=self.bf16)
 
 
-def base_state(bb: Backbone, cfg) -> dict | None:
-    """Full fine-tuning: a CPU copy of the base weights, to go back to before each run."""
-    if cfg.finetune != "full":
-        return None
-    return {k: v.detach().to("cpu", copy=True) for k, v in bb.model.state_dict().items()}
+@torch.inference_mode()
+def score_examples(
+    net,
+    examples: list[Example],
+    rt: Runtime,
+    *,
+    batch_size: int,
+    quiet: bool = True,
+    label: str = "scoring",
+    method: str = "rewards",
+) -> np.ndarray:
+    """Rewards (n, K) of every example (NaN where a ranking has fewer than K responses).
 
-
-def explicit_net(bb: Backbone, cfg) -> ExplicitNet:
-    net = ExplicitNet(body_model(bb, cfg), bb.hidden_size, bb.pooling, bb.kind == "causal")
-    net.reset_head()
-    return net
-
-
-def implicit_net(bb: Backbone, cfg) -> ImplicitNet:
-    if bb.kind != "causal" or bb.model.get_output_embeddings() is None:
-        raise InputError(
-            f"model '{bb.name}': an implicit RM needs a causal language model with an LM "
-            "head (e.g. smollm2-135m), not an encoder"
-        )
-    reference = None
-    if cfg.finetune == "full":
-        reference = copy.deepcopy(bb.model).eval().requires_grad_(False)
-    return ImplicitNet(body_model(bb, cfg), cfg.beta, reference)
-
-
-def reset(net, state: dict | None, seed: int) -> None:
-    """Back to the base weights, with fresh adapters and head drawn from ``seed``."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        if state is None:
-            reset_lora(net)
-        else:
-            body = net.lm if isinstance(net, ImplicitNet) else net.body
-            body.load_state_dict(state, strict=False)
-        if isinstance(net, ExplicitNet):
-            net.reset_head()
-    net._owner = None
+    Batches run longest first; each example's rewards do not depend on the batch.
+    ``method``: the net's method to call per batch, giving (B, K, ...) values
+    (``"pooled"``: an explicit RM's pooled hidden states, (n, K, d)).
+    """
+    training = net.training
+    net.eval()
+    k_max = max((len(ex.seqs) for ex in examples), default=2)
+    out = np.full((len(examples), k_max), np.nan)
+    with progress_bar(label, total=len(examples), quiet=quiet) as advance:
+        for index in length_batches([ex.packed_length for ex in examples], batch_size):
+            batch = rt.batch(examples, index)
+            with rt.autocast():
+                r = getattr(net, method)(batch).float().cpu().numpy()
+            if out.ndim != r.ndim:
+                out = np.full((len(examples), k_max, *r.shape[2:]), np.nan)
+            for b, i in enumerate(index):
+                out[i, : len(examples[i].seqs)] = r[b, : len(examples[i].seqs)]
+            advance(len(index))
+    net.train(training)
+    return out

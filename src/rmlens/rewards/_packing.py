@@ -1,28 +1,19 @@
-"""Tokenized examples (one prompt, K responses) and batches that encode the prompt once.
+"""Tokenized examples: one prompt with K responses, best first, tokenized once.
 
 Every sequence is tokenized by ``encode_pair``, the one tokenization of rmlens, in the
 model's format (chat, raw or pair), each from its full text. The K sequences of an example
 share their first P tokens (their common prefix: the templated prompt, or in raw mode the
-prompt's tokens up to where a merge across the prompt/response boundary differs), so
-packing never changes a sequence's ids. For a causal LM one packed row holds that prefix
-once, then each response tail::
-
-    tokens     p_0 .. p_{P-1} | c_P .. c_{n-1} | r_P .. r_{m-1}
-    positions  0   ..  P-1    | P   ..  n-1    | P   ..  m-1
-
-and a block mask lets a tail token see the prefix and the earlier tokens of its own tail
-only, so each hidden state equals the one of that sequence run alone. Encoders attend both
-ways (the prompt would see both responses), so they get one row per sequence.
+prompt's tokens up to where a merge across the prompt/response boundary differs), so a
+packed batch (``_nets.collate``) never changes a sequence's ids.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import torch
 
 from rmlens._errors import InputError
 from rmlens.backbones import (
@@ -145,141 +136,6 @@ def make_example(
     for s in seqs[1:]:
         shared = min(shared, _common_prefix(seqs[0], s))
     return Example(seqs, masks, max(shared, 0), float(margin), lengths=lengths)
-
-
-@dataclass
-class Batch:
-    """Tensors of a batch of B examples with up to K sequences each, in R rows of T tokens.
-
-    ``last``, ``pred`` index the flattened (R * T) token axis; ``rows`` gives each
-    sequence's row (one row per sequence when not packed).
-    """
-
-    input_ids: torch.Tensor  # (R, T)
-    attention_mask: torch.Tensor  # (R, T) 0/1, or (R, 1, T, T) additive block mask
-    position_ids: torch.Tensor | None  # (R, T)
-    last: torch.Tensor  # (B, K) flat index of each sequence's last token
-    rows: torch.Tensor  # (B, K) row of each sequence
-    valid: torch.Tensor  # (B, K) bool: sequence k exists
-    pred: torch.Tensor  # (B, K, L) flat index of the token that predicts response token l
-    target: torch.Tensor  # (B, K, L) the response token ids
-    tmask: torch.Tensor  # (B, K, L) bool
-    margin: torch.Tensor  # (B,)
-    ref: torch.Tensor | None  # (B, K) reference log-probs
-    index: np.ndarray  # (B,) positions of the examples in the list they came from
-
-    def to(self, device) -> Batch:
-        moved = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            moved[f.name] = value.to(device) if isinstance(value, torch.Tensor) else value
-        return Batch(**moved)
-
-
-def collate(
-    examples: list[Example],
-    index,
-    *,
-    pad_id: int,
-    mode: str,
-    side: str = "right",
-    dtype: torch.dtype = torch.float32,
-) -> Batch:
-    """Build a :class:`Batch`.
-
-    Parameters
-    ----------
-    mode : {"packed", "causal", "encoder"}
-        packed: one row per example with the block mask; causal: one row per sequence,
-        padding mask and position ids; encoder: one row per sequence, padding mask only.
-    side : {"right", "left"}
-        Padding side; results do not depend on it (positions come from the layout).
-    dtype : torch.dtype
-        Dtype of the additive block mask (the model's compute dtype).
-    """
-    if mode == "encoder" and side != "right":
-        raise ValueError("encoders are padded on the right (their position ids start at 0)")
-    row_ids: list[list[int]] = []
-    row_pos: list[list[int]] = []
-    row_seg: list[list[int]] = []
-    where: list[list[tuple[int, list[int]]]] = []
-    for ex in examples:
-        if mode == "packed":
-            p = ex.shared
-            ids, pos, seg, locs = list(ex.seqs[0][:p]), list(range(p)), [0] * p, []
-            for k, s in enumerate(ex.seqs):
-                start = len(ids)
-                ids += s[p:]
-                pos += range(p, len(s))
-                seg += [k + 1] * (len(s) - p)
-                locs.append(list(range(p)) + list(range(start, start + len(s) - p)))
-            where.append([(len(row_ids), loc) for loc in locs])
-            row_ids.append(ids), row_pos.append(pos), row_seg.append(seg)
-        else:
-            here = []
-            for s in ex.seqs:
-                here.append((len(row_ids), list(range(len(s)))))
-                row_ids.append(list(s)), row_pos.append(list(range(len(s))))
-                row_seg.append([1] * len(s))
-            where.append(here)
-    n_rows, width = len(row_ids), max(len(r) for r in row_ids)
-    ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
-    pos = torch.zeros((n_rows, width), dtype=torch.long)
-    seg = torch.full((n_rows, width), -1, dtype=torch.long)
-    offset = [0 if side == "right" else width - len(r) for r in row_ids]
-    for r in range(n_rows):
-        sl = slice(offset[r], offset[r] + len(row_ids[r]))
-        ids[r, sl] = torch.tensor(row_ids[r])
-        pos[r, sl] = torch.tensor(row_pos[r])
-        seg[r, sl] = torch.tensor(row_seg[r])
-    real = seg >= 0
-    if mode == "packed":
-        col = torch.arange(width)
-        causal = col[None, :] <= col[:, None]  # (T_query, T_key)
-        key, query = seg[:, None, :], seg[:, :, None]  # (R, 1, T), (R, T, 1)
-        allowed = causal & ((key == 0) | (key == query)) & (key >= 0) & (query >= 0)
-        allowed |= torch.eye(width, dtype=torch.bool)  # padding rows see themselves: no NaN
-        mask = torch.zeros((n_rows, 1, width, width), dtype=dtype)
-        mask = mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
-    else:
-        mask = real.long()
-    k_max = max(len(ex.seqs) for ex in examples)
-    n_pred = [[sum(m) for m in ex.response] for ex in examples]
-    l_max = max(1, max(max(n) for n in n_pred))
-    shape = (len(examples), k_max)
-    last, rows = torch.zeros(shape, dtype=torch.long), torch.zeros(shape, dtype=torch.long)
-    valid = torch.zeros(shape, dtype=torch.bool)
-    pred = torch.zeros((*shape, l_max), dtype=torch.long)
-    target = torch.zeros((*shape, l_max), dtype=torch.long)
-    tmask = torch.zeros((*shape, l_max), dtype=torch.bool)
-    for b, ex in enumerate(examples):
-        for k, (row, loc) in enumerate(where[b]):
-            flat = [row * width + offset[row] + c for c in loc]
-            last[b, k], rows[b, k], valid[b, k] = flat[-1], row, True
-            js = [j for j, m in enumerate(ex.response[k]) if m]
-            if js:
-                pred[b, k, : len(js)] = torch.tensor([flat[j - 1] for j in js])
-                target[b, k, : len(js)] = torch.tensor([ex.seqs[k][j] for j in js])
-                tmask[b, k, : len(js)] = True
-    ref = None
-    if all(ex.ref is not None for ex in examples):
-        ref = torch.zeros(shape, dtype=torch.float32)
-        for b, ex in enumerate(examples):
-            ref[b, : len(ex.ref)] = torch.tensor(ex.ref, dtype=torch.float32)
-    return Batch(
-        input_ids=ids,
-        attention_mask=mask,
-        position_ids=None if mode == "encoder" else pos,
-        last=last,
-        rows=rows,
-        valid=valid,
-        pred=pred,
-        target=target,
-        tmask=tmask,
-        margin=torch.tensor([ex.margin for ex in examples], dtype=torch.float32),
-        ref=ref,
-        index=np.asarray(index),
-    )
 
 
 def length_batches(

@@ -8,7 +8,7 @@ pair j's sequences, delta_t the gradient of d_j at the layer's output: the same 
 products a backward pass forms for the whole batch, kept per example (the trick of Opacus
 and of influence packages such as kronfluence and bergson). Since d_j depends on example j's
 rows only, one backward of sum_j d_j gives every example's delta at once. Each row of a
-batch holds one example's sequences (``rewards._packing``), so rows are summed per example.
+batch holds one example's sequences (``rewards._nets.collate``), so rows are summed per example.
 
 Full fine-tuning also trains tensors that are not linear layers (embeddings, norms): its
 gradients are taken pair by pair instead, through every trained tensor.
@@ -28,13 +28,13 @@ import torch
 from scipy.special import expit
 from torch import nn
 
-from rmlens.rewards._finetune_loop import score_examples
 from rmlens.rewards._influence import (
     DAMPING,
     bt_terms,
     gauss_newton_counterfactuals,
     last_layer_counterfactuals,
 )
+from rmlens.rewards._nets import score_examples
 from rmlens.rewards._trainer_base import inside_outside
 
 EXACT_BUDGET = 1 << 29  # floats of n x P kept exactly (2 GiB); sketched above
@@ -116,7 +116,7 @@ def pair_gradients(
     largest sketch that does). The rewards come from the same forward pass, so a run that
     needs J scores its pairs at no extra cost."""
     # lazy: transformers loads only when this runs
-    from rmlens.rewards._finetune_loop import length_batches
+    from rmlens.rewards._packing import length_batches
 
     linears, other = trainable_linears(net)
     if other:  # full fine-tuning: not every trained tensor is a linear layer's

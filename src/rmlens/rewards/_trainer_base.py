@@ -200,6 +200,17 @@ def inside_outside(n: int, kept, train_index, val_index) -> tuple[np.ndarray, np
     return inside, outside
 
 
+def eval_split(index: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``fraction`` of the pairs at ``index`` held out to evaluate each epoch: (train, eval).
+    The one rule of ``train`` and of an audit run without validation groups, so a
+    one-checkpoint audit finds the same split again."""
+    if not fraction or len(index) < 2:
+        return index, index[:0]
+    order = np.random.default_rng([seed, 1]).permutation(len(index))
+    n_eval = min(len(index) - 1, max(1, int(round(fraction * len(index)))))
+    return index[order[n_eval:]], index[order[:n_eval]]
+
+
 def group_codes(groups) -> np.ndarray:
     """Integer codes of the group labels, in the order of the labels sorted as strings.
 

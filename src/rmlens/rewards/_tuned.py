@@ -36,10 +36,9 @@ from rmlens.backbones import (
     prepare_tokenizer,
     resolve_format,
 )
+from rmlens.rewards._base_model import load_causal_lm, load_trainable
 from rmlens.rewards._config import TrainConfig, resolve_device
-from rmlens.rewards._finetune_loop import Runtime, score_examples
-from rmlens.rewards._implicit import ImplicitNet
-from rmlens.rewards._nets import ExplicitNet, load_causal_lm, load_trainable
+from rmlens.rewards._nets import ExplicitNet, ImplicitNet, Runtime, score_examples
 from rmlens.rewards._packing import Example, make_example
 from rmlens.rewards._saved import RewardModel
 

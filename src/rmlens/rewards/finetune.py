@@ -1,24 +1,27 @@
-"""The fine-tuned mode's trainers, one per method (their ``TrainConfig``, defined in
-``rmlens.rewards._config``, is re-exported here).
+"""The fine-tuned mode's trainers, one per method, and their training loop (their
+``TrainConfig``, defined in ``rmlens.rewards._config``, is re-exported here).
 
 :class:`ExplicitRMTrainer` (a linear head on the pooled hidden state) and
 :class:`ImplicitRMTrainer` (the DPO reward beta * log pi/pi_ref of a causal LM) train from the
 base weights with LoRA or fully, on pairs (Bradley-Terry, optional margin and centering, or
 an objective of ``rmlens.rewards.objectives``) or rankings (Plackett-Luce). Both follow the
-trainer contract
-(``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` sets ``rm_`` (a ``TunedRM``), and
-``prepare`` + ``fit_score`` (``_finetune_per_run``) train one RM per audit run (``rmlens memorize
---mode finetune``).
+trainer contract (``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` sets ``rm_`` (a
+``TunedRM``), and ``prepare`` + ``fit_score`` (``_finetune_per_run``) train one RM per audit
+run (``rmlens memorize --mode finetune``).
 
-The epoch loop is ``_finetune_loop.train_loop`` (its checkpoints ``_checkpoint``); the
-networks are built and reset in ``_nets``, the examples tokenized in ``_packing``, the
-objective's extras and loss weights made in ``_tuned_inputs``, a run's counterfactuals in
-``_pair_gradients``: all imported when a trainer runs, so the command line reads
-``TrainConfig`` (``rmlens.rewards._config`` imports nothing heavy) without torch.
+A training step reads in three files: this one (``_TunedTrainer._train``, ``_epoch`` and
+``_step``), ``losses`` (``ranking_loss``) and the model wrapper ``_nets`` (the batch and the
+network's rewards). Around it: ``_base_model`` builds and resets a run's network,
+``_packing`` tokenizes the examples, ``_checkpoint`` saves and resumes, ``_tuned_inputs``
+makes the objective's extras and loss weights. All are imported when a trainer runs, so the
+command line reads ``TrainConfig`` (``rmlens.rewards._config`` imports nothing heavy)
+without torch.
 """
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,11 +32,7 @@ from rmlens.backbones import resolve_format, warn_truncation
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_per_run import PerRun
 from rmlens.rewards._metrics import not_learned
-from rmlens.rewards._trainer_base import (
-    Trainer,
-    objective_inputs,
-    warn_dropped,
-)
+from rmlens.rewards._trainer_base import Trainer, eval_split, objective_inputs, warn_dropped
 from rmlens.rewards.objectives import objective_of
 
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ class _TunedTrainer(PerRun, Trainer):
     def _setup(self) -> None:
         """Load the base model and build the network, once per network shape."""
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._nets import base_state, disable_dropout, load_base
+        from rmlens.rewards._base_model import base_state, disable_dropout, load_base, make_net
         from rmlens.rewards._tuned import runtime_for
 
         cfg = self.config.check()
@@ -93,7 +92,7 @@ class _TunedTrainer(PerRun, Trainer):
         self.config_ = self._resolved(cfg)
         self.runtime_ = runtime_for(bb, cfg, device)
         self._base_state = base_state(bb, cfg)
-        self.net_ = self._make_net(bb, cfg).to(device)
+        self.net_ = make_net(bb, cfg).to(device)
 
     def _resolved(self, cfg: TrainConfig) -> TrainConfig:
         """``cfg`` with the format its base model resolved (chat, raw or pair), so the RM's
@@ -102,7 +101,7 @@ class _TunedTrainer(PerRun, Trainer):
 
     def _reset(self, seed: int) -> None:
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._nets import reset
+        from rmlens.rewards._base_model import reset
 
         reset(self.net_, self._base_state, seed)
 
@@ -158,7 +157,6 @@ class _TunedTrainer(PerRun, Trainer):
         """
         # lazy: torch, transformers load only when this runs
         from rmlens.rewards._checkpoint import checkpoint_key
-        from rmlens.rewards._finetune_loop import train_loop
         from rmlens.rewards._packing import examples_truncation
         from rmlens.rewards._tuned_inputs import loss_weights_table
 
@@ -195,8 +193,8 @@ class _TunedTrainer(PerRun, Trainer):
         if self.loss_weights_ is not None:
             weights = self.loss_weights_.weight.to_numpy()
             guide = self.loss_weights_.attrs.get("guide")
-        self.history_ = train_loop(
-            self.net_, train, cfg, self.runtime_, eval_examples=evals,
+        self.history_ = self._train(
+            train, cfg, eval_examples=evals,
             extras=self._extras(train_index), eval_extras=eval_extras,
             checkpoint_dir=checkpoint_dir, quiet=quiet,
             fingerprint=checkpoint_key(cfg, self.base_.identity, data, eval_data),
@@ -224,10 +222,195 @@ class _TunedTrainer(PerRun, Trainer):
 
     def _make_rm(self) -> TunedRM:
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._nets import trainable_state
+        from rmlens.rewards._base_model import trainable_state
         from rmlens.rewards._tuned import TunedRM
 
         return TunedRM(self.net_, self.base_, self.config_, weights=trainable_state(self.net_))
+
+    # -- the training loop ----------------------------------------------------------------
+    def _train(
+        self, train: list, cfg: TrainConfig, *, eval_examples: list | None = None, extras=None,
+        eval_extras=None, checkpoint_dir=None, fingerprint: str = "", quiet: bool = False,
+        weights: np.ndarray | None = None, guide: dict | None = None,
+    ) -> list[dict]:
+        """Train ``net_`` on the examples ``train``; return the history, one entry per epoch
+        (``epoch``, ``step``, ``lr``, ``train_*`` and, with ``eval_examples``, ``eval_*``
+        metrics: ``loss``, ``accuracy``, ``margin``, ``reward_mean/min/max``).
+
+        ``extras`` and ``eval_extras``: the bias features and groups of the training and
+        evaluation examples, in their order, for objectives other than plain Bradley-Terry;
+        ``weights``: the training examples' loss weights of the audit-guided objectives
+        (``guide``: how they were made). With ``patience``, training stops after that many
+        epochs without a lower eval loss and the best epoch's weights are restored. With
+        ``checkpoint_dir``, a checkpoint is written every ``save_steps`` optimizer steps
+        and at each epoch end, and an interrupted run resumes from the newest one.
+        """
+        # lazy: torch, transformers load only when this runs
+        import torch
+
+        from rmlens.rewards.losses import ObjectiveModule
+
+        if cfg.patience and not eval_examples:
+            raise ValueError(
+                "The 'patience' parameter of TrainConfig needs evaluation pairs: set "
+                f"`eval_fraction` > 0 or pass eval pairs. Got patience={cfg.patience}."
+            )
+        rt = self.runtime_
+        devices = [torch.device(rt.device)] if rt.device.startswith("cuda") else []
+        with torch.random.fork_rng(devices=devices, device_type="cuda"):
+            torch.manual_seed(cfg.seed)  # dropout; a resumed run restores the saved state
+            objective = None
+            if not objective_of(cfg).plain:
+                objective = ObjectiveModule.from_config(
+                    cfg, train=extras, seed=cfg.seed, weights=weights, guide=guide
+                ).to(rt.device)
+            return self._epochs(train, cfg, objective, extras, (eval_examples, eval_extras),
+                                checkpoint_dir, fingerprint, quiet)  # fmt: skip
+
+    def _epochs(self, train, cfg, objective, extras, evals, checkpoint_dir, fingerprint, quiet):
+        # lazy: torch, transformers load only when this runs
+        import torch
+
+        from rmlens.progress import progress_bar
+        from rmlens.rewards._base_model import load_trainable, trainable_state
+        from rmlens.rewards._checkpoint import restore, save
+        from rmlens.rewards._metrics import RunningStats
+        from rmlens.rewards._packing import length_batches
+
+        net, rt = self.net_, self.runtime_
+        eval_examples, eval_extras = evals
+        extras = None if extras is None else extras.to(rt.device)
+        eval_extras = None if eval_extras is None else eval_extras.to(rt.device)
+        opt = self._optimizer(cfg, objective)
+        params = [p for pg in opt.param_groups for p in pg["params"]]
+        weight = None
+        if objective is not None and objective.weights_ is not None:
+            weight = torch.as_tensor(objective.weights_, dtype=torch.float32, device=rt.device)
+        lengths = [ex.packed_length for ex in train]
+        n_batches = math.ceil(len(train) / cfg.batch_size)
+        total = math.ceil(n_batches / cfg.grad_accum) * cfg.epochs
+        warmup = int(round(cfg.warmup_ratio * total))
+        state = {"epoch": 0, "batch": 0, "step": 0, "best": None, "bad": 0, "stopped": False,
+                 "history": [], "stats": None}  # fmt: skip
+        best = None
+        ckpt = Path(checkpoint_dir) if checkpoint_dir else None
+        if ckpt is not None and (ckpt / "latest.json").exists():
+            state, best = restore(ckpt, net, opt, fingerprint, objective)
+        net.train()
+        if objective is not None:
+            objective.train()
+        done = state["epoch"] * n_batches + state["batch"]
+        with progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet) as advance:
+            advance(done)
+            while state["epoch"] < cfg.epochs and not state["stopped"]:
+                epoch = state["epoch"]
+                batches = length_batches(
+                    lengths, cfg.batch_size, np.random.default_rng([cfg.seed, epoch])
+                )
+                stats = RunningStats(state["stats"])
+                for g in range(0, len(batches), cfg.grad_accum):
+                    group = batches[g : g + cfg.grad_accum]
+                    if g < state["batch"]:
+                        continue
+                    self._step(train, group, cfg, objective, extras, weight, stats)
+                    factor = lr_factor(state["step"], total, warmup, cfg.schedule)
+                    for pg in opt.param_groups:
+                        pg["lr"] = pg["base_lr"] * factor
+                    if cfg.max_grad_norm:
+                        torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                    state["step"] += 1
+                    state["batch"] = g + len(group)
+                    state["stats"] = stats.s
+                    advance(len(group))
+                    if ckpt is not None and cfg.save_steps and state["step"] % cfg.save_steps == 0:
+                        save(ckpt, net, opt, state, fingerprint, best, objective)
+                record = {"epoch": epoch + 1, "step": state["step"],
+                          "lr": opt.param_groups[0]["lr"]}  # fmt: skip
+                record.update({f"train_{k}": v for k, v in stats.metrics().items()})
+                if eval_examples:
+                    metrics = self._evaluate(eval_examples, cfg, objective, eval_extras)
+                    record.update({f"eval_{k}": v for k, v in metrics.items()})
+                    if cfg.patience:
+                        if state["best"] is None or record["eval_loss"] < state["best"]:
+                            state["best"], state["bad"] = record["eval_loss"], 0
+                            best = trainable_state(net)
+                        else:
+                            state["bad"] += 1
+                            state["stopped"] = state["bad"] >= cfg.patience
+                state["history"].append(record)
+                state.update(epoch=epoch + 1, batch=0, stats=None)
+                if ckpt is not None:
+                    save(ckpt, net, opt, state, fingerprint, best, objective)
+        if best is not None:
+            load_trainable(net, best)
+        net.eval()
+        return state["history"]
+
+    def _step(self, train, group, cfg, objective, extras, weight, stats) -> None:
+        """The gradients of one optimizer step: the batches of ``group`` (indices into
+        ``train``), each loss scaled by its share of the step's examples."""
+        # lazy: torch, transformers load only when this runs
+        import torch
+
+        from rmlens.rewards.losses import ranking_loss
+
+        rt = self.runtime_
+        n_group = sum(len(b) for b in group)
+        for index in group:
+            batch = rt.batch(train, index)
+            pick = torch.as_tensor(index, device=rt.device)
+            with rt.autocast():
+                rewards = self.net_.rewards(batch)
+                loss = ranking_loss(
+                    rewards, batch.valid, batch.margin, cfg, objective,
+                    None if extras is None else extras.take(pick),
+                    None if weight is None else weight[pick],
+                )  # fmt: skip
+            (loss * (len(index) / n_group)).backward()
+            stats.add(rewards, batch.valid, float(loss.detach()))
+
+    def _optimizer(self, cfg: TrainConfig, objective=None):
+        """AdamW over the trainable weights: the body at ``lr``, the head (and a ``poe``
+        bias expert) at ``head_lr``."""
+        # lazy: torch, transformers load only when this runs
+        import torch
+
+        head, body = [], []
+        for name, p in self.net_.named_parameters():
+            if p.requires_grad:
+                (head if name.startswith("head.") else body).append(p)
+        if objective is not None:
+            head += list(objective.parameters())
+        groups = [{"params": body, "lr": cfg.lr, "base_lr": cfg.lr},
+                  {"params": head, "lr": cfg.head_lr, "base_lr": cfg.head_lr}]  # fmt: skip
+        return torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.weight_decay)
+
+    def _evaluate(self, examples: list, cfg: TrainConfig, objective=None, extras=None) -> dict:
+        """Loss and pairwise metrics of ``examples`` (names as in ``reward_stats``); with an
+        ``objective``, its validation loss (``ObjectiveModule.validation_loss``)."""
+        # lazy: torch, transformers load only when this runs
+        import torch
+
+        from rmlens.rewards._metrics import RunningStats
+        from rmlens.rewards._nets import score_examples
+        from rmlens.rewards.losses import PairExtras, ranking_loss
+
+        r = score_examples(self.net_, examples, self.runtime_, batch_size=cfg.batch_size)
+        valid = torch.as_tensor(~np.isnan(r))
+        rewards = torch.as_tensor(np.nan_to_num(r), dtype=torch.float32)
+        margin = torch.tensor([ex.margin for ex in examples], dtype=torch.float32)
+        if objective is None:
+            loss = float(ranking_loss(rewards, valid, margin, cfg))
+        else:
+            e = extras or PairExtras()
+            m = margin if cfg.use_margin else None
+            loss = objective.validation_loss(rewards[:, 0] - rewards[:, 1],
+                                             PairExtras(m, e.dphi, e.group))  # fmt: skip
+        stats = RunningStats()
+        stats.add(rewards, valid, loss)
+        return stats.metrics()
 
 
 class ExplicitRMTrainer(_TunedTrainer):
@@ -251,12 +434,6 @@ class ExplicitRMTrainer(_TunedTrainer):
 
     rm_kind = "explicit"
 
-    def _make_net(self, bb: Backbone, cfg: TrainConfig):
-        # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._nets import explicit_net
-
-        return explicit_net(bb, cfg)
-
 
 class ImplicitRMTrainer(_TunedTrainer):
     """Implicit RM: r = beta * (log pi(y|x) - log pi_ref(y|x)) of a causal LM (DPO loss).
@@ -276,29 +453,21 @@ class ImplicitRMTrainer(_TunedTrainer):
 
     rm_kind = "implicit"
 
-    def _make_net(self, bb: Backbone, cfg: TrainConfig):
-        # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._nets import implicit_net
-
-        return implicit_net(bb, cfg)
-
     def _prepare_refs(self, examples) -> None:
-        # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._implicit import reference_logps
-
-        reference_logps(self.net_, examples, self.runtime_, self.config_.batch_size)
+        self.net_.fill_references(examples, self.runtime_, self.config_.batch_size)
 
 
-def eval_split(index: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``fraction`` of the pairs at ``index`` held out to evaluate each epoch: (train, eval).
-    The one rule of ``train`` and of an audit run without validation groups, so a
-    one-checkpoint audit finds the same split again."""
-    if not fraction or len(index) < 2:
-        return index, index[:0]
-    order = np.random.default_rng([seed, 1]).permutation(len(index))
-    n_eval = min(len(index) - 1, max(1, int(round(fraction * len(index)))))
-    return index[order[n_eval:]], index[order[:n_eval]]
 
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based)."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)  # linear warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    if schedule == "linear":
+        return max(0.0, 1.0 - progress)
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    return 1.0
 
 def make_trainer(
     config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None

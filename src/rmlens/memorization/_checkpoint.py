@@ -33,8 +33,7 @@ from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
-from rmlens.rewards import DAMPING, TrainConfig, group_codes, resolve_device
-from rmlens.rewards.finetune import eval_split
+from rmlens.rewards import DAMPING, TrainConfig, eval_split, group_codes, resolve_device
 
 # The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
 # on: the geometric mean of what calibration to brute force chose for LoRA RMs on the

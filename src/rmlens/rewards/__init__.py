@@ -33,7 +33,7 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "frozen": ["FrozenHeadTrainer"],
         "finetune": ["ExplicitRMTrainer", "ImplicitRMTrainer", "make_trainer"],
-        "_trainer_base": ["Trainer", "group_codes", "inactive_message"],
+        "_trainer_base": ["Trainer", "eval_split", "group_codes", "inactive_message"],
         "_pair_gradients": ["influence_scores"],
         "_train_rm": ["train"],
         "_head": ["HeadRM"],

@@ -32,6 +32,7 @@ from ._saved import SequenceClassifierRM as SequenceClassifierRM
 from ._saved import save_head_rm as save_head_rm
 from ._train_rm import train as train
 from ._trainer_base import Trainer as Trainer
+from ._trainer_base import eval_split as eval_split
 from ._trainer_base import group_codes as group_codes
 from ._trainer_base import inactive_message as inactive_message
 from ._tuned import TunedRM as TunedRM

@@ -201,9 +201,32 @@ def inside_outside(n: int, kept, train_index, val_index) -> tuple[np.ndarray, np
 
 
 def eval_split(index: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``fraction`` of the pairs at ``index`` held out to evaluate each epoch: (train, eval).
+    """Hold out ``fraction`` of the pairs at ``index`` to evaluate each epoch.
+
     The one rule of ``train`` and of an audit run without validation groups, so a
-    one-checkpoint audit finds the same split again."""
+    one-checkpoint audit finds the same split again.
+
+    Parameters
+    ----------
+    index : ndarray of int
+        The usable pairs.
+    fraction : float
+        The share held out (``TrainConfig.eval_fraction``); 0 holds out none.
+    seed : int
+        The training seed.
+
+    Returns
+    -------
+    train, eval : ndarray of int
+        Disjoint parts of ``index``; ``eval`` has at least one pair when ``fraction`` > 0
+        and ``train`` keeps at least one.
+
+    Examples
+    --------
+    >>> train, held = eval_split(np.arange(10), 0.2, seed=0)
+    >>> len(train), len(held)
+    (8, 2)
+    """
     if not fraction or len(index) < 2:
         return index, index[:0]
     order = np.random.default_rng([seed, 1]).permutation(len(index))

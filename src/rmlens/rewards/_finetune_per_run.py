@@ -94,10 +94,7 @@ class PerRun:
         for lr in grid:
             self._reset(seed)
             run_cfg = cfg.replace(seed=seed, lr=lr)
-            history = self._train(
-                train, run_cfg, eval_examples=evals, quiet=True,
-                **extras,
-            )  # fmt: skip
+            history = self._train(train, run_cfg, eval_examples=evals, quiet=True, **extras)
             loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
             if best is None or loss < best[0]:
                 state = trainable_state(self.net_) if len(grid) > 1 else None

@@ -9,7 +9,7 @@ trainer contract (``rmlens.rewards._trainer_base.Trainer``): ``fit(pairs)`` sets
 ``TunedRM``), and ``prepare`` + ``fit_score`` (``_finetune_per_run``) train one RM per audit
 run (``rmlens memorize --mode finetune``).
 
-A training step reads in three files: this one (``_TunedTrainer._train``, ``_epoch`` and
+A training step reads in three files: this one (``_TunedTrainer._train``, ``_epochs`` and
 ``_step``), ``losses`` (``ranking_loss``) and the model wrapper ``_nets`` (the batch and the
 network's rewards). Around it: ``_base_model`` builds and resets a run's network,
 ``_packing`` tokenizes the examples, ``_checkpoint`` saves and resumes, ``_tuned_inputs``

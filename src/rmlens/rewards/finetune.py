@@ -268,6 +268,8 @@ class _TunedTrainer(PerRun, Trainer):
                                 checkpoint_dir, fingerprint, quiet)  # fmt: skip
 
     def _epochs(self, train, cfg, objective, extras, evals, checkpoint_dir, fingerprint, quiet):
+        """``_train``'s epochs: optimizer steps of ``grad_accum`` length-grouped batches at a
+        warmed-up, decaying rate, then evaluation, early stopping and a checkpoint."""
         # lazy: torch, transformers load only when this runs
         import torch
 

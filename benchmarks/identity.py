@@ -2,8 +2,11 @@
 
 ``run`` executes the command line on the demo (synthetic, built in), and, when they are given,
 on HH-style and SQuALITY-style pair files: ``memorize``, ``attribute``, ``evaluate`` and
-``report`` on each, and ``mitigate`` (bt and poe, so ``compare`` and its page) on the
-smaller file. Then it writes ``manifest.json``: one fingerprint per output file.
+``report`` on each, ``mitigate`` (bt and poe, so ``compare`` and its page) on the smaller
+file, and the fine-tuned trainer on its first 48 pairs (``train`` a LoRA MiniLM RM, and a
+2-run ``memorize --mode finetune`` with Gauss-Newton paired counterfactuals: the adapters,
+head and scores are compared bit for bit). ``--only finetune`` runs that last part alone.
+Then it writes ``manifest.json``: one fingerprint per output file.
 
 - Tables (``.parquet``): columns, dtypes and values (``pandas.util.hash_pandas_object``), so
   the writer's metadata does not count.
@@ -21,6 +24,7 @@ it exits 1 on any difference. Run the baseline from a checkout of the old commit
 code, then check:
 
     python benchmarks/identity.py run OUT [--hh hh.jsonl.gz] [--squality pairs.jsonl]
+        [--only finetune]
     python benchmarks/identity.py check OLD/manifest.json NEW/manifest.json
 
 Not part of the tests: several minutes of CPU per data set.
@@ -29,6 +33,7 @@ Not part of the tests: several minutes of CPU per data set.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -41,6 +46,7 @@ from pathlib import Path
 VOLATILE_KEY = re.compile(r"(time|seconds|elapsed|wall|date|created|duration|version|_s$)", re.I)
 CLOCK = re.compile(r"\d{4}-\d{2}-\d{2}[T ][\d:.]+\S*|\d+(\.\d+)? ?(s|sec|seconds|min)\b")
 ENTRY = "from rmlens.cli import entrypoint; entrypoint()"  # the code on sys.path
+SETS = {"target_modules"}  # peft writes a set as a list, in the process's hash order
 RUNS = {"demo": 10, "hh": 6, "squality": 10}
 
 
@@ -58,7 +64,24 @@ def steps(name: str, data: str | None, out: Path) -> list[list[str]]:
     ]
 
 
-def run(out: Path, hh: str | None, squality: str | None) -> None:
+def finetune_steps(data: str, out: Path, n_pairs: int = 48) -> list[list[str]]:
+    """The fine-tuned trainer on the first ``n_pairs`` pairs of ``data``: one RM, one audit."""
+    d = out / "finetune"
+    d.mkdir(parents=True, exist_ok=True)
+    opener = gzip.open if data.endswith(".gz") else open
+    with opener(data, "rt", encoding="utf-8") as f:
+        lines = [line for _, line in zip(range(n_pairs), f)]
+    pairs = d / "pairs.jsonl"
+    pairs.write_text("".join(lines), encoding="utf-8")
+    tuned = ["--model", "minilm", "--max-length", "64", "-q"]
+    return [
+        ["train", "--data", str(pairs), "--out", str(d / "rm"), "--epochs", "2", *tuned],
+        ["memorize", "--data", str(pairs), "--out", str(d / "audit"), "--mode", "finetune",
+         "--runs", "2", "--epochs", "1", "--estimator", "paired", *tuned],
+    ]  # fmt: skip
+
+
+def run(out: Path, hh: str | None, squality: str | None, only: str | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "RMLENS_CACHE": str(out / "cache")}
     plan = [("demo", None), ("hh", hh), ("squality", squality)]
@@ -67,6 +90,8 @@ def run(out: Path, hh: str | None, squality: str | None) -> None:
     if small:
         commands.append(["mitigate", "--data", small, "--out", str(out / "mitigate"),
                          "--objectives", "bt,poe", "--runs", "6", "-q"])  # fmt: skip
+        tuned = finetune_steps(small, out)
+        commands = tuned if only == "finetune" else commands + tuned
     for command in commands:
         start = time.perf_counter()
         print("rmlens " + " ".join(command), flush=True)
@@ -124,6 +149,7 @@ def _listed(value):
 
 def _stable(value):
     if isinstance(value, dict):
+        value = {k: sorted(v) if k in SETS and isinstance(v, list) else v for k, v in value.items()}
         return {k: _stable(v) for k, v in value.items() if not VOLATILE_KEY.search(str(k))}
     if isinstance(value, list):
         return [_stable(v) for v in value]
@@ -150,6 +176,7 @@ def main() -> None:
     r.add_argument("out", type=Path)
     r.add_argument("--hh")
     r.add_argument("--squality")
+    r.add_argument("--only", choices=["finetune"], help="run the fine-tuned part alone")
     m = sub.add_parser("manifest", help="fingerprint the outputs of a run again")
     m.add_argument("out", type=Path)
     c = sub.add_parser("check")
@@ -157,7 +184,7 @@ def main() -> None:
     c.add_argument("new", type=Path)
     args = parser.parse_args()
     if args.command == "run":
-        run(args.out, args.hh, args.squality)
+        run(args.out, args.hh, args.squality, args.only)
     elif args.command == "manifest":
         write_manifest(args.out)
     else:

@@ -26,7 +26,7 @@ def trained(tiny_encoder_dir, tmp_path_factory):
     return pairs, out
 
 
-def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_path):
+def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_path, monkeypatch):
     pairs, rm = trained
     out = tmp_path / "audit"
     table = audit_rm(pairs, rm, out=out, quiet=True)
@@ -63,6 +63,12 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
     assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
     with pytest.raises(InputError, match="another checkpoint or damping"):
         audit_rm(pairs, rm, out=out, damping=10.0, quiet=True)
+    # a newer rmlens words the standing otherwise: the same audit still resumes
+    import rmlens.memorization._checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "STANDING", "measured again on another benchmark")
+    audit_rm(pairs, rm, out=out, quiet=True)
+    assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
 
 
 def test_one_checkpoint_audit_refuses_other_pairs_and_other_rms(trained, tmp_path):

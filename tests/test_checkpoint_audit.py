@@ -156,7 +156,20 @@ def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_p
     assert "checkpoint_pairs_unchecked" in [w["code"] for w in summary["warnings"]]
     assert summary["checkpoint"]["damping_how"].startswith("no evaluation split")
     trained = "LoRA adapters and score" if which == "adapter" else "every weight"
-    assert trained in json.loads((out / "config.json").read_text())["estimator_note"]
+    note = json.loads((out / "config.json").read_text())["estimator_note"]
+    assert trained in note
+    # without an evaluation split: the benchmark's damping itself, said so everywhere
+    from rmlens.memorization._checkpoint import CHECKPOINT_DAMPING
+
+    assert summary["checkpoint"]["damping"] == CHECKPOINT_DAMPING
+    assert "the benchmark's value" in note and "calibrated" not in note
+    if which == "whole":  # the page of one run: no spread, no held-out row, no verdict
+        from rmlens.report import write_report
+
+        page = write_report(out).read_text()
+        assert "± 0.000" not in page and "– ± –" not in page
+        assert "held out (out)" not in page and "rankings are reliable" not in page
+        assert "of the one run" in page and "calibrated on its evaluation split" not in page
 
 
 def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():

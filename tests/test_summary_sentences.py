@@ -99,3 +99,19 @@ def test_the_report_escapes_the_data_and_not_the_words():
     assert words(said) == ("the best epoch's weights, from each run&#x27;s <code>runs</code> "
                            "&lt;3.")  # fmt: skip
     assert str(said) == "the best epoch's weights, from each run's `runs` <3."
+
+
+def test_no_reliability_verdict_without_its_figures():
+    """Scores without a Spearman-Brown figure (one run, or too few to split) are never called
+    reliable; a low known score is still named."""
+    nan = float("nan")
+
+    def verdict(tm, tg, cm):
+        reliability = {s: {"spearman_brown": v} for s, v in zip(("tm", "tg", "cm"), (tm, tg, cm))}
+        return audit_sentences({"reliability": reliability}).reliability
+
+    assert verdict(nan, nan, nan) is None
+    assert verdict(None, None, None) is None
+    assert verdict(0.9, 0.9, nan) is None
+    assert "CM below" in str(verdict(0.9, nan, 0.5))
+    assert "the rankings are reliable" in str(verdict(0.9, 0.8, 0.75))

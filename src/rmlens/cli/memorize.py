@@ -163,7 +163,8 @@ def counts_table(summary: dict, group_note: str):
 
     counts = Table(
         title=f"Memorization audit: {summary['n_pairs']} pairs, "
-        f"{summary['n_runs_finished']} runs, {group_note}"
+        f"{summary['n_runs_finished']} run{'' if summary['n_runs_finished'] == 1 else 's'}, "
+        f"{group_note}"
     )
     counts.add_column("category (first rule that holds)")
     counts.add_column("pairs", justify="right")
@@ -292,8 +293,9 @@ def quality_table(quality: dict):
     the runs were regularized or stopped is the audit's ``regime`` sentence)."""
     from rich.table import Table
 
-    table = Table(title=f"Reward models: {len(quality.get('runs', []))} runs, mean +- std over "
-                  "runs")  # fmt: skip
+    n_runs = len(quality.get("runs", []))
+    table = Table(title="Reward model: 1 run" if n_runs == 1 else
+                  f"Reward models: {n_runs} runs, mean +- std over runs")  # fmt: skip
     table.add_column("pairs")
     table.add_column("accuracy", justify="right")
     table.add_column("log-loss", justify="right")
@@ -303,12 +305,12 @@ def quality_table(quality: dict):
         "held_out": "held out (out)",
     }
     for split, name in names.items():
-        if split in quality:
-            cells = [
-                f"{quality[split][m]['mean']:.3f} +- {quality[split][m]['std']:.3f}"
-                for m in ("accuracy", "log_loss")
-            ]
-            table.add_row(name, *cells)
+        part = quality.get(split)
+        if not part or part["accuracy"]["mean"] != part["accuracy"]["mean"]:
+            continue  # no such pairs (a one-checkpoint audit holds none out)
+        cells = [f"{part[m]['mean']:.3f}" + ("" if n_runs == 1 else f" +- {part[m]['std']:.3f}")
+                 for m in ("accuracy", "log_loss")]  # fmt: skip
+        table.add_row(name, *cells)
     from rmlens.cli._talk import keep_whole
 
     keep_whole(table, "accuracy", "log-loss")  # "mean +- std" on one line

@@ -46,9 +46,9 @@ STANDING = (
     "at 0.66 (MiniLM, 300 pairs) and 0.65 (SmolLM2-135M, 120 pairs) on the shortest HH-RLHF "
     "pairs, which the RMs barely generalize; with brute-force references it agreed at 0.77 "
     "(synthetic, 40 runs), 0.54 (MiniLM on HH, 40 runs, as the paired audit) and 0.28 "
-    "(SmolLM2 on HH, 24 runs, against the paired audit's 0.47); its damping, calibrated on "
-    "the RM's evaluation split, sets CM's size, so its mean CM rests on how well that split "
-    "measures the RM's held-out p"
+    "(SmolLM2 on HH, 24 runs, against the paired audit's 0.47); its damping sets CM's size, "
+    "so its mean CM rests on how well the RM's evaluation split measures its held-out p "
+    "(without one, on the benchmark's damping)"
 )
 
 
@@ -139,10 +139,16 @@ def audit_rm(
     ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
             else _ClassifierRM(folder, config))  # fmt: skip
     config = _config_of(config, ckpt.train)
-    grouping = group_pairs(pairs, config)
+    grouping = group_pairs(pairs, config, plan=False)
+    grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
+                      "one training")  # fmt: skip
     exp = AuditDir(out)
-    how = ("calibrated on its evaluation split" if damping is None
-           else f"{damping:g} x tr(G)/min(q, n)")  # fmt: skip
+    how_one = ("given" if damping is not None  # the damping of a one-value grid, in words
+               else "no evaluation split to calibrate on: the benchmark's value")  # fmt: skip
+    how = (f"{damping:g} x tr(G)/min(q, n)" if damping is not None
+           else "calibrated on its evaluation split" if ckpt.has_eval
+           else f"{CHECKPOINT_DAMPING:g} x tr(G)/min(q, n), the benchmark's value (it has no "
+                "evaluation split to calibrate on)")  # fmt: skip
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
             f"{ckpt.trained}, damping {how}")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
@@ -165,12 +171,13 @@ def audit_rm(
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         fit, held = ckpt.split(np.flatnonzero(kept))
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
-        grid = DAMPING if damping is None else (damping,)
+        grid = ((damping,) if damping is not None else DAMPING if ckpt.has_eval
+                else (CHECKPOINT_DAMPING,))  # fmt: skip
         r, (p, p_cf, _) = influence_scores(net, examples, kept, runtime, ckpt.train,
                                            group_codes(grouping.groups), fit, held,
                                            margin=margin, damping=grid)  # fmt: skip
         ckpt.check(pairs, r, kept)
-        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid)
+        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid, how_one)
         member = np.zeros(len(pairs), bool)
         member[fit] = True
         val = np.zeros(len(pairs), bool)
@@ -244,6 +251,11 @@ class _RmlensRM:
         model.backbone.format = model.format
         return model.net, model.backbone, model.runtime
 
+    @property
+    def has_eval(self) -> bool:
+        """Whether its training held out an evaluation split (``eval_fraction`` > 0)."""
+        return bool(self.train.eval_fraction)
+
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return eval_split(usable, self.train.eval_fraction, self.train.seed)
 
@@ -257,6 +269,7 @@ class _ClassifierRM:
     are checked against its own forward pass."""
 
     unchecked = True
+    has_eval = False  # every pair counts as trained on
 
     def __init__(self, folder: Path, config: AuditConfig):
         if not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
@@ -308,13 +321,14 @@ class _ClassifierRM:
         check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1))
 
 
-def _calibrated(p, p_cf_grid, fit, held, grid) -> tuple[np.ndarray, dict]:
+def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray, dict]:
     """p_cf at the damping where the mean TG of the trained pairs (each with its group
     removed) equals the mean p of the RM's own evaluation pairs, which it never trained on:
     the brute-force calibration of a paired audit, with the evaluation split as the out-side.
-    Without an evaluation split (or with one damping given) the grid's one value is kept."""
+    A grid of one value (given, or the benchmark's without an evaluation split) is kept,
+    ``how_one`` saying which."""
     if len(grid) == 1:
-        return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": "given"}
+        return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": how_one}
     if not len(held):
         k = int(np.argmin(np.abs(np.log(np.asarray(grid)) - np.log(CHECKPOINT_DAMPING))))
         return p_cf_grid[:, k], {"damping": float(grid[k]), "damping_how": (

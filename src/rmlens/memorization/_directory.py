@@ -84,10 +84,11 @@ def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series
     return groups, "prompt", note
 
 
-def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
+def group_pairs(pairs: pd.DataFrame, config: AuditConfig, *, plan: bool = True) -> Grouping:
     """:func:`resolve_groups`, deduplicated as ``config.dedupe`` says, and a K-fold plan's
-    folds capped at the number of groups. ``dedupe`` that leaves fewer than 2 groups is
-    refused (``InputError``): no plan can hold a group out."""
+    folds capped at the number of groups (``plan`` False: no plan of runs, so the note says
+    nothing of folds). ``dedupe`` that leaves fewer than 2 groups is refused
+    (``InputError``): no plan can hold a group out."""
     groups, column, note = resolve_groups(pairs, config.group_by)
     kept, joined, dedupe = dedupe_pairs(pairs, groups, config.dedupe, group_by=column)
     if config.dedupe != "none":
@@ -98,7 +99,8 @@ def group_pairs(pairs: pd.DataFrame, config: AuditConfig) -> Grouping:
     n_groups = int(groups.nunique())
     if config.plan == "kfold" and 2 <= n_groups < folds:
         folds = n_groups
-        note += f"; only {folds} groups, so {folds} folds (leave one group out)"
+        if plan:
+            note += f"; only {folds} groups, so {folds} folds (leave one group out)"
     check_groups(config, len(groups), n_groups, folds, column)
     return Grouping(groups, column, note, folds, kept=kept, dedupe=dedupe)
 

@@ -239,9 +239,13 @@ def _reliability_verdict(reliability: dict[str, Any]) -> Sentence | None:
     """What the reliability figures say: which scores are below ``WARN_BELOW``, or that
     the rankings are reliable (between halves that differ only in seeds: seed noise)."""
     scores = [s for s in ("tm", "tg", "cm") if isinstance(reliability.get(s), dict)]
-    if not scores:
+    figures = {s: reliability[s].get("spearman_brown") for s in scores}
+    known = {s: v for s, v in figures.items() if isinstance(v, (int, float)) and v == v}
+    if not known:  # one run, or too few to split: its reason says why
         return None
-    low = [s.upper() for s in scores if (reliability[s].get("spearman_brown") or 1.0) < WARN_BELOW]
+    low = [s.upper() for s in scores if s in known and known[s] < WARN_BELOW]
+    if not low and len(known) < len(scores):
+        return None  # no verdict on a score without a figure
     if low:
         return Sentence("{low} below {limit} (Spearman-Brown): that ranking is not yet reliable",
                         {"low": ", ".join(low), "limit": str(WARN_BELOW)})  # fmt: skip

@@ -43,6 +43,8 @@ def quality_line(summary: dict[str, Any] | None) -> str:
     length = _finite((_audit_warning(summary, "weak_rm") or {}).get("length_rule_accuracy"))
     rule = "" if length is None else (
         f"; a rule that picks the longer response: {fmt(length)}")  # fmt: skip
+    if _finite(held) is None:  # a one-checkpoint audit: every pair trained on
+        return f" The reward model reaches accuracy {fmt(fit)} on the pairs it trained on."
     return (
         f" The reward models reach accuracy {fmt(fit)} on the pairs they trained on and "
         f"{fmt(held)} on the pairs they held out (chance 0.5{rule})."
@@ -67,7 +69,7 @@ def quality_section(
     body += (
         '<p class="note">How well the audited reward models fit the pairs they trained on '
         "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
-        "log-loss, mean ± std over runs. TM averages the first kind of run, TG the "
+        f"log-loss, {_over_runs(quality)}. TM averages the first kind of run, TG the "
         f"second.{esc(_chance_sentence(summary))}</p>"
     )
     if isinstance(quality, dict):
@@ -81,17 +83,28 @@ def quality_section(
     return Section("quality", "Reward models", body)
 
 
+def _over_runs(quality: Any) -> str:
+    """How the table's figures come from the runs: "mean ± std over runs", or one run's."""
+    runs = quality.get("runs") if isinstance(quality, dict) else None
+    return "of the one run" if runs is not None and len(runs) == 1 else "mean ± std over runs"
+
+
 def _quality_table(quality: dict[str, Any]) -> str:
-    """Accuracy and log-loss per split of the pairs, mean ± std over runs."""
+    """Accuracy and log-loss per split of the pairs, mean ± std over runs (one run: its
+    value)."""
+    one_run = len(quality.get("runs") or []) == 1
     rows = []
     for split, name in _SPLIT_NAMES.items():
         part = quality.get(split)
         if not isinstance(part, dict):
             continue
+        if _finite((part.get("accuracy") or {}).get("mean")) is None:
+            continue  # no such pairs (a one-checkpoint audit holds none out)
         cells = {}
         for metric, label in (("accuracy", "accuracy"), ("log_loss", "log-loss")):
             value = part.get(metric) or {}
-            cells[label] = f"{fmt(value.get('mean'))} ± {fmt(value.get('std'))}"
+            spread = "" if one_run else f" ± {fmt(value.get('std'))}"
+            cells[label] = f"{fmt(value.get('mean'))}{spread}"
         rows.append({"pairs": name, **cells})
     if not rows:
         return ""
@@ -221,6 +234,8 @@ def _reliability_block(reliability: Any, said: AuditSentences) -> str:
     what its figures say (``said.reliability``) as its caption, then its notes."""
     if not isinstance(reliability, dict):
         return ""
+    if (reliability.get("n_runs") or 0) < 2:  # no halves to split: why, and what stands in
+        return "".join(note(s) for s in said.reliability_notes)
     units = ("the runs (each paired run scores every pair on both sides)"
              if reliability.get("split") == "runs" else "the whole repeats of the plan")
     html = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -306,7 +307,7 @@ def quality_table(quality: dict):
     }
     for split, name in names.items():
         part = quality.get(split)
-        if not part or part["accuracy"]["mean"] != part["accuracy"]["mean"]:
+        if not part or math.isnan(part["accuracy"]["mean"]):
             continue  # no such pairs (a one-checkpoint audit holds none out)
         cells = [f"{part[m]['mean']:.3f}" + ("" if n_runs == 1 else f" +- {part[m]['std']:.3f}")
                  for m in ("accuracy", "log_loss")]  # fmt: skip

@@ -171,7 +171,7 @@ def audit_rm(
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         fit, held = ckpt.split(np.flatnonzero(kept))
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
-        grid = ((damping,) if damping is not None else DAMPING if ckpt.has_eval
+        grid = ((damping,) if damping is not None else DAMPING if len(held)
                 else (CHECKPOINT_DAMPING,))  # fmt: skip
         r, (p, p_cf, _) = influence_scores(net, examples, kept, runtime, ckpt.train,
                                            group_codes(grouping.groups), fit, held,
@@ -253,7 +253,8 @@ class _RmlensRM:
 
     @property
     def has_eval(self) -> bool:
-        """Whether its training held out an evaluation split (``eval_fraction`` > 0)."""
+        """Whether its training held out an evaluation split (``eval_fraction`` > 0), for
+        the words written before the split is drawn (``split``)."""
         return bool(self.train.eval_fraction)
 
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -329,10 +330,6 @@ def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray
     ``how_one`` saying which."""
     if len(grid) == 1:
         return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": how_one}
-    if not len(held):
-        k = int(np.argmin(np.abs(np.log(np.asarray(grid)) - np.log(CHECKPOINT_DAMPING))))
-        return p_cf_grid[:, k], {"damping": float(grid[k]), "damping_how": (
-            "no evaluation split to calibrate on: the benchmark's value")}  # fmt: skip
     target = np.full(len(p), np.nan)
     target[fit] = np.nanmean(p[fit]) - np.nanmean(p[held])  # mean TM - mean out-side p
     sums = np.where(np.isin(np.arange(len(p)), fit)[:, None], p[:, None] - p_cf_grid, 0.0)

@@ -180,3 +180,19 @@ def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():
     assert "0.73 (0.96 corrected) for frozen smollm2-135m" in note
     assert "0.35 (0.48 corrected) for frozen minilm" in note
     assert mode_note(AuditConfig(mode="finetune")) is None
+
+
+def test_calibration_at_the_grid_edge_says_so():
+    """An RM that scores its evaluation pairs as well as its training pairs leaves no
+    damping to calibrate: the largest is kept and named as an edge, not as a measurement."""
+    from rmlens.memorization._checkpoint import _calibrated
+
+    p = np.array([0.7, 0.7, 0.7, 0.8])  # pairs 0-2 trained on, pair 3 evaluation
+    p_cf = np.array([[0.5, 0.6, 0.69]] * 3 + [[0.8, 0.8, 0.8]])  # CM 0.2, 0.1, 0.01
+    fit, held = np.array([0, 1, 2]), np.array([3])
+    out, chosen = _calibrated(p, p_cf, fit, held, (1.0, 10.0, 100.0), "given")
+    assert chosen["damping_edge"] == "largest" and chosen["damping"] == 100.0
+    np.testing.assert_allclose(out, p_cf[:, 2])
+    p[3] = 0.6  # mean TM - eval p = 0.1: met inside the grid, no edge
+    _, chosen = _calibrated(p, p_cf, fit, held, (1.0, 10.0, 100.0), "given")
+    assert "damping_edge" not in chosen and chosen["damping"] == pytest.approx(10.0)

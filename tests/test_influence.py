@@ -97,6 +97,9 @@ def test_choose_damping_brackets_and_interpolates():
     k, t, record = choose_damping(brute * 0 - 1, sums, counts, grid)
     assert (k, t) == (2, 0.0) and "largest" in record["edge"]
     assert "largest" in damping_warning(record)["message"]
+    assert record["edge"].startswith("brute force's mean CM")
+    _, _, record = choose_damping(brute * 0 - 1, sums, counts, grid, "the split's mean CM")
+    assert record["edge"].startswith("the split's mean CM (-1.0000)")  # a checkpoint's target
     grid_values = np.array([[0.2, 0.4], [0.6, 0.8]])
     np.testing.assert_allclose(blend(grid_values, 0, 0.25), [0.25, 0.65])
 

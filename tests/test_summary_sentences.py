@@ -115,3 +115,14 @@ def test_no_reliability_verdict_without_its_figures():
     assert verdict(0.9, 0.9, nan) is None
     assert "CM below" in str(verdict(0.9, nan, 0.5))
     assert "the rankings are reliable" in str(verdict(0.9, 0.8, 0.75))
+
+
+def test_a_regime_without_patience_keeps_the_last_epoch():
+    """Validation pairs evaluated each epoch with patience 0 stop nothing: the sentence says
+    so instead of an early stopping that never happened."""
+    summary = {"validation": {"used": True, "patience": 0,
+                              "pairs_words": "the RM's own evaluation split"}}  # fmt: skip
+    text = str(audit_sentences(summary).regime)
+    assert "no early stopping (patience 0)" in text and "last epoch" in text
+    summary["validation"]["patience"] = 2
+    assert "early stopping with patience 2" in str(audit_sentences(summary).regime)

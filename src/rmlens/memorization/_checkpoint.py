@@ -214,6 +214,14 @@ def audit_rm(
         if ckpt.unchecked:
             summary["warnings"].append({"code": "checkpoint_pairs_unchecked",
                                         "message": ckpt.pairs_note})  # fmt: skip
+        edge = summary["checkpoint"].get("damping_edge")
+        if edge:
+            summary["warnings"].append({"code": "checkpoint_damping_edge", "message": (
+                f"the one-checkpoint damping sits at the grid's {edge} value, so CM's size is "
+                "the grid's limit, not calibrated: rank pairs by CM, but do not read its size"
+                + ("; the RM scores its evaluation pairs at least as well as its training "
+                   "pairs, so no memorization shows on average" if edge == "largest" else "")
+            )})  # fmt: skip
         exp.write_json(summary, "summary.json")
     say_summary(summary)
     return table
@@ -334,14 +342,17 @@ def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray
     target[fit] = np.nanmean(p[fit]) - np.nanmean(p[held])  # mean TM - mean out-side p
     sums = np.where(np.isin(np.arange(len(p)), fit)[:, None], p[:, None] - p_cf_grid, 0.0)
     counts = np.isin(np.arange(len(p)), fit).astype(float)
-    k, t, record = choose_damping(target, np.nan_to_num(sums), counts, grid)
+    k, t, record = choose_damping(target, np.nan_to_num(sums), counts, grid,
+                                  "mean TM minus the evaluation pairs' mean p")
     out = p[held][np.isfinite(p[held])]
     se = float(np.std(out, ddof=1) / np.sqrt(len(out))) if len(out) > 1 else float("nan")
     how = (f"calibrated on the RM's own {len(held)} evaluation pairs: mean TG of the trained "
            f"pairs = their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
+    chosen = {"damping": record["damping"], "damping_how": how}
     if record.get("edge"):
-        how += f"; {record['edge']}"
-    return blend(p_cf_grid, k, t), {"damping": record["damping"], "damping_how": how}
+        chosen["damping_how"] += f"; {record['edge']}"
+        chosen["damping_edge"] = "largest" if k == len(grid) - 1 else "smallest"
+    return blend(p_cf_grid, k, t), chosen
 
 
 def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:

@@ -38,13 +38,15 @@ def brute_cm(p: np.ndarray, member: np.ndarray, val: np.ndarray) -> np.ndarray:
 
 
 def choose_damping(
-    brute: np.ndarray, sums: np.ndarray, counts: np.ndarray, grid
+    brute: np.ndarray, sums: np.ndarray, counts: np.ndarray, grid,
+    target_name: str = "brute force's mean CM",
 ) -> tuple[int, float, dict]:
     """Where on the grid the mean paired CM meets the mean brute CM.
 
     Returns ``k`` and ``t``: p_cf = (1 - t) p_cf[k] + t p_cf[k + 1] (``t`` 0 and ``k`` the
     last index at the grid's large end), and the calibration's record for ``summary.json``.
     Only pairs with a brute-force CM and a paired one count in either mean.
+    ``target_name``: what ``brute`` is, in the record's words at a grid's edge.
     """
     grid = np.asarray(grid, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -62,7 +64,7 @@ def choose_damping(
     target = float(brute[pairs].mean())
     means = paired[pairs].mean(0)
     record.update(brute_mean_cm=target, paired_mean_cm=means.tolist())
-    k, t, edge = _bracket(means, target)
+    k, t, edge = _bracket(means, target, target_name)
     if edge:
         record["edge"] = edge
     shown = grid[k]
@@ -72,11 +74,11 @@ def choose_damping(
     return k, t, record
 
 
-def _bracket(means: np.ndarray, target: float) -> tuple[int, float, str | None]:
+def _bracket(means: np.ndarray, target: float, name: str) -> tuple[int, float, str | None]:
     """The first k (small damping first) with means[k] >= target >= means[k + 1], and t."""
     if target >= means[0]:
         return 0, 0.0, (
-            f"brute force's mean CM ({target:.4f}) is above the paired mean CM at the "
+            f"{name} ({target:.4f}) is above the paired mean CM at the "
             f"smallest damping ({means[0]:.4f}): the smallest is kept"
         )
     for k in range(len(means) - 1):
@@ -84,7 +86,7 @@ def _bracket(means: np.ndarray, target: float) -> tuple[int, float, str | None]:
         if hi >= target >= lo:
             return k, float((hi - target) / (hi - lo)) if hi > lo else 0.0, None
     return len(means) - 1, 0.0, (
-        f"brute force's mean CM ({target:.4f}) is below the paired mean CM at the largest "
+        f"{name} ({target:.4f}) is below the paired mean CM at the largest "
         f"damping ({means[-1]:.4f}): the largest is kept"
     )
 

@@ -193,6 +193,12 @@ def _regime(
         )
     if not validation.get("used"):
         return None
+    if not validation.get("patience"):  # evaluated each epoch, but nothing stops early
+        return Sentence(
+            "Training regime: validation pairs from {groups} evaluated each epoch; no early "
+            "stopping (patience 0), so the last epoch's weights are kept.",
+            {"groups": str(groups)},
+        )
     best = validation.get("best_epoch") or {}
     epochs = (f" Best epochs ranged from {fmt(best.get('min'))} to {fmt(best.get('max'))} "
               f"(median {fmt(best.get('median'), 0)})." if best else "")  # fmt: skip

@@ -25,7 +25,8 @@ import numpy as np
 from rmlens.backbones import load_backbone
 from rmlens.backbones._tokenize import encode_pair
 from rmlens.data import load_pairs
-from rmlens.rewards import TrainConfig, train
+from rmlens.hub import train
+from rmlens.rewards import TrainConfig
 from rmlens.rewards._metrics import not_learned
 from rmlens.stats import pairwise_accuracy
 

@@ -209,9 +209,10 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
     trainings read two ways, at no second training."""
     from rmlens._io import write_parquet
     from rmlens.experiment import AuditDir
+    from rmlens.hub import load_rm
     from rmlens.memorization._directory import group_pairs
     from rmlens.memorization._finish import finish
-    from rmlens.rewards import influence_scores, load_rm
+    from rmlens.rewards import influence_scores
     from rmlens.rewards._packing import examples_of
     from rmlens.rewards._trainer_base import group_codes
 
@@ -254,8 +255,8 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
 def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
     """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
     paired audit (Gauss-Newton) and the brute-force reference."""
+    from rmlens.hub import train
     from rmlens.memorization import audit_rm
-    from rmlens.rewards import train
 
     rm = work / f"{name}-checkpoint-rm"
     if not (rm / "rm_config.json").exists():

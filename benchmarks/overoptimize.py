@@ -58,7 +58,7 @@ def main() -> None:
     from rmlens.comparison._bon_curves import default_ns
     from rmlens.comparison._overoptimize import read_pool
     from rmlens.data import CandidatesConfig, generate_candidates, save_pairs
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
     from rmlens.stats import best_of_n
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,7 @@
    ``<|im_end|>`` is also EOS and pad), or ``--model smollm2-135m`` (the packaged
    SmolLM2-135M), fine-tuned for ``--epochs`` in ``--format`` (chat or raw) on synthetic
    pairs (``rmlens.synthesize``) or on ``--data`` (HH transcripts included);
-2. exports it with ``rmlens.rewards.export_rm`` (what ``rmlens export RM --out DIR`` does);
+2. exports it with ``rmlens.hub.export_rm`` (what ``rmlens export RM --out DIR`` does);
 3. scores ``--pairs`` held-out pairs (those that fit in ``--max-length`` tokens) every way a
    consumer reads the folder, against ``load_rm(RM)``:
 
@@ -13,7 +13,7 @@
    - transformers, this interpreter: the exported tokenizer and chat template, one
      right-padded batch at a time (5.x reads the last non-pad token);
    - a reader that stops at the first pad: TRL's PPO ``get_reward``;
-   - TRL's GRPO: ``rmlens.rewards.reward_function(EXPORT)`` with plain-string prompts, and,
+   - TRL's GRPO: ``rmlens.hub.reward_function(EXPORT)`` with plain-string prompts, and,
      for contrast, what GRPO computes when given the folder's path (``prompt +
      completion``, no template, no EOS); the same reward function in bfloat16 (GRPO's
      default ``bf16=True``);
@@ -343,7 +343,7 @@ def run_rewardbench(rb: str, export: Path, data: Path, args, work: Path) -> tupl
 
 def rewardbench_rows(rb: str, export: Path, records, records_file, data_file, args, work):
     """Rows from RewardBench's venv: transformers 4.x on the folder as written (the export
-    writes the keys 4.x reads, ``rmlens.rewards._export.readable_by_v4``), the CLI, and
+    writes the keys 4.x reads, ``rmlens.hub._export.readable_by_v4``), the CLI, and
     RewardBench's own text preparation on CPU."""
     python = str(Path(rb).parent / "python")
     rows = []
@@ -438,7 +438,8 @@ def bench(args) -> None:
 
     import rmlens
     from rmlens.data import SynthConfig, load_pairs, synthesize
-    from rmlens.rewards import TrainConfig, export_rm, load_rm, train
+    from rmlens.hub import export_rm, load_rm, train
+    from rmlens.rewards import TrainConfig
 
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -560,7 +561,7 @@ def consumer_rows(export: Path, heldout, records, args) -> list[tuple]:
     import torch
 
     from rmlens.data._schema import to_text
-    from rmlens.rewards import reward_function
+    from rmlens.hub import reward_function
 
     model, tokenizer, extra = _load_export(str(export), "right")
     fmt, pad = extra.get("rmlens_format", "chat"), model.config.pad_token_id

@@ -88,7 +88,7 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
 def write_preset(rm_dir: Path, preset: Path) -> None:
     """Fold the HeadRM's standardization into (w, b) and write the packaged preset."""
     from rmlens.rewards import HeadRM
-    from rmlens.rewards._saved import RM_CONFIG
+    from rmlens.rewards import RM_CONFIG
 
     head = HeadRM.load(rm_dir).head_
     w = head.net.weight.detach()[0] / head.scale  # (d,)
@@ -152,11 +152,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--full", action="store_true", help="also time a full-vocabulary sweep")
     parser.add_argument("--write-preset", action="store_true",
-                        help="write src/rmlens/rewards/presets/smollm2-135m-hh from the RM")
+                        help="write src/rmlens/hub/presets/smollm2-135m-hh from the RM")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
     from rmlens.tokens import sweep_prompt, token_scorer
     from rmlens.tokens._candidates import build_candidates, sweep_token_ids
 

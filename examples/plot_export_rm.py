@@ -3,7 +3,7 @@ Take an rmlens RM to transformers, TRL and RewardBench
 ======================================================
 
 An RM trained with rmlens is meant to be used: as the reward of TRL's PPO or GRPO, in
-RewardBench, on the hub. :func:`rmlens.rewards.export_rm` (``rmlens export``) writes it as
+RewardBench, on the hub. :func:`rmlens.hub.export_rm` (``rmlens export``) writes it as
 a standard ``AutoModelForSequenceClassification`` folder with a model card, and checks that
 the folder scores as rmlens does. Here we train a linear head on the offline
 SmolLM2-135M-Instruct backbone (``smollm2-135m``), export it, and score the same pairs with
@@ -26,7 +26,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from transformers.utils import logging
 
 import rmlens
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig, export_rm
+from rmlens.hub import export_rm
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 
 logging.set_verbosity_error()
 pairs = rmlens.synthesize(rmlens.SynthConfig(n_pairs=80, n_users=8, seed=0))

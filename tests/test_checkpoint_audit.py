@@ -11,8 +11,9 @@ import pytest
 from scipy.special import expit
 
 from rmlens._errors import InputError
+from rmlens.hub import train
 from rmlens.memorization import AuditConfig, audit_rm
-from rmlens.rewards import TrainConfig, train
+from rmlens.rewards import TrainConfig
 from test_paired import word_pairs
 
 
@@ -43,7 +44,7 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
     np.testing.assert_allclose(merged.cm, merged.tm - merged.tg, atol=1e-9)
     assert (merged.cm[inside] > 0).mean() > 0.9  # removing a pair's group lowers its p
     # its scores are the saved RM's: rmlens.load_rm gives the same rewards
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     r = load_rm(rm, device="cpu").score_pairs(pairs)
     np.testing.assert_allclose(scores.r_chosen, r[0], atol=1e-4)
@@ -137,7 +138,7 @@ def classifier_dirs(tiny_causal_dir, tmp_path_factory):
 
 @pytest.mark.parametrize("which", ["whole", "adapter"])
 def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_path):
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     whole, adapter = classifier_dirs
     folder = whole if which == "whole" else adapter

@@ -302,7 +302,7 @@ def test_probes_edit_a_seeded_sample_of_200_pairs_by_default_or_all():
 def test_validation_pairs_are_neither_in_train_nor_held_out():
     """An audit run's validation pairs (its early stopping looked at them) count in neither."""
     from rmlens.evaluation._evaluate import membership_metrics
-    from rmlens.rewards import EnsembleRM
+    from rmlens.hub import EnsembleRM
 
     class Constant:
         def score(self, prompts, responses):

@@ -9,9 +9,10 @@ import pytest
 
 from rmlens.cli import main
 from rmlens.evaluation import Probe, run_probes
+from rmlens.hub import load_rm
+from rmlens.hub._ensemble import member_pair_scores
 from rmlens.memorization import AuditConfig, audit
-from rmlens.rewards import FrozenHeadTrainer, HeadConfig, load_rm
-from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 from rmlens.rewards._metrics import pairwise_accuracy
 
 GOOD = ["good", "great", "help", "answer", "sure", "yes"]
@@ -284,7 +285,7 @@ def test_calibrated_ensemble_scores_as_its_members_one_by_one(experiment):
     from rmlens.evaluation import PROBES, LengthCalibratedRM, LengthCalibrator, evaluate
     from rmlens.evaluation._posthoc import response_lengths
     from rmlens.evaluation._probes import _member_rewards, _rewards
-    from rmlens.rewards import EnsembleRM
+    from rmlens.hub import EnsembleRM
 
     root, _, pairs = experiment
     ensemble = load_rm(root / "exp", device="cpu")

@@ -11,8 +11,9 @@ from tests.conftest import run_cli
 from tests.test_finetune import PAIRS
 
 from rmlens._errors import InputError
-from rmlens.rewards import TrainConfig, load_rm, train
-from rmlens.rewards._export import TOLERANCE, export_rm
+from rmlens.hub import load_rm, train
+from rmlens.hub._export import TOLERANCE, export_rm
+from rmlens.rewards import TrainConfig
 
 
 def hf_rewards(folder, prompts, responses, fmt="chat"):

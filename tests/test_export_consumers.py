@@ -22,8 +22,9 @@ from tests.conftest import run_cli, shared_file
 
 from rmlens._errors import InputError, RmlensWarning
 from rmlens.backbones._tokenize import encode_pair_text
-from rmlens.rewards import TrainConfig, load_rm, reward_function, train
-from rmlens.rewards._export import export_rm
+from rmlens.hub import load_rm, reward_function, train
+from rmlens.hub._export import export_rm
+from rmlens.rewards import TrainConfig
 
 CHATML = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
@@ -170,7 +171,7 @@ def test_a_reader_that_stops_at_the_first_pad_gives_rmlens_rewards(exported, pai
     try:
         from trl.experimental.utils import get_reward
     except ImportError:  # TRL is a dev dependency; the same rule by hand otherwise
-        from rmlens.rewards._export import first_pad_rewards
+        from rmlens.hub._export import first_pad_rewards
 
         got = first_pad_rewards(model, seqs, pad)
     else:

@@ -12,14 +12,8 @@ from rmlens._errors import InputError, RmlensWarning
 from rmlens.backbones import load_backbone
 from rmlens.backbones._featurize import encode_ids
 from rmlens.backbones._tokenize import encode_pair_text
-from rmlens.rewards import (
-    EnsembleRM,
-    ExplicitRMTrainer,
-    TrainConfig,
-    load_rm,
-    make_trainer,
-    train,
-)
+from rmlens.hub import EnsembleRM, load_rm, train
+from rmlens.rewards import ExplicitRMTrainer, TrainConfig, make_trainer
 from rmlens.rewards._base_model import trainable_state
 from rmlens.rewards._nets import ExplicitNet, collate
 from rmlens.rewards._packing import make_example
@@ -455,7 +449,7 @@ def test_train_records_the_loss_weights_beside_the_rm(tiny_causal_dir, tmp_path)
 
 
 def load_rm_folder_ok(folder) -> bool:
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     return np.isfinite(load_rm(folder).score_pairs(PAIRS)[0]).all()
 

@@ -19,10 +19,10 @@ from rmlens.backbones._tokenize import encode_pair, encode_pair_text, pairs_trun
 from rmlens.data._schema import to_text
 from rmlens.evaluation import evaluate
 from rmlens.evaluation._metrics import pair_metrics
-from rmlens.rewards import ExplicitRMTrainer, FrozenHeadTrainer, HeadConfig, TrainConfig, load_rm
+from rmlens.hub import SequenceClassifierRM, load_rm
+from rmlens.rewards import ExplicitRMTrainer, FrozenHeadTrainer, HeadConfig, TrainConfig
 from rmlens.rewards._base_model import load_causal_lm
 from rmlens.rewards._packing import make_example
-from rmlens.rewards._saved import SequenceClassifierRM
 
 BIG = 1 << 20
 CONVERSATION = [{"role": "user", "content": "what is the sun ?"},
@@ -229,7 +229,7 @@ def test_truncation_counted_by_hand(causal_tok, tiny_causal_dir):
 
 
 def test_fine_tuned_training_counts_truncation(tiny_causal_dir, tmp_path):
-    from rmlens.rewards import train
+    from rmlens.hub import train
 
     cfg = TrainConfig(model=str(tiny_causal_dir), device="cpu", epochs=1, batch_size=2,
                       max_length=16, format="raw")  # fmt: skip

@@ -8,9 +8,13 @@ import pytest
 import torch
 from scipy.special import expit
 
+from rmlens.influence import (
+    gauss_newton_counterfactuals,
+    last_layer_counterfactuals,
+    pair_gradients,
+    trainable_linears,
+)
 from rmlens.rewards import TrainConfig, make_trainer
-from rmlens.rewards._influence import gauss_newton_counterfactuals, last_layer_counterfactuals
-from rmlens.rewards._pair_gradients import pair_gradients, trainable_linears
 from test_paired import word_pairs
 
 
@@ -92,12 +96,20 @@ def _autograd_rows(trainer) -> np.ndarray:
     return np.stack(rows)
 
 
+def _batches(trainer, batch_size: int = 4) -> list[np.ndarray]:
+    """The examples' batches as a run takes them: by length, longest first."""
+    from rmlens.rewards._packing import length_batches
+
+    return length_batches([ex.packed_length for ex in trainer.examples_], batch_size)
+
+
 @pytest.mark.parametrize("which", ["encoder", "causal"])
 def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_causal_dir):
     from rmlens.rewards._nets import score_examples
 
     trainer = _prepared(tiny_encoder_dir if which == "encoder" else tiny_causal_dir)
-    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
+                            batches=_batches(trainer))
     expected = _autograd_rows(trainer)
     scored = score_examples(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
     np.testing.assert_allclose(r, scored, atol=1e-5)  # the same pass gives the rewards
@@ -105,7 +117,7 @@ def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_caus
     np.testing.assert_allclose(jac, expected, atol=1e-5, rtol=1e-4)
     # a sketch keeps the pairs' inner products (what the solve reads), up to its noise
     _, sketch = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
-                               batch_size=4, dim=jac.shape[1] // 2)  # fmt: skip
+                               batches=_batches(trainer), dim=jac.shape[1] // 2)  # fmt: skip
     exact, approx = jac @ jac.T, sketch @ sketch.T
     assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9
 
@@ -113,10 +125,11 @@ def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_caus
 def test_full_finetuning_takes_its_gradients_pair_by_pair(tiny_encoder_dir):
     trainer = _prepared(tiny_encoder_dir, finetune="full")
     assert trainable_linears(trainer.net_)[1]  # embeddings and norms train too
-    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_, batch_size=4)
+    r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
+                            batches=_batches(trainer))
     np.testing.assert_allclose(jac, _autograd_rows(trainer), atol=1e-5, rtol=1e-4)
     _, sketch = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
-                               batch_size=4, dim=jac.shape[1] // 4)  # fmt: skip
+                               batches=_batches(trainer), dim=jac.shape[1] // 4)  # fmt: skip
     assert sketch.shape[1] == jac.shape[1] // 4
     exact, approx = jac @ jac.T, sketch @ sketch.T
     assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9

@@ -186,7 +186,7 @@ def test_generalize_end_to_end(tiny_causal_dir, tmp_path, capsys):
         assert (out / name).exists(), name
     scores = pd.read_parquet(out / "scores.parquet")
     im = scores[(scores.rm == "implicit") & (scores.split == "train")]
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     rm = load_rm(out / "rms" / "implicit", device="cpu")
     train = PAIRS.set_index("id").loc[im.id].reset_index()

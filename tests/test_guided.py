@@ -8,8 +8,8 @@ import numpy as np
 from scipy.special import expit
 
 from rmlens._errors import RmlensWarning
+from rmlens.influence import LogisticProblem, fit_logistic
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
-from rmlens.rewards._convex import LogisticProblem, fit_logistic
 from rmlens.rewards._guided import (
     complementary_weights,
     curate_weights,

@@ -8,11 +8,8 @@ import pytest
 import torch
 
 from rmlens._errors import InputError
-from rmlens.rewards import (
-    ImplicitRMTrainer,
-    TrainConfig,
-    load_rm,
-)
+from rmlens.hub import load_rm
+from rmlens.rewards import ImplicitRMTrainer, TrainConfig
 from rmlens.rewards._base_model import load_causal_lm
 from rmlens.rewards._nets import collate, implicit_reward, response_logps
 from rmlens.rewards._packing import make_example

@@ -9,13 +9,12 @@ import pandas as pd
 import pytest
 from scipy.special import expit
 
+from rmlens.influence import LogisticProblem, fit_logistic, last_layer_counterfactuals, refit
 from rmlens.memorization import audit, estimate
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, calibrate, choose_damping, damping_warning
 from rmlens.memorization._run_folders import load_matrices, load_runs
 from rmlens.rewards import HeadConfig, TrainConfig
-from rmlens.rewards._convex import LogisticProblem, fit_logistic, refit
-from rmlens.rewards._influence import last_layer_counterfactuals
 from test_paired import cli_audit, word_pairs
 
 

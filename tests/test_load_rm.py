@@ -15,16 +15,9 @@ import torch
 
 from rmlens._errors import InputError
 from rmlens.cli import main
-from rmlens.rewards import (
-    EnsembleRM,
-    ExplicitHeadRM,
-    SequenceClassifierRM,
-    TrainConfig,
-    TunedRM,
-    load_rm,
-    train,
-)
-from rmlens.rewards._ensemble import member_pair_scores
+from rmlens.hub import EnsembleRM, SequenceClassifierRM, load_rm, train
+from rmlens.hub._ensemble import member_pair_scores
+from rmlens.rewards import ExplicitHeadRM, TrainConfig, TunedRM
 from rmlens.tokens import sweep_prompt, token_scorer
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "rmlens"
@@ -217,7 +210,7 @@ def test_sequence_classifier(tiny_causal_dir, tmp_path):
 def test_rm_preset():
     import importlib.util
 
-    from rmlens.rewards._load import preset_dir
+    from rmlens.hub._load import preset_dir
 
     folder = preset_dir("smollm2-135m-hh")
     assert json.loads((folder / "rm_config.json").read_text())["kind"] == "explicit_head"

@@ -13,6 +13,7 @@ from scipy.optimize import brentq
 from scipy.special import expit
 
 from conftest import WORDS
+from rmlens.influence import LogisticProblem, counterfactuals, fit_logistic, refit
 from rmlens.memorization import audit, estimate, memorization_scores
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._paired import (
@@ -22,7 +23,6 @@ from rmlens.memorization._paired import (
     group_share,
 )
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
-from rmlens.rewards._convex import LogisticProblem, counterfactuals, fit_logistic, refit
 
 
 def _problem(n=60, d=5, seed=0, **kw) -> LogisticProblem:

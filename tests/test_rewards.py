@@ -105,13 +105,8 @@ def test_trainers_share_one_contract_and_params_from_their_config():
 
 
 def test_every_rm_kind_is_a_reward_model():
-    from rmlens.rewards import (
-        EnsembleRM,
-        ExplicitHeadRM,
-        RewardModel,
-        SequenceClassifierRM,
-        TunedRM,
-    )
+    from rmlens.hub import EnsembleRM, SequenceClassifierRM
+    from rmlens.rewards import ExplicitHeadRM, RewardModel, TunedRM
 
     for cls in (ExplicitHeadRM, TunedRM, EnsembleRM, SequenceClassifierRM):
         assert issubclass(cls, RewardModel)

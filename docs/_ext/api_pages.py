@@ -16,7 +16,8 @@ import inspect
 from pathlib import Path
 
 PACKAGES = (
-    "rmlens", "rmlens.data", "rmlens.rewards", "rmlens.memorization", "rmlens.comparison",
+    "rmlens", "rmlens.data", "rmlens.rewards", "rmlens.influence", "rmlens.hub",
+    "rmlens.memorization", "rmlens.comparison",
     "rmlens.evaluation", "rmlens.attribution", "rmlens.sae", "rmlens.tokens",
     "rmlens.generalization", "rmlens.report", "rmlens.stats", "rmlens.experiment",
 )  # fmt: skip

@@ -26,14 +26,14 @@ from .experiment import AuditDir as AuditDir
 from .experiment import ExperimentDir as ExperimentDir
 from .generalization import GeneralizeConfig as GeneralizeConfig
 from .generalization import generalize as generalize
+from .hub import load_rm as load_rm
+from .hub import train as train
 from .memorization import AuditConfig as AuditConfig
 from .memorization import audit as audit
 from .report import ReportConfig as ReportConfig
 from .report import write_report as write_report
 from .rewards import HeadConfig as HeadConfig
 from .rewards import TrainConfig as TrainConfig
-from .rewards import load_rm as load_rm
-from .rewards import train as train
 from .sae import SAEConfig as SAEConfig
 from .sae import fit_sae as fit_sae
 from .tokens import SweepConfig as SweepConfig

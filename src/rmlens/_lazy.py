@@ -19,18 +19,22 @@ from typing import Any
 
 
 def attach(
-    package: str, exports: dict[str, list[str]]
+    package: str, exports: dict[str, list[str]], moved: dict[str, list[str]] | None = None
 ) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """Return ``__all__``, ``__getattr__`` and ``__dir__`` for ``package``.
 
     ``exports`` maps a submodule name (``"_config"``) to the public names it defines.
+    ``moved`` maps another package (``"rmlens.hub"``) to names that this package once
+    defined and that now live there: they still resolve (code written against the old path
+    keeps working), but are not this package's (not in ``__all__`` or its stub).
     """
-    where = {name: module for module, names in exports.items() for name in names}
+    where = {name: f"{package}.{module}" for module, names in exports.items() for name in names}
+    elsewhere = {name: home for home, names in (moved or {}).items() for name in names}
 
     def __getattr__(name: str) -> Any:
-        if name not in where:
+        if name not in where and name not in elsewhere:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{where[name]}"), name)
+        value = getattr(importlib.import_module(where.get(name) or elsewhere[name]), name)
         globals_ = importlib.import_module(package).__dict__
         globals_[name] = value
         return value

@@ -137,7 +137,7 @@ def _cut_left(tokenizer: PreTrainedTokenizerBase, text: str, ids: list[int],
     """``ids`` (``text`` with the tokenizer's special tokens) cut to ``max_length`` as
     transformers cuts with ``truncation_side="left"``: the special tokens the tokenizer
     adds (BOS) stay, the text loses its start. An exported RM's tokenizer truncates so
-    (``rmlens.rewards.export_rm``), and rmlens scores as its users will."""
+    (``rmlens.hub.export_rm``), and rmlens scores as its users will."""
     if len(ids) <= max_length:
         return ids
     bare = tokenizer(text, add_special_tokens=False)["input_ids"]

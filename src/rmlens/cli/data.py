@@ -217,7 +217,7 @@ def candidates(
 def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, sep, quiet) -> None:
     from rmlens.cli._common import load_table
     from rmlens.data import candidates_from_pairs, save_pairs
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     pairs = load_table(source, column_map, sep=sep)
     rm = load_rm(gold_rm)

@@ -1,4 +1,4 @@
-"""``rmlens export RM --out DIR``: a thin command over :func:`rmlens.rewards.export_rm`."""
+"""``rmlens export RM --out DIR``: a thin command over :func:`rmlens.hub.export_rm`."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def export(
     implicit RM exports its policy as a causal LM. The rewards are checked against rmlens's
     on probe pairs before the command returns.
     """
-    from rmlens.rewards import export_rm
+    from rmlens.hub import export_rm
 
     config = resolve(ctx, EXPORT, options)
     result = export_rm(rm, out, run=config.run)

@@ -48,7 +48,7 @@ def train(
 ) -> None:
     """Fine-tune a reward model (explicit or implicit; LoRA or full) into a folder."""
     from rmlens.attribution import objective_bias
-    from rmlens.rewards import train as run_training
+    from rmlens.hub import train as run_training
 
     config = resolve(ctx, TRAIN, options)
     if export is not None and config.ensemble > 1:
@@ -64,7 +64,7 @@ def train(
     save_config(config, out / "config.toml")
     if export is not None:
         from rmlens.cli.export import say_exported
-        from rmlens.rewards import export_rm
+        from rmlens.hub import export_rm
 
         say_exported(export_rm(out, export), quiet or as_json)
     history = json.loads((out / "history.json").read_text())
@@ -94,7 +94,7 @@ def score(
 
     from rmlens.backbones import FORMATS, warn_truncation
     from rmlens.data import save_pairs
-    from rmlens.rewards import load_rm, use_format
+    from rmlens.hub import load_rm, use_format
     from rmlens.stats import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)

@@ -89,7 +89,7 @@ def score_pool(path: Path, pool: Pool, device: str, features: dict,
     Runs that are heads on one frozen backbone read the pool's features from ``features``
     (filled once per backbone, so audits on the same backbone encode nothing more)."""
     # lazy: torch, transformers load only when this runs
-    from rmlens.rewards import load_rm, member_scores
+    from rmlens.hub import load_rm, member_scores
 
     rm = load_rm(path, device=device)
     scores = member_scores(rm, list(pool.frame["prompt"]), list(pool.frame["response"]),

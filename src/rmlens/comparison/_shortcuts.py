@@ -12,7 +12,7 @@ with I_f the mean |SHAP| of feature f. Shortcut features: response and prompt le
 share has no interval over runs; read it beside the fit's R^2 (near 0: the features explain
 little of the target and the share describes noise).
 
-Probe flip rate. Each run's RM (``rmlens.rewards.load_rm(audit_dir)``: the experiment as an
+Probe flip rate. Each run's RM (``rmlens.hub.load_rm(audit_dir)``: the experiment as an
 ensemble of its runs) scores a sample of pairs before and after each shortcut probe of
 ``rmlens.evaluation`` edits one response (the chosen, then the rejected); per run, on the
 sampled pairs it held out,
@@ -91,7 +91,7 @@ def probe_flips(audit, sample_ids, draws, *, device: str = "auto", quiet: bool =
     """
     # lazy: torch, transformers, scipy load only when this runs
     from rmlens.evaluation import PROBES
-    from rmlens.rewards import load_rm, member_scores
+    from rmlens.hub import load_rm, member_scores
 
     rm = load_rm(audit.path, device=device)
     names = [int(n) for n in getattr(rm, "names", [])]

@@ -33,7 +33,8 @@ from rmlens.evaluation._posthoc import (
 )
 from rmlens.evaluation._probes import Probe, resolve_probes, run_probes
 from rmlens.experiment import ExperimentDir
-from rmlens.rewards import EnsembleRM, load_rm, member_pair_scores, pairwise_accuracy, use_format
+from rmlens.hub import EnsembleRM, load_rm, member_pair_scores, use_format
+from rmlens.rewards import pairwise_accuracy
 
 CROSS_FIT_NOTE = (
     "cross-fitted: the RM is an audit's runs and the pairs are the audit's own, so each pair "
@@ -164,7 +165,7 @@ def evaluate(
         ``config.calibrate``); default: nothing is written.
     rm : RewardModel, EnsembleRM, str or Path
         An object with ``score(prompts, responses)`` (``score_pairs`` is used when present),
-        or anything ``rmlens.rewards.load_rm`` loads: a saved RM folder (an ensemble folder
+        or anything ``rmlens.hub.load_rm`` loads: a saved RM folder (an ensemble folder
         of ``rmlens train --ensemble N`` too), an RM preset, a sequence-classification model,
         or an experiment directory of ``rmlens memorize`` (an ensemble of its runs).
     probes : "all", "none", "a,b", or list of names / Probe, optional

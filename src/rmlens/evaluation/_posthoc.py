@@ -304,7 +304,7 @@ class LengthCalibratedRM:
     Parameters
     ----------
     rm : RewardModel or EnsembleRM
-        Anything ``rmlens.rewards.member_scores`` scores.
+        Anything ``rmlens.hub.member_scores`` scores.
     calibrator : LengthCalibrator
         Fitted on ``rm``'s rewards.
     """
@@ -327,7 +327,7 @@ class LengthCalibratedRM:
             The RM's reward (an ensemble's mean) less f(length of the response).
         """
         # lazy: torch, transformers, scipy load only when this runs
-        from rmlens.rewards import member_scores
+        from rmlens.hub import member_scores
 
         raw = member_scores(self.rm, prompts, responses).mean(axis=0)
         return self.calibrator.transform(raw, response_lengths(responses))

@@ -29,7 +29,7 @@ import pandas as pd
 
 from rmlens.data import SynthConfig
 from rmlens.evaluation._posthoc import response_lengths
-from rmlens.rewards import member_scores
+from rmlens.hub import member_scores
 from rmlens.stats import pairwise_accuracy, wilson_interval
 
 SIDES = ("chosen", "rejected")

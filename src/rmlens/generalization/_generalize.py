@@ -34,8 +34,9 @@ from rmlens.generalization._config import GeneralizeConfig
 from rmlens.generalization._persona import persona_splits
 from rmlens.generalization._plots import plot_generalization
 from rmlens.generalization._shifts import parse_shifts, rewrite_pairs
+from rmlens.hub import load_rm
 from rmlens.progress import status
-from rmlens.rewards import load_rm, make_trainer, pairwise_accuracy
+from rmlens.rewards import make_trainer, pairwise_accuracy
 
 RMS = ("explicit", "implicit")
 

@@ -4,7 +4,7 @@ An RM trained on all the pairs is one run in which every group is in (its own ev
 split aside: read by its early stopping, so neither in nor out). Each group's removal,
 a Gauss-Newton step through the RM's trained parameters (LoRA adapters and head, or every
 weight of a full fine-tune)
-(``rmlens.rewards._influence.gauss_newton_counterfactuals``), gives its pairs' out-side:
+(``rmlens.influence.gauss_newton_counterfactuals``), gives its pairs' out-side:
 TM_i = p_i, TG_i = p_i with i's group removed, CM_i = TM_i - TG_i, the paired estimator of
 one run. No brute force exists to calibrate the damping on; the RM's own evaluation split
 takes its place (its pairs are the out-side whose mean the removed groups' TG must match),
@@ -24,6 +24,7 @@ import pandas as pd
 from rmlens._errors import InputError
 from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
+from rmlens.influence import DAMPING
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, choose_damping
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
@@ -33,7 +34,7 @@ from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
-from rmlens.rewards import DAMPING, TrainConfig, eval_split, group_codes, resolve_device
+from rmlens.rewards import TrainConfig, eval_split, group_codes, resolve_device
 
 # The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
 # on: the geometric mean of what calibration to brute force chose for LoRA RMs on the
@@ -250,7 +251,7 @@ class _RmlensRM:
 
     def load(self, device: str):
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards import load_rm
+        from rmlens.hub import load_rm
 
         model = load_rm(self.folder, device=device)
         for name, param in model.net.named_parameters():  # what training moved
@@ -301,7 +302,7 @@ class _ClassifierRM:
         # lazy: torch, transformers load only when this runs
         # private: a classifier checkpoint as the fine-tuned loop's net and runtime (rewards'
         # torch internals)
-        from rmlens.rewards._classifier_net import classifier_net
+        from rmlens.hub._classifier_net import classifier_net
         from rmlens.rewards._tuned import runtime_for
 
         dev = resolve_device(device)
@@ -318,10 +319,9 @@ class _ClassifierRM:
 
     def check(self, pairs, rewards, kept) -> None:
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards import SequenceClassifierRM
-
         # private: the net checked against its classifier, rewards' torch internals
-        from rmlens.rewards._classifier_net import check_agreement
+        from rmlens.hub import SequenceClassifierRM
+        from rmlens.hub._classifier_net import check_agreement
 
         classifier = SequenceClassifierRM(self.classifier, self.backbone.tokenizer,
                                           max_length=self.backbone.max_length,

@@ -2,7 +2,7 @@
 parameters), calibrated on the audit's own runs.
 
 Runs whose RM is not convex (an MLP head, a fine-tuned RM) give their paired
-counterfactuals over a grid of damping values (``rmlens.rewards._influence``): the ranking
+counterfactuals over a grid of damping values (``rmlens.influence``): the ranking
 of pairs barely depends on the damping, the size of the effects does. Brute force's CM is
 unbiased but noisy per pair; its mean over all pairs is not noisy. So the audit keeps the
 damping at which the mean paired CM equals the mean brute-force CM of the same runs and

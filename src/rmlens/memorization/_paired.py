@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens.influence import REFINE_SHARE
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import INFLUENCE_WORDS
 from rmlens.memorization._plans import carve_validation, make_plan, runs_per_repeat
-from rmlens.rewards import REFINE_SHARE
 from rmlens.stats import spearman
 
 MAX_GROUP_SHARE = 0.1  # above: a group is too large a share of a run for pairing

@@ -2,6 +2,7 @@
 imports an IDE or a type checker follows to their code; tests/test_stubs.py keeps it
 in step with ``__all__``."""
 
+from ._base_model import load_causal_lm as load_causal_lm
 from ._config import MODEL_HELP as MODEL_HELP
 from ._config import OBJECTIVE_NAMES as OBJECTIVE_NAMES
 from ._config import STEP_FIELDS as STEP_FIELDS
@@ -11,31 +12,23 @@ from ._config import ObjectiveConfig as ObjectiveConfig
 from ._config import ScoreConfig as ScoreConfig
 from ._config import TrainConfig as TrainConfig
 from ._config import resolve_device as resolve_device
-from ._convex import REFINE_SHARE as REFINE_SHARE
-from ._ensemble import EnsembleRM as EnsembleRM
-from ._ensemble import member_pair_scores as member_pair_scores
-from ._ensemble import member_scores as member_scores
-from ._export import export_rm as export_rm
-from ._formatting import use_format as use_format
+from ._finetune_per_run import influence_scores as influence_scores
 from ._head import HeadRM as HeadRM
-from ._influence import DAMPING as DAMPING
-from ._load import RM_PRESETS as RM_PRESETS
-from ._load import load_rm as load_rm
 from ._metrics import not_learned as not_learned
 from ._metrics import pairwise_accuracy as pairwise_accuracy
-from ._pair_gradients import influence_scores as influence_scores
-from ._reward_function import RewardFunction as RewardFunction
-from ._reward_function import reward_function as reward_function
-from ._saved import ExplicitHeadRM as ExplicitHeadRM
-from ._saved import RewardModel as RewardModel
-from ._saved import SequenceClassifierRM as SequenceClassifierRM
-from ._saved import save_head_rm as save_head_rm
-from ._train_rm import train as train
+from ._models import RM_CONFIG as RM_CONFIG
+from ._models import ExplicitHeadRM as ExplicitHeadRM
+from ._models import RewardModel as RewardModel
+from ._models import read_head as read_head
+from ._models import save_head_rm as save_head_rm
+from ._nets import ExplicitNet as ExplicitNet
+from ._nets import ImplicitNet as ImplicitNet
 from ._trainer_base import Trainer as Trainer
 from ._trainer_base import eval_split as eval_split
 from ._trainer_base import group_codes as group_codes
 from ._trainer_base import inactive_message as inactive_message
 from ._tuned import TunedRM as TunedRM
+from ._tuned import load_tuned as load_tuned
 from .finetune import ExplicitRMTrainer as ExplicitRMTrainer
 from .finetune import ImplicitRMTrainer as ImplicitRMTrainer
 from .finetune import make_trainer as make_trainer

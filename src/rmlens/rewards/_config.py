@@ -163,7 +163,7 @@ class HeadConfig(ObjectiveConfig):
     training pairs. Without validation pairs every epoch is trained.
 
     ``logistic`` (the audit's default head): the linear Bradley-Terry head with an L2 penalty,
-    solved to its optimum by Newton's method (``rmlens.rewards._convex``), so a run's head
+    solved to its optimum by Newton's method (``rmlens.influence``), so a run's head
     depends on its training pairs alone (no seed, no stopping epoch), and the head with one
     group removed or added is one Newton step away: the paired estimator's counterfactual.
     lambda is chosen per run from ``l2_grid`` by the validation loss.

@@ -1,6 +1,7 @@
 """The fine-tuned trainers' per-run protocol (``Trainer.prepare`` + ``fit_score``): one RM
 per audit run from the base weights, the learning rate chosen on validation pairs only, and
-last-layer influence for paired counterfactuals."""
+the run's paired counterfactuals (``influence_scores``: Gauss-Newton or last-layer influence,
+``rmlens.influence``)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,20 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
+from scipy.special import expit
 
 from rmlens._errors import InputError
+from rmlens.influence import DAMPING, gauss_newton_counterfactuals, last_layer_counterfactuals
 from rmlens.rewards._config import TrainConfig
-from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
-from rmlens.rewards._trainer_base import RunScores, dropped_ids, group_codes, objective_inputs
+from rmlens.rewards._paired import bt_terms
+from rmlens.rewards._trainer_base import (
+    RunScores,
+    dropped_ids,
+    group_codes,
+    inside_outside,
+    objective_inputs,
+)
 from rmlens.rewards.objectives import names_where, objective_of
 
 if TYPE_CHECKING:
@@ -29,7 +38,7 @@ class PerRun:
     def counterfactuals(self) -> str | None:
         """``"gauss-newton"`` or ``"last-layer"`` (``influence``) where runs give paired
         counterfactuals (an explicit RM on pairs, trained with ``bt`` or
-        ``label_smoothing``: ``rmlens.rewards._influence``), else None."""
+        ``label_smoothing``: ``rmlens.influence``), else None."""
         cfg = self._config()
         pairwise = self.rm_kind == "explicit" and cfg.loss == "bradley-terry"
         return cfg.influence if pairwise and objective_of(cfg).pair_logistic else None
@@ -114,7 +123,6 @@ class PerRun:
         ``patience``; without them ``eval_fraction`` of the training pairs is held out.
         """
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards import influence_scores
         from rmlens.rewards._nets import score_examples
 
         cfg = self.config_
@@ -152,3 +160,92 @@ class PerRun:
         p, p_cf, lambdas = paired
         metrics.update(damping_grid=list(DAMPING), damping_l2=lambdas.tolist())
         return RunScores(r_c, r_r, metrics, self._make_rm(), p, p_cf)
+
+
+def influence_scores(
+    net,
+    examples,
+    kept: np.ndarray,
+    runtime,
+    config,
+    groups: np.ndarray,
+    fit_index: np.ndarray,
+    eval_index: np.ndarray,
+    *,
+    margin: np.ndarray | None = None,
+    damping: tuple[float, ...] = DAMPING,
+):
+    """Rewards of every pair under a fine-tuned explicit RM, and its paired counterfactuals
+    over a damping grid: Gauss-Newton influence through the trained parameters
+    (``config.influence`` gauss-newton), or the score head's alone from the pooled hidden
+    states (last-layer; ``rmlens.influence``).
+
+    Parameters
+    ----------
+    net : ExplicitNet
+        The trained network.
+    examples : list of Example
+        Every pair's tokenized example (``_packing.examples_of``).
+    kept : ndarray of shape (n,), bool
+        The usable pairs.
+    runtime : Runtime
+        Device and precision.
+    config : TrainConfig
+        The run's settings (``influence``, ``batch_size``, ``seed``, the objective's terms).
+    groups : ndarray of shape (n,), int
+        Group codes: a counterfactual removes or adds a whole group.
+    fit_index, eval_index : ndarray of int
+        The run's training pairs and its validation pairs (neither in nor out).
+    margin : ndarray of shape (n,), optional
+        The pairs' margins (with ``use_margin``).
+    damping : tuple of float
+        The damping grid, relative to the mean curvature.
+
+    Returns
+    -------
+    r : ndarray of shape (n, 2)
+        Rewards of chosen and rejected (NaN for unusable pairs).
+    paired : tuple
+        ``(p, p_cf, lambdas)``: sigmoid(r+ - r-) (n,), the counterfactual p (n, K), and the
+        damping values in absolute terms (K,).
+    """
+    # lazy: torch, transformers load only when this runs
+    from rmlens.influence import pair_gradients
+    from rmlens.rewards._nets import score_examples
+    from rmlens.rewards._packing import length_batches
+
+    cfg = config
+    kept = np.asarray(kept, dtype=bool)
+    offset, target = bt_terms(cfg, margin)
+    if cfg.influence == "gauss-newton":
+        inside, outside = inside_outside(len(kept), kept, fit_index, eval_index)
+        rows = np.flatnonzero(inside | outside)  # the pairs a group's step moves
+        r = np.full((len(kept), 2), np.nan)
+        others = np.flatnonzero(kept & ~(inside | outside))  # validation: scored only
+        if len(others):
+            r[others] = score_examples(net, [examples[i] for i in others], runtime,
+                                       batch_size=cfg.batch_size)[:, :2]  # fmt: skip
+        todo = [examples[i] for i in rows]
+        batches = length_batches([ex.packed_length for ex in todo], cfg.batch_size)
+        r[rows], jac = pair_gradients(net, todo, runtime, batches=batches, seed=cfg.seed)
+        d = np.nan_to_num(r[:, 0] - r[:, 1])
+        p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
+        _, p_cf[rows], lambdas = gauss_newton_counterfactuals(
+            jac, d[rows], groups[rows], inside[rows], outside[rows],
+            offset=None if offset is None else offset[rows], target=target, damping=damping,
+        )  # fmt: skip
+    else:
+        h = score_examples(
+            net, examples, runtime, batch_size=cfg.batch_size, method="pooled"
+        ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
+        h = np.nan_to_num(h)
+        u = net.head.weight.detach().double().cpu().numpy()[0]
+        r = h @ u + float(net.head.bias.detach())
+        inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
+        p, p_cf, lambdas = last_layer_counterfactuals(
+            h[:, 0] - h[:, 1], u, groups, inside, outside, offset=offset,
+            target=target, damping=damping,
+        )  # fmt: skip
+    r[~kept] = np.nan
+    p[~kept] = np.nan
+    return r, (p, p_cf, lambdas)

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import rankdata
 
-from rmlens.rewards._convex import LogisticProblem, counterfactuals, fit_logistic
+from rmlens.influence import LogisticProblem, counterfactuals, fit_logistic
 
 
 def margin_quantile(margin: np.ndarray) -> np.ndarray:

@@ -16,8 +16,8 @@ from torch import nn
 
 from rmlens._io import write_atomic, write_json
 from rmlens._params import config_dict
+from rmlens.influence import LogisticProblem
 from rmlens.rewards._config import HeadConfig
-from rmlens.rewards._convex import LogisticProblem
 from rmlens.rewards.losses import PairExtras
 from rmlens.rewards.objectives import objective_of
 

@@ -11,13 +11,13 @@ import numpy as np
 import torch
 
 from rmlens._errors import InputError
-from rmlens.rewards._activity import objective_activity
-from rmlens.rewards._config import HeadConfig
-from rmlens.rewards._convex import (
+from rmlens.influence import (
     PATH_TOLERANCE,
     fit_logistic,
     one_blas_thread,
 )
+from rmlens.rewards._activity import objective_activity
+from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._guided import margin_quantile, nested_audit
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
@@ -228,7 +228,7 @@ def _train(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
 
 def _solve(rm: HeadRM, xc, xr, extras: PairExtras, val) -> RewardHead:
     """The convex head: the optimum of L2-penalized logistic regression on z (see
-    ``rmlens.rewards._convex``) for each lambda of ``l2_grid``, largest first, each
+    ``rmlens.influence``) for each lambda of ``l2_grid``, largest first, each
     warm-started at the last, until the validation loss has risen ``PATH_PATIENCE``
     times in a row; the lambda with the lowest validation loss is kept."""
     cfg = rm.config

@@ -38,9 +38,9 @@ from rmlens.backbones import (
 )
 from rmlens.rewards._base_model import load_causal_lm, load_trainable
 from rmlens.rewards._config import TrainConfig, resolve_device
+from rmlens.rewards._models import RewardModel
 from rmlens.rewards._nets import ExplicitNet, ImplicitNet, Runtime, score_examples
 from rmlens.rewards._packing import Example, make_example
-from rmlens.rewards._saved import RewardModel
 
 GROUP = 8  # responses per packed example when scoring pairs
 

@@ -17,11 +17,10 @@ import numpy as np
 
 from rmlens._errors import InputError
 from rmlens.backbones import warn_truncation
+from rmlens.influence import DAMPING, one_blas_thread
 from rmlens.rewards._config import HeadConfig
-from rmlens.rewards._convex import one_blas_thread
-from rmlens.rewards._frozen_paired import convex_paired, head_influence
-from rmlens.rewards._influence import DAMPING
 from rmlens.rewards._metrics import reward_stats
+from rmlens.rewards._paired import convex_paired, head_influence
 from rmlens.rewards._trainer_base import (
     RunScores,
     Trainer,
@@ -149,7 +148,7 @@ class FrozenHeadTrainer(Trainer):
         self, with ``rm_``, ``head_``, ``n_dropped_``, ``format_`` and ``truncation_``.
         """
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._saved import ExplicitHeadRM
+        from rmlens.rewards._models import ExplicitHeadRM
 
         kept = self.prepare(pairs, quiet=quiet)
         warn_truncation(self.truncation_, len(pairs))
@@ -231,7 +230,7 @@ class FrozenHeadTrainer(Trainer):
         """How runs give paired counterfactuals: ``"newton"`` (the convex head: Newton steps,
         exact up to about 1e-6), ``"last-layer"`` (AdamW heads trained with ``bt`` or
         ``label_smoothing``: last-layer Gauss-Newton influence over a damping grid,
-        ``rmlens.rewards._influence``), or None (other objectives)."""
+        ``rmlens.influence``), or None (other objectives)."""
         if self.config.convex:
             return "newton"
         return "last-layer" if objective_of(self.config).pair_logistic else None
@@ -315,7 +314,7 @@ class FrozenHeadTrainer(Trainer):
         # lazy: torch, transformers load only when this runs
         from rmlens.rewards._activity import describe_objective
         from rmlens.rewards._head_fit import fit_head, training_record
-        from rmlens.rewards._saved import ExplicitHeadRM
+        from rmlens.rewards._models import ExplicitHeadRM
 
         f = self.features_
         cfg = self.config.replace(seed=seed)  # each run its own seed (the audit's, per run)

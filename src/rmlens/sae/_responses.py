@@ -119,10 +119,10 @@ def audit_responses(directory: str | Path, *, quiet: bool = False) -> Responses:
     """
     # lazy: torch, transformers, scipy load only when this runs
     from rmlens.backbones import featurize
-    from rmlens.rewards import load_rm
+    from rmlens.hub import load_rm
 
     # private: an audit's RMs as one stack of heads, the ensemble's own layout
-    from rmlens.rewards._ensemble import _head_stack, _members
+    from rmlens.hub._ensemble import _head_stack, _members
 
     directory = Path(directory)
     table, _ = frozen_audit(directory)

@@ -1,10 +1,10 @@
-"""Token scorers over the reward models that ``rmlens.rewards.load_rm`` returns.
+"""Token scorers over the reward models that ``rmlens.hub.load_rm`` returns.
 
 A vocabulary sweep needs more than ``score(prompts, responses)``: it scores token-id
 sequences that share a prefix, running the prefix once (KV cache) and only the short
 suffixes per batch (``_scorers.py``). This adapter gives any loaded RM that interface with
 the same weights, pooling and head, so a sweep and ``rm.score`` agree. It loads nothing:
-every RM comes from ``rmlens.rewards.load_rm``.
+every RM comes from ``rmlens.hub.load_rm``.
 
     explicit head (frozen backbone)      -> HeadScorer(backbone, head)
     fine-tuned explicit (LoRA or full)   -> HeadScorer(merged body, head)
@@ -34,7 +34,7 @@ def token_scorer(rm: Any, *, name: str = "rm", consume: bool = False) -> TokenSc
     Parameters
     ----------
     rm : reward model, str or Path
-        What :func:`rmlens.rewards.load_rm` returns (``ExplicitHeadRM``, ``TunedRM``,
+        What :func:`rmlens.hub.load_rm` returns (``ExplicitHeadRM``, ``TunedRM``,
         ``SequenceClassifierRM``, ``EnsembleRM``); a path or preset is loaded with it
         first, on the CPU.
     name : str, default="rm"
@@ -61,12 +61,13 @@ def token_scorer(rm: Any, *, name: str = "rm", consume: bool = False) -> TokenSc
 def _adapted(rm: Any, name: str, consume: bool) -> TokenScorer:
     """:func:`token_scorer` without the format."""
     # lazy: scipy loads only when this runs
-    from rmlens.rewards import EnsembleRM, ExplicitHeadRM, SequenceClassifierRM, TunedRM
+    from rmlens.hub import EnsembleRM, SequenceClassifierRM
+    from rmlens.rewards import ExplicitHeadRM, TunedRM
 
     if isinstance(rm, TokenScorer):
         return rm
     if isinstance(rm, (str, Path)):
-        from rmlens.rewards import load_rm
+        from rmlens.hub import load_rm
 
         return token_scorer(load_rm(rm, device="cpu"), name=name, consume=True)
     if isinstance(rm, ExplicitHeadRM):
@@ -83,7 +84,7 @@ def _adapted(rm: Any, name: str, consume: bool) -> TokenScorer:
         return EnsembleScorer([token_scorer(m, name=f"{name}[{n}]", consume=consume)
                                for m, n in zip(rm.members, rm.names)], name=name)
     raise TypeError(f"cannot sweep a {type(rm).__name__}: expected a reward model from "
-                    "rmlens.rewards.load_rm")
+                    "rmlens.hub.load_rm")
 
 
 class _MeanHead(nn.Module):

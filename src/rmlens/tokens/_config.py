@@ -19,7 +19,7 @@ class SweepConfig(ScoreConfig):
     """An optimal/pessimal token sweep (DESIGN.md section 4)."""
 
     rm: list[str] = field(default_factory=list, metadata={
-        "help": "Reward model to sweep (repeat for several): anything rmlens.rewards.load_rm "
+        "help": "Reward model to sweep (repeat for several): anything rmlens.hub.load_rm "
                 "loads: an RM preset (smollm2-135m-hh), a folder with rm_config.json (an "
                 "ensemble too), an experiment directory, or a sequence-classification folder "
                 "or hub id."})

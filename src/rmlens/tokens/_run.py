@@ -32,8 +32,8 @@ from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
 from rmlens._io import json_sha1
 from rmlens.experiment import ExperimentDir
+from rmlens.hub import load_rm, use_format
 from rmlens.progress import progress_bar
-from rmlens.rewards import load_rm, use_format
 from rmlens.tokens._adapt import token_scorer
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
@@ -165,7 +165,7 @@ def sweep(
     Parameters
     ----------
     rm : str or list of str, optional
-        The reward model(s) to sweep: anything ``rmlens.rewards.load_rm`` loads (default
+        The reward model(s) to sweep: anything ``rmlens.hub.load_rm`` loads (default
         ``config.rm``).
     config : SweepConfig, optional
         The settings (default ``SweepConfig()``).

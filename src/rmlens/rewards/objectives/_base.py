@@ -54,7 +54,7 @@ class Objective:
     rankings : bool
         Defined for rankings too (``loss='plackett-luce'``).
     pair_logistic : bool
-        The last layer of its RM solves the logistic problem of ``rmlens.rewards._convex``
+        The last layer of its RM solves the logistic problem of ``rmlens.influence``
         (targets and offsets aside), so last-layer and Gauss-Newton influence give its
         paired counterfactuals.
     reads_bias : bool

@@ -150,7 +150,7 @@ class ProductOfExperts(_BiasOnly):
         import numpy as np
 
         # lazy: scipy loads only when this runs (the command line imports this module)
-        from rmlens.rewards._convex import EXPERT_PENALTY
+        from rmlens.influence import EXPERT_PENALTY
 
         dphi = extras.dphi.double().numpy() / m.scale.double().numpy()
         penalty = np.r_[np.ones(z.shape[1]), np.full(dphi.shape[1], EXPERT_PENALTY)]

@@ -100,7 +100,7 @@ class GroupDRO(Objective):
         from scipy.special import log_expit
 
         # lazy: scipy loads only when this runs (the command line imports this module)
-        from rmlens.rewards._convex import fit_logistic
+        from rmlens.influence import fit_logistic
 
         counts = np.bincount(codes, minlength=len(m.q)).astype(float)
         step = m.dro_step

@@ -14,11 +14,18 @@ from typing import Any
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, check_base, load_backbone
-from rmlens.rewards._base_model import load_causal_lm
-from rmlens.rewards._config import TrainConfig, resolve_device
-from rmlens.rewards._nets import ImplicitNet
-from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel, read_head
-from rmlens.rewards._tuned import TunedRM, load_tuned
+from rmlens.rewards import (
+    RM_CONFIG,
+    ExplicitHeadRM,
+    ImplicitNet,
+    RewardModel,
+    TrainConfig,
+    TunedRM,
+    load_causal_lm,
+    load_tuned,
+    read_head,
+    resolve_device,
+)
 
 KINDS = ("explicit_head", "explicit_finetuned", "implicit", "ensemble")
 """The kinds of ``rm_config.json`` (``_load.LOADERS``)."""

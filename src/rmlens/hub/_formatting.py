@@ -8,9 +8,9 @@ from typing import Any
 
 from rmlens._errors import InputError, RmlensWarning
 from rmlens.backbones import resolve_format
-from rmlens.rewards._ensemble import EnsembleRM, _members
-from rmlens.rewards._saved import ExplicitHeadRM, SequenceClassifierRM, _classifier_kind
-from rmlens.rewards._tuned import TunedRM
+from rmlens.hub._classifier import SequenceClassifierRM, classifier_kind
+from rmlens.hub._ensemble import EnsembleRM, _members
+from rmlens.rewards import ExplicitHeadRM, TunedRM
 
 
 def use_format(rm: Any, format: str | None, max_length: int | None = None) -> Any:
@@ -55,7 +55,7 @@ def use_format(rm: Any, format: str | None, max_length: int | None = None) -> An
         if isinstance(member, (ExplicitHeadRM, TunedRM)):
             tokenizer, kind, was = member.backbone.tokenizer, member.backbone.kind, member.format
         elif isinstance(member, SequenceClassifierRM):
-            tokenizer, kind = member.tokenizer, _classifier_kind(member.model.config)
+            tokenizer, kind = member.tokenizer, classifier_kind(member.model.config)
             was = getattr(member.model.config, "rmlens_format", None)
         else:
             raise InputError(f"`format` {format}: a {type(member).__name__} scores texts its "

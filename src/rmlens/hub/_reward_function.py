@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
-from rmlens.rewards._config import resolve_device
+from rmlens.rewards import resolve_device
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -109,9 +109,9 @@ def reward_function(
     ...                       args=GRPOConfig(...), train_dataset=prompts)  # doctest: +SKIP
     """
     # lazy: torch, transformers, scipy load only when this runs
-    from rmlens.rewards._formatting import use_format
-    from rmlens.rewards._load import load_rm
-    from rmlens.rewards._saved import SequenceClassifierRM
+    from rmlens.hub._classifier import SequenceClassifierRM
+    from rmlens.hub._formatting import use_format
+    from rmlens.hub._load import load_rm
 
     if dtype not in DTYPES:
         raise InputError(f"`dtype` must be one of {', '.join(DTYPES)}, got {dtype!r}")

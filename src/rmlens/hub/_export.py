@@ -42,11 +42,11 @@ from torch import nn
 from rmlens._errors import InputError
 from rmlens._io import write_json, write_text
 from rmlens.backbones import encode_pair_text
-from rmlens.rewards._card import Exported, model_card
-from rmlens.rewards._ensemble import EnsembleRM
-from rmlens.rewards._load import load_rm
-from rmlens.rewards._saved import ExplicitHeadRM, RewardModel, SequenceClassifierRM
-from rmlens.rewards._tuned import TunedRM
+from rmlens.hub._card import Exported, model_card
+from rmlens.hub._classifier import SequenceClassifierRM
+from rmlens.hub._ensemble import EnsembleRM
+from rmlens.hub._load import load_rm
+from rmlens.rewards import ExplicitHeadRM, RewardModel, TunedRM
 
 PAD = "<|rmlens_pad|>"
 TOLERANCE = 1e-4  # largest |r_rmlens - (r_export + offset)| an export may show

@@ -20,7 +20,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rmlens._errors import InputError
 from rmlens.backbones import Backbone, default_max_length, prepare_tokenizer, resolve_format
-from rmlens.rewards._nets import ExplicitNet
+from rmlens.rewards import ExplicitNet
 
 AGREE = 1e-3  # largest |reward difference| between the net and the classifier's own scores
 

@@ -1,14 +1,14 @@
 """Per-pair gradients of a fine-tuned RM's reward difference, in one batched backward pass.
 
-Gauss-Newton influence through the trained parameters (``_influence.gauss_newton_counterfactuals``)
-needs, for every pair j, the gradient J_j of d_j = r(x, y+) - r(x, y-) with respect to the
-run's trainable parameters theta (LoRA adapters and the score head). A LoRA adapter and the
+Gauss-Newton influence through the trained parameters (``_gauss_newton``) needs, for every
+pair j, the gradient J_j of d_j = r(x, y+) - r(x, y-) with respect to the run's trainable
+parameters theta (LoRA adapters and the score head). A LoRA adapter and the
 head are linear layers y = W x, so J_j's block of W is sum_t delta_t x_t' over the tokens of
 pair j's sequences, delta_t the gradient of d_j at the layer's output: the same outer
 products a backward pass forms for the whole batch, kept per example (the trick of Opacus
 and of influence packages such as kronfluence and bergson). Since d_j depends on example j's
 rows only, one backward of sum_j d_j gives every example's delta at once. Each row of a
-batch holds one example's sequences (``rewards._nets.collate``), so rows are summed per example.
+batch holds one example's sequences (``rmlens.rewards``' collate), so rows are summed per example.
 
 Full fine-tuning also trains tensors that are not linear layers (embeddings, norms): its
 gradients are taken pair by pair instead, through every trained tensor.
@@ -17,25 +17,16 @@ When n x P is too large to keep (a large run or a large model), each gradient is
 ``dim`` coordinates with a CountSketch (each parameter hashed to one coordinate with a random
 sign), which keeps inner products in expectation: the influence solve needs J J' only.
 
-``influence_scores`` turns a trained run into its paired counterfactuals: these gradients
-and the Gauss-Newton solve, or the score head's last-layer step.
+The network and its batches are duck-typed: ``net(batch)`` gives rewards (B, 2) of
+``rt.batch(examples, index)``, under ``rt.autocast()`` (``rmlens.rewards``' explicit net and
+its runtime).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy.special import expit
 from torch import nn
-
-from rmlens.rewards._influence import (
-    DAMPING,
-    bt_terms,
-    gauss_newton_counterfactuals,
-    last_layer_counterfactuals,
-)
-from rmlens.rewards._nets import score_examples
-from rmlens.rewards._trainer_base import inside_outside
 
 EXACT_BUDGET = 1 << 29  # floats of n x P kept exactly (2 GiB); sketched above
 SKETCH_MIN = 4096  # coordinates of a sketch, at least
@@ -108,16 +99,14 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
 
 
 def pair_gradients(
-    net, examples, rt, *, batch_size: int, dim: int | None = None, seed: int = 0
+    net, examples, rt, *, batches: list[np.ndarray], dim: int | None = None, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rewards (n, 2) and J (n, q), float32: row j of J the gradient of pair j's reward
     difference with respect to the trainable parameters (q = P), or its CountSketch to
     ``dim`` coordinates (``dim`` None: exact while n x P fits ``EXACT_BUDGET``, else the
     largest sketch that does). The rewards come from the same forward pass, so a run that
-    needs J scores its pairs at no extra cost."""
-    # lazy: transformers loads only when this runs
-    from rmlens.rewards._packing import length_batches
-
+    needs J scores its pairs at no extra cost. ``batches``: the index batches of ``examples``
+    to run (a batch's rows must fit memory; a run uses ``rmlens.rewards``' length batches)."""
     linears, other = trainable_linears(net)
     if other:  # full fine-tuning: not every trained tensor is a linear layer's
         return _pair_by_pair(net, examples, rt, dim=dim, seed=seed)
@@ -135,7 +124,7 @@ def pair_gradients(
     net.eval()
     capture = _Capture(linears)
     try:
-        for index in length_batches([ex.packed_length for ex in examples], batch_size):
+        for index in batches:
             batch = rt.batch(examples, index)
             net.zero_grad(set_to_none=True)
             with torch.enable_grad(), rt.autocast():
@@ -215,86 +204,3 @@ def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
     finally:
         net.train(training)
     return rewards, out
-
-
-def influence_scores(
-    net,
-    examples,
-    kept: np.ndarray,
-    runtime,
-    config,
-    groups: np.ndarray,
-    fit_index: np.ndarray,
-    eval_index: np.ndarray,
-    *,
-    margin: np.ndarray | None = None,
-    damping: tuple[float, ...] = DAMPING,
-):
-    """Rewards of every pair under a fine-tuned explicit RM, and its paired counterfactuals
-    over a damping grid: Gauss-Newton influence through the trained parameters
-    (``config.influence`` gauss-newton), or the score head's alone from the pooled hidden
-    states (last-layer; ``rmlens.rewards._influence``).
-
-    Parameters
-    ----------
-    net : ExplicitNet
-        The trained network.
-    examples : list of Example
-        Every pair's tokenized example (``_packing.examples_of``).
-    kept : ndarray of shape (n,), bool
-        The usable pairs.
-    runtime : Runtime
-        Device and precision.
-    config : TrainConfig
-        The run's settings (``influence``, ``batch_size``, ``seed``, the objective's terms).
-    groups : ndarray of shape (n,), int
-        Group codes: a counterfactual removes or adds a whole group.
-    fit_index, eval_index : ndarray of int
-        The run's training pairs and its validation pairs (neither in nor out).
-    margin : ndarray of shape (n,), optional
-        The pairs' margins (with ``use_margin``).
-    damping : tuple of float
-        The damping grid, relative to the mean curvature.
-
-    Returns
-    -------
-    r : ndarray of shape (n, 2)
-        Rewards of chosen and rejected (NaN for unusable pairs).
-    paired : tuple
-        ``(p, p_cf, lambdas)``: sigmoid(r+ - r-) (n,), the counterfactual p (n, K), and the
-        damping values in absolute terms (K,).
-    """
-    cfg = config
-    kept = np.asarray(kept, dtype=bool)
-    offset, target = bt_terms(cfg, margin)
-    if cfg.influence == "gauss-newton":
-        inside, outside = inside_outside(len(kept), kept, fit_index, eval_index)
-        rows = np.flatnonzero(inside | outside)  # the pairs a group's step moves
-        r = np.full((len(kept), 2), np.nan)
-        others = np.flatnonzero(kept & ~(inside | outside))  # validation: scored only
-        if len(others):
-            r[others] = score_examples(net, [examples[i] for i in others], runtime,
-                                       batch_size=cfg.batch_size)[:, :2]  # fmt: skip
-        r[rows], jac = pair_gradients(net, [examples[i] for i in rows], runtime,
-                                      batch_size=cfg.batch_size, seed=cfg.seed)  # fmt: skip
-        d = np.nan_to_num(r[:, 0] - r[:, 1])
-        p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
-        _, p_cf[rows], lambdas = gauss_newton_counterfactuals(
-            jac, d[rows], groups[rows], inside[rows], outside[rows],
-            offset=None if offset is None else offset[rows], target=target, damping=damping,
-        )  # fmt: skip
-    else:
-        h = score_examples(
-            net, examples, runtime, batch_size=cfg.batch_size, method="pooled"
-        ).astype(np.float64)  # (n, 2, d); NaN for the unusable pairs
-        h = np.nan_to_num(h)
-        u = net.head.weight.detach().double().cpu().numpy()[0]
-        r = h @ u + float(net.head.bias.detach())
-        inside, outside = inside_outside(len(h), kept, fit_index, eval_index)
-        p, p_cf, lambdas = last_layer_counterfactuals(
-            h[:, 0] - h[:, 1], u, groups, inside, outside, offset=offset,
-            target=target, damping=damping,
-        )  # fmt: skip
-    r[~kept] = np.nan
-    p[~kept] = np.nan
-    return r, (p, p_cf, lambdas)

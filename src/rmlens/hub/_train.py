@@ -24,8 +24,7 @@ from rmlens._io import write_atomic, write_json
 from rmlens.data import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
-from rmlens.rewards._config import TrainConfig
-from rmlens.rewards.finetune import make_trainer
+from rmlens.rewards import TrainConfig, make_trainer
 
 
 def train(
@@ -72,7 +71,7 @@ def train(
     >>> rm.score_pairs(pairs)  # doctest: +SKIP
     """
     # lazy: torch, transformers load only when this runs
-    from rmlens.rewards._load import load_rm
+    from rmlens.hub._load import load_rm
 
     config = resolve_config("train", TrainConfig, config, overrides)
     config.check()  # ParamError (an InputError) names the field

@@ -23,8 +23,8 @@ from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones import encode_pair_text, encode_texts, featurize
 from rmlens.experiment import AuditDir
-from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
-from rmlens.rewards._saved import RM_CONFIG, ExplicitHeadRM, RewardModel
+from rmlens.hub._folders import SINGLE_LOADERS, read_rm_config, rm_options
+from rmlens.rewards import RM_CONFIG, ExplicitHeadRM, RewardModel
 
 
 class EnsembleRM(RewardModel):

@@ -35,9 +35,10 @@ from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTok
 from rmlens._errors import InputError
 from rmlens.backbones import PRESETS, check_hub_id, unloadable
 from rmlens.experiment import AuditDir
-from rmlens.rewards._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
-from rmlens.rewards._folders import SINGLE_LOADERS, read_rm_config, rm_options
-from rmlens.rewards._saved import RM_CONFIG, RewardModel, SequenceClassifierRM
+from rmlens.hub._classifier import SequenceClassifierRM
+from rmlens.hub._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
+from rmlens.hub._folders import SINGLE_LOADERS, read_rm_config, rm_options
+from rmlens.rewards import RM_CONFIG, RewardModel
 
 RM_PRESETS = ("smollm2-135m-hh",)
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -45,7 +46,7 @@ _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 
 def preset_dir(name: str) -> Path:
     """Folder of a packaged RM preset (``rm_config.json`` + head)."""
-    return Path(str(resources.files("rmlens.rewards").joinpath("presets", name)))
+    return Path(str(resources.files("rmlens.hub").joinpath("presets", name)))
 
 
 def load_rm(

@@ -1,7 +1,10 @@
-"""Paired counterfactuals of one frozen-feature run (``FrozenHeadTrainer.fit_score``).
+"""Paired counterfactuals of one frozen-feature run (``FrozenHeadTrainer.fit_score``): what
+the trainer hands to ``rmlens.influence``.
 
-The convex head's are Newton steps on its logistic problem (``_convex``), checked against
-exact refits on request; an AdamW head's come from its last layer (``_influence``).
+The convex head's are Newton steps on its logistic problem (``counterfactuals``), checked
+against exact refits on request; an AdamW head's come from its last layer. The objective
+sets the logistic problem's offsets and target (``bt_terms``, which the fine-tuned runs'
+``influence_scores`` reads too).
 """
 
 from __future__ import annotations
@@ -9,9 +12,18 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from rmlens.rewards._convex import counterfactuals, refit
-from rmlens.rewards._influence import bt_terms, last_layer_counterfactuals
+from rmlens.influence import counterfactuals, last_layer_counterfactuals, refit
 from rmlens.rewards._trainer_base import inside_outside
+from rmlens.rewards.objectives import objective_of
+
+
+def bt_terms(config, margin) -> tuple[np.ndarray | None, float]:
+    """The logistic problem's offsets (minus the margin, with ``use_margin``) and target
+    (1 - eps for ``label_smoothing``) of a ``HeadConfig`` or ``TrainConfig``."""
+    offset = None
+    if config.use_margin and margin is not None:
+        offset = -np.nan_to_num(np.asarray(margin, dtype=float))
+    return offset, objective_of(config).target(config)
 
 
 def head_influence(rm, f, margin, codes, train_index, val_index):
@@ -29,7 +41,7 @@ def head_influence(rm, f, margin, codes, train_index, val_index):
 
 
 def convex_paired(rm, f, margin, bias, codes, train_index, val_index, check_exact, seed):
-    """p and p_cf of every usable pair (``rmlens.rewards._convex.counterfactuals``), and
+    """p and p_cf of every usable pair (``rmlens.influence.counterfactuals``), and
     the exactness check against ``check_exact`` refits (None without)."""
     inside, outside = inside_outside(len(f.chosen), f.kept, train_index, val_index)
     problem = rm.pair_problem(f.chosen, f.rejected, margin, bias,

@@ -1,16 +1,15 @@
-"""Reward models that score texts, and the folders they are saved in.
+"""Reward models that score texts: the one interface, and the frozen-backbone explicit RM.
 
-A folder holds ``rm_config.json`` (``kind`` and what that kind needs) and the weights as
-safetensors. This module has the frozen-backbone explicit RM (kind ``explicit_head``: a
-backbone name + a head on its pooled hidden states) and the Hugging Face
-sequence-classification scorer; fine-tuned RMs are in ``_tuned``, ensembles in
-``_ensemble``. ``rmlens.rewards.load_rm`` (``_load``) loads every kind.
+Each RM saves itself to a folder holding ``rm_config.json`` (``kind`` and what that kind
+needs) and the weights as safetensors. This module has the frozen-backbone explicit RM
+(kind ``explicit_head``: a backbone name + a head on its pooled hidden states); fine-tuned
+RMs are in ``_tuned``. ``rmlens.hub.load_rm`` loads every kind, and the RMs made elsewhere
+(ensembles, Hugging Face sequence classifiers).
 """
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,22 +18,18 @@ import numpy as np
 import pandas as pd
 import torch
 from safetensors.torch import load_file
-from transformers.models.auto.modeling_auto import MODEL_FOR_MASKED_LM_MAPPING_NAMES
 
 from rmlens import __version__
-from rmlens._errors import InputError, RmlensWarning
+from rmlens._errors import InputError
 from rmlens._io import write_json
 from rmlens.backbones import (
     RESOLVED,
     Backbone,
-    collate,
-    default_max_length,
     encode_ids,
     encode_pair_text,
     featurize,
     pairs_truncation,
     portable_name,
-    prepare_tokenizer,
     resolve_format,
 )
 from rmlens.rewards._config import HeadConfig
@@ -47,7 +42,7 @@ class RewardModel:
     """The one interface of every RM that scores texts: texts in, rewards out.
 
     Implemented by the frozen head RM (:class:`ExplicitHeadRM`), the fine-tuned RM
-    (``TunedRM``), the ensemble (``EnsembleRM``) and :class:`SequenceClassifierRM`; what
+    (``TunedRM``), the ensemble and the Hugging Face classifier (``rmlens.hub``); what
     ``load_rm`` returns and what every command that scores uses.
 
     ``score(prompts, responses)``
@@ -208,93 +203,6 @@ class ExplicitHeadRM(RewardModel):
                     "max_length": bb.max_length, "format": self.format,
                     "identity": bb.identity}, path / RM_CONFIG)  # fmt: skip
         return path
-
-
-class SequenceClassifierRM(RewardModel):
-    """A Hugging Face ``AutoModelForSequenceClassification`` reward model.
-
-    The score is ``logits[:, index]`` (0 by default, as most RM model cards say).
-
-    Parameters
-    ----------
-    model : PreTrainedModel
-        The sequence-classification model.
-    tokenizer : PreTrainedTokenizerBase
-        Its tokenizer.
-    index : int, default=0
-        Which logit is the reward (a ValueError when the model has no such logit).
-    max_length : int, optional
-        Tokens kept of each (prompt, response) text: default the ``rmlens_max_length`` an
-        rmlens export records, else the model's limit.
-    batch_size : int, default=8
-        Texts per forward pass.
-    format : {"auto", "chat", "raw", "pair"}, default="auto"
-        How a (prompt, response) becomes tokens; auto: the ``rmlens_format`` an rmlens
-        export records in ``config.json``, else chat when the tokenizer has a template (a
-        guess for a causal LM, warned about at the first score), else raw (a causal LM) or
-        pair (an encoder). Train with TRL on conversations: chat; on
-        text: raw.
-    offset : float, default=0.0
-        Added to every reward: an rmlens export's ``rmlens_reward_offset``, the part of the
-        reward its ``score`` layer (no bias) cannot hold.
-    """
-
-    kind = "sequence_classification"
-
-    def __init__(self, model, tokenizer, *, index: int = 0, max_length: int | None = None,
-                 batch_size: int = 8, offset: float = 0.0, format: str = "auto"):
-        n_labels = int(getattr(model.config, "num_labels", 1))
-        if not 0 <= index < n_labels:
-            raise ValueError(f"score index {index} is outside the model's {n_labels} logits")
-        self.model, self.tokenizer = model.eval(), tokenizer
-        config = model.config
-        if max_length is None:
-            max_length = getattr(config, "rmlens_max_length", None) or default_max_length(
-                config, tokenizer
-            )
-        self.index, self.max_length, self.batch_size = index, int(max_length), batch_size
-        prepare_tokenizer(tokenizer)
-        recorded = getattr(config, "rmlens_format", None)
-        if format in (None, "auto"):
-            format = recorded or "auto"
-        kind = _classifier_kind(config)
-        self.format = resolve_format(format, tokenizer, kind)
-        self.format_guessed = format == "auto" and self.format == "chat" and kind == "causal"
-        self.offset = float(offset)
-
-    @property
-    def encoding(self) -> tuple[Any, int, str]:
-        return self.tokenizer, self.max_length, self.format
-
-    @torch.inference_mode()
-    def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
-        if self.format_guessed:
-            self.format_guessed = False
-            warnings.warn(
-                f"`format` auto: {getattr(self.model.config, '_name_or_path', '') or 'the RM'} "
-                "records no format it was trained with (an rmlens export records "
-                "rmlens_format; TRL records none); guessed chat, as its tokenizer has a chat "
-                "template. An RM trained on plain text (TRL's non-conversational data) needs "
-                "`format` raw", RmlensWarning, stacklevel=2)  # fmt: skip
-        seqs = [encode_pair_text(self.tokenizer, p, r, self.max_length, format=self.format)
-                for p, r in zip(prompts, responses)]  # fmt: skip
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        out = np.empty(len(seqs), dtype=np.float32)
-        order = np.argsort([-len(s) for s in seqs], kind="stable")
-        for start in range(0, len(seqs), self.batch_size):
-            rows = order[start : start + self.batch_size]
-            ids, mask = collate([seqs[i] for i in rows], pad)
-            device = next(self.model.parameters()).device
-            logits = self.model(input_ids=ids.to(device), attention_mask=mask.to(device)).logits
-            out[rows] = logits[:, self.index].float().cpu().numpy()
-        return out if not self.offset else out.astype(np.float64) + self.offset
-
-
-def _classifier_kind(config) -> str:
-    """``encoder`` for a sequence classifier on a masked-LM architecture (BERT, RoBERTa,
-    DeBERTa: it reads the first token), else ``causal`` (it reads the last real one)."""
-    return "encoder" if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES \
-        else "causal"
 
 
 def save_head_rm(

@@ -211,7 +211,7 @@ def _use_classifier(exported: Exported) -> list[str]:
         "right with a token that occurs in no formatted sequence, so transformers (4.44 and "
         "later, 5.x) and a reader that stops at the first pad (TRL's PPO) read the same last "
         f"token. `truncation=True` cuts from the left at {exported.max_length} tokens, as rmlens "
-        "did. For TRL's GRPO, pass `rmlens.rewards.reward_function(path)` as `reward_funcs`: "
+        "did. For TRL's GRPO, pass `rmlens.hub.reward_function(path)` as `reward_funcs`: "
         "given the folder's path instead, TRL joins string prompts to completions without this "
         "formatting. RewardBench 0.1.4 scores the folder as it is (it needs a CUDA GPU).",
     ]

@@ -141,14 +141,14 @@ def say(console, *sentences) -> None:
 
 
 def print_reliability(console, summary: dict, said, max_runs: int | None) -> None:
-    """CM's split-half reliability: its reason alone below 2 runs, else the table; then how
-    a target reliability stands, or the flags that would reach 0.8."""
+    """CM's split-half reliability: the table from 2 runs on, then its notes (below 2 runs,
+    why there is none); then how a target reliability stands, or the flags that would reach
+    0.8."""
     reliability = summary.get("reliability")
-    if reliability and (reliability.get("n_runs") or 0) < 2:
-        reason = "; ".join(map(str, said.reliability_notes)) or "fewer than 2 runs"
-        console.print(f"Reliability: {reason}", markup=False)
-    elif reliability:
+    if reliability and (reliability.get("n_runs") or 0) >= 2:
         console.print(reliability_table(reliability))
+    if reliability:
+        say(console, *(said.reliability_notes or ["Reliability: fewer than 2 runs."]))
     if "target_reliability" in said.outcome:
         console.print(f"Run until reliable: {said.outcome['target_reliability'][1]}",
                       markup=False)  # fmt: skip
@@ -283,9 +283,8 @@ def reliability_table(reliability: dict):
         )
     keep_whole(table, "split-half", "Spearman-Brown")  # "mean +- std" on one line
     said = audit_sentences({"reliability": reliability})
-    caption = [str(s) for s in (said.reliability, *said.reliability_notes) if s]
-    if caption:  # what the figures say, then why (the report's caption and notes)
-        table.caption = "; ".join(caption)
+    if said.reliability:  # what the figures say (the report's caption; its notes follow)
+        table.caption = str(said.reliability)
     return table
 
 

@@ -82,7 +82,9 @@ class AuditSentences:
     outcome : dict of str to (str, str)
         The outcome's labelled rows by summary.json entry: ``n_runs_finished``,
         ``n_pairs``, ``pairs_lacking_runs``, ``dropped_truncation``, ``mean``,
-        ``objective``, ``dedupe``, ``estimator``, ``target_reliability``.
+        ``objective``, ``dedupe``, ``estimator``, ``target_reliability``, ``format``,
+        ``truncation``; a one-checkpoint audit's ``checkpoint`` (the RM),
+        ``checkpoint_pairs`` and ``checkpoint_standing``.
     """
 
     warnings: tuple[tuple[str, Sentence], ...] = ()
@@ -145,10 +147,10 @@ def audit_sentences(
         warnings=tuple(_warning(w) for w in summary.get("warnings") or []),
         shortcut=_shortcut(summary.get("shortcut")),
         regime=_regime(validation, counts),
-        membership=_said(validation["membership"]) if validation.get("membership") else None,
+        membership=_membership(summary, validation),
         **_estimator(summary),
         reliability=_reliability_verdict(reliability),
-        reliability_notes=tuple(_said(reliability[k]) for k in ("reason", "note")
+        reliability_notes=tuple(_reliability_note(reliability[k]) for k in ("reason", "note")
                                 if reliability.get(k)),  # fmt: skip
         significant=_significant(summary),
         conflicts=_conflicts(summary.get("memorized_conflicts")),
@@ -168,6 +170,34 @@ def _shortcut(found: dict | None) -> Sentence | None:
     """The shortcut's sentence, capitalized: it opens a warning."""
     text = shortcut_sentence(found)
     return _said(text[0].upper() + text[1:]) if text else None
+
+
+# what counts as in a run and as out of it, where summary.json's own note speaks of validation
+# pairs there were none of, or of runs a one-checkpoint audit did not have
+NO_VALIDATION = Sentence("A pair is in a run only if the run's RM took gradients on it; no run "
+                         "set validation pairs aside.")  # fmt: skip
+CHECKPOINT_VALIDATION = Sentence(
+    "The RM's own evaluation pairs (manifest: val_ids) were never trained on, so they count "
+    "neither in n_in nor in n_out: they have no TM, TG or CM."
+)
+
+
+def _membership(summary: dict[str, Any], validation: dict[str, Any]) -> Sentence | None:
+    """How pairs count as in or out of a run: summary.json's note; where no run set
+    validation pairs aside, without them; for a one-checkpoint audit (one run, trained on
+    every pair but its own evaluation split) only what becomes of that split, if it had one."""
+    if isinstance(summary.get("checkpoint"), dict):
+        return CHECKPOINT_VALIDATION if validation.get("used") else None
+    if not validation.get("membership"):
+        return None
+    if validation.get("used") is False and "l2" not in validation:
+        return NO_VALIDATION
+    return _said(validation["membership"])
+
+
+def _reliability_note(text: Any) -> Sentence:
+    """A reliability ``reason`` or ``note`` (a clause) as a sentence of its own."""
+    return Sentence("Reliability: {text}.", {"text": str(text).rstrip(".")})
 
 
 def _number(value: Any) -> str:
@@ -313,7 +343,8 @@ def _duplicates(dup: Any) -> Sentence | None:
 
 def _outcome(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """The audit's outcome in labelled rows, by summary.json entry: runs, pairs, pairs without
-    runs, pairs dropped, mean scores, objective, dedupe, estimator, target reliability."""
+    runs, pairs dropped, mean scores, objective, dedupe, estimator, target reliability, input
+    format, truncation, a one-checkpoint audit's RM."""
     rows: dict[str, tuple[str, str]] = {}
     done, planned = summary.get("n_runs_finished"), summary.get("n_runs_planned")
     if done is not None or planned is not None:
@@ -360,6 +391,43 @@ def _outcome(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
     target = summary.get("target_reliability")
     if isinstance(target, dict) and target.get("message"):
         rows["target_reliability"] = ("target reliability", str(target["message"]))
+    if summary.get("format"):
+        rows["format"] = ("input format", str(summary["format"]))
+    truncation = summary.get("truncation")
+    if isinstance(truncation, dict) and "pairs_cut" in truncation:
+        rows["truncation"] = ("pairs cut to the token limit",
+                              _truncation_words(truncation, summary.get("n_pairs")))  # fmt: skip
+    return rows | _checkpoint_rows(summary)
+
+
+def _truncation_words(truncation: dict[str, Any], n_pairs: Any) -> str:
+    """How many pairs the token limit cut, and by how much."""
+    text = f"{_count(truncation['pairs_cut'])} of {_count(n_pairs)}" if n_pairs is not None \
+        else _count(truncation["pairs_cut"])  # fmt: skip
+    text += f" (at most {_count(truncation.get('max_length'))} tokens per prompt + response)"
+    if truncation["pairs_cut"]:
+        text += (f": {_count(truncation.get('sequences_cut'))} sequences lost a median "
+                 f"{_number(truncation.get('tokens_cut_median'))} and at most "
+                 f"{_count(truncation.get('tokens_cut_max'))} tokens, the prompt's start "
+                 "first")  # fmt: skip
+    return text
+
+
+def _checkpoint_rows(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """A one-checkpoint audit's RM and its training pairs; its standing where the reliability
+    note does not already give it (its damping is the ``checkpoint`` sentence)."""
+    checkpoint = summary.get("checkpoint")
+    if not isinstance(checkpoint, dict):
+        return {}
+    rows = {}
+    if checkpoint.get("rm"):
+        rows["checkpoint"] = ("RM audited (one checkpoint)", str(checkpoint["rm"]))
+    if checkpoint.get("training_pairs"):
+        rows["checkpoint_pairs"] = ("its training pairs", str(checkpoint["training_pairs"]))
+    standing = str(checkpoint.get("standing") or "")
+    if standing and standing not in str((summary.get("reliability") or {}).get("reason")):
+        rows["checkpoint_standing"] = ("standing of one-checkpoint CM",
+                                       standing[0].upper() + standing[1:])  # fmt: skip
     return rows
 
 

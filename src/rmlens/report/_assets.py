@@ -46,9 +46,10 @@ th { background: #f0f2f6; position: sticky; top: 0; font-weight: 600; }
 tbody tr:nth-child(even) { background: #fafbfc; }
 table.pairs td { overflow-wrap: anywhere; }
 table.pairs td.est { white-space: pre; }
-table.pairs td.id { min-width: 150px; max-width: 240px; word-break: break-all;
+table.pairs td.id { min-width: 100px; max-width: 240px; word-break: break-all;
   font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; }
-table.pairs td.text { min-width: 180px; }
+table.pairs td.text { min-width: 120px; }
+table.pairs td.category { min-width: 70px; overflow-wrap: normal; }
 table.kv td:first-child { font-family: ui-monospace, Menlo, Consolas, monospace;
   white-space: nowrap; }
 tr[data-point] { cursor: pointer; }
@@ -82,7 +83,6 @@ figure img { max-width: 100%; border: 1px solid var(--line); }
 figcaption { color: var(--muted); font-size: 13px; }
 pre { background: #f7f8fa; border: 1px solid var(--line); padding: 10px; overflow-x: auto;
   font-size: 12px; }
-pre.config { max-height: 520px; }
 details { margin: 8px 0; } details > summary { cursor: pointer; color: var(--accent); }
 table.settings { width: auto; } table.settings td { overflow-wrap: anywhere; }
 td.option { color: var(--muted); font-family: ui-monospace, Menlo, Consolas, monospace;

@@ -18,6 +18,14 @@ _MAX_META_COLUMNS = 40
 _DENSITY_BINS = 50
 _HIST_BINS = 40
 _EXTREMES = (("cm", False), ("tg", True), ("cm", True), ("tm", False), ("tm", True), ("tg", False))
+# the axes' titles: of an audit of R runs, and of a one-checkpoint audit (one run that trained
+# on every pair; TG from each group's removal by a Gauss-Newton step)
+AXIS_TITLES = ("TM: P(chosen wins) in runs that trained on the pair",
+               "TG: P(chosen wins) in runs that held it out")  # fmt: skip
+CHECKPOINT_AXIS_TITLES = (
+    "TM: P(chosen wins) by the RM, which trained on the pair",
+    "TG: P(chosen wins) with its group removed (Gauss-Newton step)",
+)
 
 
 def as_text(value: Any) -> str:
@@ -227,8 +235,11 @@ def text_cap_for_budget(mem: pd.DataFrame, rows: np.ndarray, cap: int, budget: i
 POINT_TRACE, SELECTED_TRACE = 4, 5
 
 
-def map_figure(mem: pd.DataFrame, rows: np.ndarray, *, webgl: bool) -> dict[str, Any]:
-    """The Plotly spec of the map (traces in the order the page script expects).
+def map_figure(
+    mem: pd.DataFrame, rows: np.ndarray, *, webgl: bool, one_checkpoint: bool = False
+) -> dict[str, Any]:
+    """The Plotly spec of the map (traces in the order the page script expects); the axes
+    of a one-checkpoint audit say what it did (no run held a pair out).
 
     Density and marginal histograms are computed here over every pair with an estimate,
     so they stay exact whatever the point sample is.
@@ -315,6 +326,7 @@ def map_figure(mem: pd.DataFrame, rows: np.ndarray, *, webgl: bool) -> dict[str,
     }
     ann = {"showarrow": False, "font": {"color": "#888", "size": 12}, "xref": "x", "yref": "y"}
     axis = {"range": [-0.02, 1.02], "zeroline": False, "gridcolor": "#eee"}
+    x_title, y_title = CHECKPOINT_AXIS_TITLES if one_checkpoint else AXIS_TITLES
     layout = {
         "margin": {"l": 60, "r": 20, "t": 34, "b": 50},
         "hovermode": "closest",
@@ -333,13 +345,13 @@ def map_figure(mem: pd.DataFrame, rows: np.ndarray, *, webgl: bool) -> dict[str,
             **axis,
             "domain": [0, 0.82],
             "anchor": "y",
-            "title": {"text": "TM: P(chosen wins) in runs that trained on the pair"},
+            "title": {"text": x_title},
         },
         "yaxis": {
             **axis,
             "domain": [0, 0.82],
             "anchor": "x",
-            "title": {"text": "TG: P(chosen wins) in runs that held it out"},
+            "title": {"text": y_title},
         },
         "xaxis2": {
             "domain": [0.84, 1],

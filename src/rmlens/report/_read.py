@@ -43,6 +43,14 @@ class Experiment:
     warnings: list[str] = field(default_factory=list)
     overoptimization: tuple[list[dict], pd.DataFrame | None, str] | None = None
 
+    @property
+    def one_checkpoint(self) -> bool:
+        """Whether this is a one-checkpoint audit (``rmlens memorize --rm``): one run that
+        trained on every pair, TG from each group's removal by a Gauss-Newton step, so no
+        run held a pair out."""
+        return any(isinstance(record, dict) and isinstance(record.get("checkpoint"), dict)
+                   for record in (self.summary, self.config))  # fmt: skip
+
 
 class _Parts:
     """The optional files of one folder: None when absent; None and a warning (appended to

@@ -32,6 +32,31 @@ from ._read import Experiment, load_experiment
 _WEBGL_ABOVE = 1500
 _MIN_TEXT_CAP = 20
 _MIN_POINTS = 1000
+# the notes of the most memorized and least generalized pairs: of an audit of R runs, and
+# (True) of a one-checkpoint audit, whose one run held no group out
+_PAIR_NOTES = {
+    False: ("Highest CM = TM - TG: the reward models prefer the chosen response when they "
+            "trained on the pair, much less when they did not. Click a row for details.",
+            "Lowest TG: reward models that never saw the pair are the least likely to prefer "
+            "its chosen response. Click a row for details."),
+    True: ("Highest CM = TM - TG: the reward model prefers the chosen response, much less "
+           "once the pair's group is removed from its training. Click a row for details.",
+           "Lowest TG: with the pair's group removed from its training, the reward model is "
+           "the least likely to prefer its chosen response. Click a row for details."),
+}  # fmt: skip
+# what the map's axes are: of an audit of R runs, and of a one-checkpoint audit
+_MAP_AXES = {
+    False: "x: TM, the mean probability that reward models trained on the pair prefer its "
+           "chosen response; y: TG, the same for models that never saw it.",
+    True: "x: TM, the probability that the reward model, which trained on the pair, prefers "
+          "its chosen response; y: TG, the same with the pair's group removed from its "
+          "training by a Gauss-Newton step (its one training run held no group out).",
+}  # fmt: skip
+# what the details panel gives of a pair beside its text
+_DETAILS = {
+    False: "TM, TG and CM with their bootstrap intervals, the number of runs it was in and out of",
+    True: "TM, TG and CM (one run: no intervals)",
+}
 
 
 def write_report(
@@ -120,7 +145,8 @@ def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_ca
     mem = exp.mem
     positions = {int(r): k for k, r in enumerate(rows)}
     map_data = {
-        "figure": map_figure(mem, rows, webgl=len(rows) > _WEBGL_ABOVE),
+        "figure": map_figure(mem, rows, webgl=len(rows) > _WEBGL_ABOVE,
+                             one_checkpoint=exp.one_checkpoint),
         "point_trace": POINT_TRACE,
         "selected_trace": SELECTED_TRACE,
         "points": pair_records(mem, rows, text_cap=text_cap, meta_cap=min(200, text_cap)),
@@ -139,8 +165,7 @@ def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_ca
             by="cm",
             ascending=False,
             top_k=config.top_k,
-            note="Highest CM = TM - TG: the reward models prefer the chosen response when "
-            "they trained on the pair, much less when they did not. Click a row for details.",
+            note=_PAIR_NOTES[exp.one_checkpoint][0],
         ),
         sec.pair_table_section(
             mem,
@@ -150,8 +175,7 @@ def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_ca
             by="tg",
             ascending=True,
             top_k=config.top_k,
-            note="Lowest TG: reward models that never saw the pair are the least likely to "
-            "prefer its chosen response. Click a row for details.",
+            note=_PAIR_NOTES[exp.one_checkpoint][1],
         ),
         sec.attribution_section(exp.attribution, exp.attribution_fit),
         sec.sae_section(exp.sae, exp.sae_cards),
@@ -160,7 +184,8 @@ def render_page(exp: Experiment, config: ReportConfig, rows: np.ndarray, text_ca
         sec.generalization_section(exp.generalization),
         sec.overoptimization_section(*exp.overoptimization) if exp.overoptimization else None,
         sec.plots_section(exp.images),
-        sec.config_section(exp.config, __version__, exp.runs, exp.summary),
+        sec.config_section(exp.config, __version__, exp.runs, exp.summary,
+                           exp.root.resolve()),
     ]
     shown = [s for s in sections if s is not None]
     payload = {
@@ -210,9 +235,8 @@ def _map_section(exp: Experiment, rows: np.ndarray, map_data: dict[str, Any]) ->
         else ""
     )
     body = (
-        '<p class="note">Each point is a preference pair. x: TM, the mean probability that '
-        "reward models trained on the pair prefer its chosen response; y: TG, the same for "
-        "models that never saw it. CM = TM - TG is the distance below the dashed diagonal. "
+        f'<p class="note">Each point is a preference pair. {_MAP_AXES[exp.one_checkpoint]} '
+        "CM = TM - TG is the distance below the dashed diagonal. "
         "Hover for a summary, click for the whole pair; drag to zoom, double-click to reset."
         f"{esc(sec.quality_line(exp.summary))}{esc(sampled)}{esc(cut)}</p>"
         '<div class="controls"><label>Colour by <select id="map-color"></select></label>'
@@ -221,8 +245,7 @@ def _map_section(exp: Experiment, rows: np.ndarray, map_data: dict[str, Any]) ->
         f'<div class="map-wrap"><div class="map-main">{figure_div("map-plot", 720)}</div>'
         '<aside id="details" class="empty" aria-live="polite">'
         '<p class="hint">Click a point on the map, or a row of the tables below, to see the '
-        "pair: its prompt, both responses, TM, TG and CM with their bootstrap intervals, "
-        "the number of runs it was in and out of, and its metadata.</p>"
+        f"pair: its prompt, both responses, {_DETAILS[exp.one_checkpoint]}, and its metadata.</p>"
         '<div class="filled"><h3 id="details-id"></h3><div class="estimates">'
         '<span>TM</span><span id="details-tm"></span><span>TG</span>'
         '<span id="details-tg"></span><span>CM</span><span id="details-cm"></span>'

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from .._html import clean, esc, fmt, table, warning_box
+from .._html import esc, fmt, table, warning_box
 from ._base import Section
 from ._settings import setting_text, settings_html
 
@@ -43,9 +43,12 @@ def config_section(
     version: str,
     runs: pd.DataFrame | None,
     summary: dict[str, Any] | None = None,
+    folder: Path | None = None,
 ) -> Section:
     """The settings as labelled tables (the values that ran: config.json's resolved fields
-    and ``summary``), config.json itself collapsed, and one readable row per training run."""
+    and ``summary``), where the rest of config.json is, and one readable row per training
+    run. ``folder``, the audit directory, is named as text: the page may be written
+    elsewhere (``out``), where a relative link would break."""
     made_with = (config or {}).get("version")
     body = (
         f"<p>Report written by rmlens {esc(version)}"
@@ -56,19 +59,24 @@ def config_section(
         body += (
             '<h3>Settings</h3><p class="note">The settings the audit ran with, from '
             "config.json: an option left unset shows the value the audit chose and why; the "
-            "option that sets each is beside it. Settings of the training mode that did not "
-            "run are only in config.json.</p>" + settings_html(config, summary)
-        )
-        text = json.dumps(clean(config), indent=2, sort_keys=True, ensure_ascii=False, default=str)
-        body += (
-            "<details><summary>config.json as written</summary>"
-            f'<pre class="config">{esc(text)}</pre></details>'
+            "option that sets each is beside it.</p>" + settings_html(config, summary)
+            + f'<p class="note">{esc(record_sentence(folder))}</p>'
         )
     else:
         body += warning_box("config.json is missing from the experiment directory.")
     if runs is not None and len(runs):
         body += "<h3>Training runs</h3>" + runs_table(runs)
     return Section("config", "Configuration", body)
+
+
+def record_sentence(folder: Path | None) -> str:
+    """Where every field of the audit's record is, the settings of the mode that did not run
+    included."""
+    where = f"the audit folder {folder}" if folder is not None else "the audit folder"
+    return (
+        "Every field the audit recorded, including the settings of the training mode that "
+        f"did not run, is in config.json in {where}."
+    )
 
 
 def runs_table(runs: pd.DataFrame) -> str:

@@ -136,7 +136,7 @@ def _pairs_table(
         "CM": "est",
         "TM": "est",
         "TG": "est",
-        "category": "nowrap",
+        "category": "category",
         "conflict": "nowrap",
         "in / out": "nowrap",
         "group": "nowrap",

@@ -66,12 +66,7 @@ def quality_section(
     body = "".join(note(message, "warning") for _, message in said.warnings)
     if said.shortcut:  # what held-out accuracy rests on, beside what it is
         body += note(said.shortcut, "warning")
-    body += (
-        '<p class="note">How well the audited reward models fit the pairs they trained on '
-        "and how well they do on pairs they never saw: accuracy (a tie counts 1/2) and "
-        f"log-loss, {_over_runs(quality)}. TM averages the first kind of run, TG the "
-        f"second.{esc(_chance_sentence(summary))}</p>"
-    )
+    body += f'<p class="note">{_fit_words(summary, quality)}{esc(_chance_sentence(summary))}</p>'
     if isinstance(quality, dict):
         body += _quality_table(quality)
     body += "".join(note(s) for s in (said.estimator, said.mode, said.checkpoint, said.exactness,
@@ -81,6 +76,23 @@ def quality_section(
     body += "".join(note(s) for s in (said.regime, said.membership) if s)
     body += _intervals_block(summary.get("intervals"))
     return Section("quality", "Reward models", body)
+
+
+def _fit_words(summary: dict[str, Any], quality: Any) -> str:
+    """What the table measures, and how TM and TG come from it: runs that trained on a pair
+    and runs that did not, or a one-checkpoint audit's one RM and each group's removal."""
+    if isinstance(summary.get("checkpoint"), dict):
+        return (
+            "How well the audited reward model fits the pairs it trained on: accuracy (a tie "
+            f"counts 1/2) and log-loss, {_over_runs(quality)}. TM is its probability of "
+            "preferring a pair's chosen response; TG the same with the pair's group removed "
+            "from its training by a Gauss-Newton step."
+        )
+    return (
+        "How well the audited reward models fit the pairs they trained on and how well they "
+        "do on pairs they never saw: accuracy (a tie counts 1/2) and log-loss, "
+        f"{_over_runs(quality)}. TM averages the first kind of run, TG the second."
+    )
 
 
 def _over_runs(quality: Any) -> str:

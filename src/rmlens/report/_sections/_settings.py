@@ -105,7 +105,7 @@ _RAY_FIELDS = ("address", "cpus_per_run", "gpus_per_run")
 # top-level keys of an audit's config.json shown through the rows above (or elsewhere)
 _SHOWN = {"audit", "version", "regime", "estimator", "estimator_note", "data_sha1", "n_pairs",
           "group_by", "group_note", "n_groups", "folds_used", "dedupe", "truncation",
-          "format"}  # fmt: skip
+          "format", "checkpoint"}  # fmt: skip
 
 
 def setting_text(value: Any) -> str:
@@ -204,10 +204,36 @@ def _audit_rows(config: dict, audit: dict, summary: dict) -> list[dict[str, str]
         if name == "group_by" and config.get("n_groups") is not None:
             text += f"; {setting_text(config['n_groups'])} groups"
         rows.append(_row(name, text))
+    rows += _checkpoint_rows(config.get("checkpoint"), summary.get("checkpoint"))
     for key, label in (("n_pairs", "pairs audited"), ("data_sha1", LABELS["data_sha1"]),
                        ("version", LABELS["version"])):  # fmt: skip
         if config.get(key) is not None:
             rows.append({"setting": label, "value": setting_text(config[key]), "option": ""})
+    return rows
+
+
+def _checkpoint_rows(record: Any, ran: Any) -> list[dict[str, str]]:
+    """A one-checkpoint audit's RM, its damping (as given, or the value that ran and how it
+    was chosen) and its training pairs; its standing is the Reward models section's."""
+    if not isinstance(record, dict):
+        return []
+    ran = ran if isinstance(ran, dict) else {}
+    if record.get("damping") is not None:
+        damping = setting_text(record["damping"])
+    elif ran.get("damping") is not None:
+        how = ran.get("damping_how") or "chosen by the audit"
+        damping = f"{setting_text(ran['damping'])} (left unset: {how})"
+    else:
+        damping = "none (left unset: calibrated on the RM's evaluation split, if it has one)"
+    rows = [
+        {"setting": "RM audited (one checkpoint)", "value": setting_text(record.get("rm")),
+         "option": "--rm"},
+        {"setting": "damping of its Gauss-Newton step, x tr(G)/min(q, n)", "value": damping,
+         "option": "--checkpoint-damping"},
+    ]  # fmt: skip
+    if record.get("training_pairs"):
+        rows.append({"setting": "its training pairs", "value": str(record["training_pairs"]),
+                     "option": ""})  # fmt: skip
     return rows
 
 

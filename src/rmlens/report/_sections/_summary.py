@@ -99,7 +99,8 @@ _SHOWN_APART = (
     "memorized_conflicts", "estimator_note", "exactness", "damping", "thresholds",
     "n_runs_finished", "n_runs_planned", "complete", "failed_runs", "n_pairs",
     "pairs_lacking_runs", "dropped_truncation", "mean", "objective", "estimator",
-    "target_reliability", "dedupe", "shortcut",
+    "target_reliability", "dedupe", "shortcut", "format", "truncation", "checkpoint",
+    "mode_note",
 )  # fmt: skip
 
 

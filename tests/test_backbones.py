@@ -275,3 +275,16 @@ def test_an_interrupted_encoding_resumes_where_it_stopped(tiny_encoder_dir, tmp_
     np.testing.assert_array_equal(resumed.rejected, whole.rejected)
     again = featurize(backbone, pairs, cache_dir=tmp_path / "cut", batch_size=2, quiet=True)
     assert again.n_encoded == 0 and np.array_equal(again.chosen, whole.chosen)
+
+
+def test_the_embedding_and_model_caches_share_one_root(monkeypatch, tmp_path):
+    """What README.md says: features under ``embeddings/``, converted models under
+    ``models/``, both under ``$RMLENS_CACHE`` (``~`` expanded), else ``~/.cache/rmlens``."""
+    from rmlens.backbones import _cache, _gguf
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("RMLENS_CACHE", "~/elsewhere")
+    assert _cache.default_cache_dir() == tmp_path / "elsewhere" / "embeddings"
+    assert _gguf.default_cache_dir() == tmp_path / "elsewhere"
+    monkeypatch.delenv("RMLENS_CACHE")
+    assert _cache.default_cache_dir() == tmp_path / ".cache" / "rmlens" / "embeddings"

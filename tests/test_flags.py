@@ -63,8 +63,9 @@ COMMANDS = {
     "evaluate": (
         [(EvaluateConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json", "--quiet"}
     ),
+    # the audit's per-run settings, which training one RM never reads
     "train": (
-        [(TrainConfig, ())],
+        [(TrainConfig, ("influence", "lr_grid"))],
         {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export"},
     ),
     "export": ([(ExportConfig, ())], {"--out", "--quiet"}),

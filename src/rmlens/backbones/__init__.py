@@ -19,6 +19,7 @@ __all__, __getattr__, __dir__ = attach(
         "_presets": [
             "PRESETS", "resolve_model", "check_base", "check_hub_id", "portable_name", "unloadable",
         ],
+        "_quiet": ["quiet_bars"],
         # token ids of (prompt, response) pairs, for the RMs that tokenize themselves
         "_tokenize": [
             "NO_LIMIT", "encode_pair", "encode_pair_text", "format_or_default", "pair_encoding",

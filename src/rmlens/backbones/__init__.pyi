@@ -29,6 +29,7 @@ from ._presets import check_hub_id as check_hub_id
 from ._presets import portable_name as portable_name
 from ._presets import resolve_model as resolve_model
 from ._presets import unloadable as unloadable
+from ._quiet import quiet_bars as quiet_bars
 from ._tokenize import NO_LIMIT as NO_LIMIT
 from ._tokenize import encode_pair as encode_pair
 from ._tokenize import encode_pair_text as encode_pair_text

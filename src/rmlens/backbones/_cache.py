@@ -10,18 +10,19 @@ file is written last, so a shard without one (a crash mid-write) is ignored.
 from __future__ import annotations
 
 import hashlib
-import os
 import uuid
 from pathlib import Path
 
 import numpy as np
 
 from rmlens._io import write_atomic
+from rmlens.backbones._gguf import default_cache_dir as cache_root
 
 
 def default_cache_dir() -> Path:
-    root = os.environ.get("RMLENS_CACHE") or Path.home() / ".cache" / "rmlens"
-    return Path(root) / "embeddings"
+    """``embeddings/`` under the rmlens cache root (``$RMLENS_CACHE``, else
+    ``~/.cache/rmlens``), beside the converted models' ``models/``."""
+    return cache_root() / "embeddings"
 
 
 def ids_key(ids: list[int]) -> bytes:

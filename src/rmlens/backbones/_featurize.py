@@ -135,8 +135,8 @@ def encode_texts(
     format: str | None = None,
 ) -> tuple[np.ndarray, int]:
     """Pooled vectors (n, d) of token-id sequences, each unique one encoded once, through the
-    embedding cache (``cache_dir``: its root, default ``$RMLENS_CACHE/embeddings`` or
-    ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded.
+    embedding cache (``cache_dir``: its root, default ``embeddings/`` under ``$RMLENS_CACHE``,
+    else under ``~/.cache/rmlens``; ``False``: no cache). Also returns how many were encoded.
     ``format``: the format the sequences were tokenized in (default the backbone's), part
     of the cache's key so features of two formats never mix. The cache gets a shard every
     ``SHARD_TEXTS`` texts encoded, so an interrupted encoding resumes where it stopped: the
@@ -180,7 +180,8 @@ def featurize(
     backbone : Backbone
     pairs : DataFrame with ``prompt``, ``chosen``, ``rejected``
     cache_dir : path, optional
-        Embedding cache root (default ``$RMLENS_CACHE/embeddings`` or ``~/.cache/rmlens``).
+        Embedding cache root (default ``embeddings/`` under ``$RMLENS_CACHE``, else under
+        ``~/.cache/rmlens``).
         Pass ``False`` to disable the cache.
     format : {"chat", "raw", "pair"}, optional
         Default the backbone's (``Backbone.format``).

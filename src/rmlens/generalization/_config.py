@@ -59,8 +59,10 @@ class GeneralizeConfig(Config):
     )
     train: TrainConfig = field(default_factory=default_train)
 
-    # generalize sets `rm` (explicit, then implicit) and trains one RM on pairs each time
-    _nested = {"train": Nested(owned=("rm", "ensemble", "loss", "save_steps"))}
+    # generalize sets `rm_kind` (explicit, then implicit) and trains one RM on pairs each
+    # time; `influence` and `lr_grid` are read by an audit's runs only, never by `fit`
+    _nested = {"train": Nested(owned=("rm_kind", "ensemble", "loss", "save_steps", "influence",
+                                      "lr_grid"))}
     _constraints = {
         "task": (None, "persona"),
         "shifts": (lambda x: isinstance(x, str), "comma-separated shift names, or none"),

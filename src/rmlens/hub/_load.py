@@ -33,7 +33,7 @@ import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
 from rmlens._errors import InputError
-from rmlens.backbones import PRESETS, check_hub_id, unloadable
+from rmlens.backbones import PRESETS, check_hub_id, quiet_bars, unloadable
 from rmlens.experiment import AuditDir
 from rmlens.hub._classifier import SequenceClassifierRM
 from rmlens.hub._ensemble import EnsembleRM, ensemble_folder, experiment_ensemble
@@ -159,7 +159,8 @@ def _load_sequence_classifier(
     if not Path(spec).exists():
         check_hub_id(spec, param="rm", expected=expected)  # fail fast, no hub retries
     try:
-        config = AutoConfig.from_pretrained(spec, trust_remote_code=trust)
+        with quiet_bars():
+            config = AutoConfig.from_pretrained(spec, trust_remote_code=trust)
     except (OSError, ValueError) as err:
         raise InputError(unloadable(spec, spec, err, param="rm", expected=expected)) from err
     archs = getattr(config, "architectures", None) or []
@@ -170,10 +171,11 @@ def _load_sequence_classifier(
             "it writes"
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust)
-        model, loading = AutoModelForSequenceClassification.from_pretrained(
-            spec, dtype=torch.float32, trust_remote_code=trust, output_loading_info=True
-        )
+        with quiet_bars():
+            tokenizer = AutoTokenizer.from_pretrained(spec, trust_remote_code=trust)
+            model, loading = AutoModelForSequenceClassification.from_pretrained(
+                spec, dtype=torch.float32, trust_remote_code=trust, output_loading_info=True
+            )
     except (OSError, ValueError) as err:
         raise InputError(f"{spec}: not a loadable sequence-classification model ({err})") from err
     fresh = newly_initialised(loading)

@@ -10,7 +10,6 @@ import warnings
 import torch
 from torch import nn
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-from transformers.utils import logging as hf_logging
 
 from rmlens._errors import InputError
 from rmlens.backbones import (
@@ -20,6 +19,7 @@ from rmlens.backbones import (
     load_backbone,
     model_identity,
     prepare_tokenizer,
+    quiet_bars,
     resolve_model,
     unloadable,
 )
@@ -95,20 +95,21 @@ def load_causal_lm(
     ``max_length`` defaults to the model's limit, ``format`` auto to chat when the tokenizer
     has a template, else raw."""
     source, preset = resolve_model(model)
-    hf_logging.disable_progress_bar()
     needs = "an implicit RM needs a causal LM (a preset, local directory or hub id that " \
         "AutoModelForCausalLM loads)"
     try:
-        config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+        with quiet_bars():
+            config = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
         raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
     if not (preset.kind == "causal" if preset else is_causal(config)):
         raise InputError(f"`model` '{model}': {needs}; its config names {config.architectures}")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-        lm = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch.float32, trust_remote_code=trust_remote_code
-        )
+        with quiet_bars():
+            tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
+            lm = AutoModelForCausalLM.from_pretrained(
+                source, dtype=torch.float32, trust_remote_code=trust_remote_code
+            )
     except (OSError, ValueError) as err:
         raise InputError(f"{unloadable(model, source, err)}; {needs}") from err
     limit = max_length or default_max_length(lm.config, tokenizer)  # a set one: clamped
@@ -181,3 +182,45 @@ def reset(net, state: dict | None, seed: int) -> None:
 def make_net(bb: Backbone, cfg) -> ExplicitNet | ImplicitNet:
     """The network ``cfg.rm_kind`` trains, on the backbone ``bb``."""
     return implicit_net(bb, cfg) if cfg.rm_kind == "implicit" else explicit_net(bb, cfg)
+
+
+def body_update(net: nn.Module, base: dict | None) -> float:
+    """How far training moved the backbone: ``|dW| / |W|`` (Frobenius norms summed over the
+    body's weights). LoRA (``base`` None): dW is each adapter's update ``scale * B @ A``
+    against its base layer's weight; full fine-tuning: the weights against ``base``, the CPU
+    copy of the base weights (``base_state``)."""
+    if base is None:
+        return _relative(_lora_updates(net))
+    body = net.lm if isinstance(net, ImplicitNet) else net.body
+    return _relative(
+        (p.detach().float().cpu() - base[name].float(), base[name].float())
+        for name, p in body.named_parameters() if name in base
+    )  # fmt: skip
+
+
+def head_update(net: nn.Module, start: dict[str, torch.Tensor]) -> float:
+    """How far training moved an explicit RM's head from ``start`` (its state after the
+    run's reset): ``|w - w0| / |w0|``, Frobenius norms over its weight and bias."""
+    now = net.head.state_dict()
+    return _relative(
+        (now[k].detach().float().cpu() - v.float(), v.float()) for k, v in start.items()
+    )
+
+
+def _lora_updates(net: nn.Module):
+    from peft.tuners.lora import LoraLayer
+
+    for module in net.modules():
+        if isinstance(module, LoraLayer):
+            weight = module.get_base_layer().weight.detach().float().cpu()
+            for name in module.lora_A:
+                yield module.get_delta_weight(name).detach().float().cpu(), weight
+
+
+def _relative(pairs) -> float:
+    """``sqrt(sum |d|^2 / sum |w|^2)`` over (change, reference) tensor pairs; 0 without any."""
+    change = reference = 0.0
+    for delta, weight in pairs:
+        change += float(delta.pow(2).sum())
+        reference += float(weight.pow(2).sum())
+    return (change / reference) ** 0.5 if reference > 0 else 0.0

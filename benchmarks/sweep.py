@@ -87,8 +87,7 @@ def build_hh_rm(out: Path, n_train: int = 300, n_test: int = 60, max_length: int
 
 def write_preset(rm_dir: Path, preset: Path) -> None:
     """Fold the HeadRM's standardization into (w, b) and write the packaged preset."""
-    from rmlens.rewards import HeadRM
-    from rmlens.rewards import RM_CONFIG
+    from rmlens.rewards import RM_CONFIG, HeadRM
 
     head = HeadRM.load(rm_dir).head_
     w = head.net.weight.detach()[0] / head.scale  # (d,)

@@ -197,3 +197,51 @@ def test_calibration_at_the_grid_edge_says_so():
     p[3] = 0.6  # mean TM - eval p = 0.1: met inside the grid, no edge
     _, chosen = _calibrated(p, p_cf, fit, held, (1.0, 10.0, 100.0), "given")
     assert "damping_edge" not in chosen and chosen["damping"] == pytest.approx(10.0)
+
+
+@pytest.fixture(scope="module")
+def exported_lora(tiny_causal_dir, tmp_path_factory):
+    """A LoRA RM trained by rmlens with an evaluation split, and its export."""
+    from rmlens.hub import export_rm
+
+    root = tmp_path_factory.mktemp("exported-ckpt")
+    pairs = word_pairs(24, 6)
+    cfg = TrainConfig(model=str(tiny_causal_dir), epochs=3, batch_size=8, lr=5e-2,
+                      head_lr=5e-2, device="cpu", max_length=40, eval_fraction=0.25)  # fmt: skip
+    train(pairs, cfg, out=root / "rm", quiet=True)
+    export_rm(root / "rm", root / "hf")
+    return pairs, root / "rm", root / "hf"
+
+
+def test_an_export_is_audited_as_the_rm_folder_it_came_from(exported_lora, tmp_path):
+    """The export carries its training record and its LoRA adapter unmerged: the audit of
+    the exported folder checks the same training pairs, finds the same evaluation split,
+    takes gradients through the adapters and head, and gives the folder's CM."""
+    pairs, rm, hf = exported_lora
+    record = json.loads((hf / "rmlens_training.json").read_text())
+    assert record["data_sha1"] == json.loads((rm / "train.json").read_text())["data_sha1"]
+    assert (hf / "rmlens_adapter" / "adapter_config.json").is_file()
+    read = {}
+    for name, folder in (("rm", rm), ("hf", hf)):
+        out = tmp_path / name
+        table = audit_rm(pairs, folder, out=out, device="cpu", quiet=True)
+        read[name] = (table.set_index("id").loc[pairs.id],
+                      json.loads((out / "runs" / "000" / "manifest.json").read_text()),
+                      json.loads((out / "summary.json").read_text()),
+                      json.loads((out / "config.json").read_text()))  # fmt: skip
+        with pytest.raises(InputError, match="not the pairs .* was trained on"):
+            audit_rm(pairs.iloc[:-1], folder, out=tmp_path / f"{name}-other", quiet=True)
+    (ours, man, summary, config), (theirs, man_hf, summary_hf, config_hf) = read["rm"], read["hf"]
+    assert man_hf["val_ids"] == man["val_ids"] and man["val_ids"]  # the same split
+    assert man_hf["train_ids"] == man["train_ids"]
+    assert summary_hf["checkpoint"]["damping_how"].startswith("calibrated on the RM's own")
+    assert summary_hf["checkpoint"]["damping"] == pytest.approx(summary["checkpoint"]["damping"],
+                                                                rel=1e-6)  # fmt: skip
+    assert "checkpoint_pairs_unchecked" not in [w["code"] for w in summary_hf["warnings"]]
+    assert summary_hf["checkpoint"]["training_pairs"].startswith(
+        "the pairs of its rmlens_training.json (sha1 " + record["data_sha1"][:12])
+    for note in (config["estimator_note"], config_hf["estimator_note"]):
+        assert "a Gauss-Newton step through its LoRA adapters and head" in note
+    np.testing.assert_allclose(theirs.tm, ours.tm, atol=1e-5)
+    np.testing.assert_allclose(theirs.cm, ours.cm, atol=1e-5)
+    assert np.abs(ours.cm).max() > 1e-3  # a CM worth comparing

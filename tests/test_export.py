@@ -92,6 +92,31 @@ def test_lora_rm_exports_merged_with_its_head(lora_rm, tmp_path):
     np.testing.assert_allclose(again, expected, atol=1e-4)
 
 
+def test_export_files_are_readable_as_save_pretrained_leaves_them(lora_rm, tmp_path):
+    """Every file the export writes is 0666 less the umask (0644 under umask 022), the
+    weights too: safetensors writes them owner-only (0600) through a temporary file."""
+    before = os.umask(0o022)
+    try:
+        export_rm(lora_rm, tmp_path / "hf")
+    finally:
+        os.umask(before)
+    files = [f for f in (tmp_path / "hf").rglob("*") if f.is_file()]
+    assert {"model.safetensors", "adapter_model.safetensors"} <= {f.name for f in files}
+    modes = {str(f.relative_to(tmp_path)): oct(f.stat().st_mode & 0o777) for f in files}
+    assert set(modes.values()) == {"0o644"}, modes
+
+
+def test_the_card_says_to_force_truncation_in_rewardbench(lora_rm, tmp_path):
+    exported = export_rm(lora_rm, tmp_path / "hf")
+    card = (tmp_path / "hf" / "README.md").read_text()
+    assert "as it is" not in card
+    assert ("In RewardBench 0.1.4 pass `--force_truncation`: it then cuts each sequence from "
+            "the left at this tokenizer's `model_max_length` (40 tokens), keeping what rmlens "
+            "kept; without it RewardBench truncates nothing, so a pair longer than 40 tokens "
+            "is scored whole, with other rewards than rmlens's") in card
+    assert exported.max_length == 40
+
+
 def test_ensemble_needs_a_run_and_unknown_runs_are_named(audit_dir, tmp_path):
     with pytest.raises(InputError, match="choose the one to export"):
         export_rm(audit_dir, tmp_path / "a")

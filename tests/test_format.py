@@ -269,13 +269,30 @@ TRL_GOOD = ["the sun is great .", "give the dog water .", "the sun is big .",
 TRL_BAD = ["bad", "no , never .", "i hate the moon .", "the dog is bad"] * 2
 
 
-def trl_reward_model(folder, model_dir, dataset, raw: bool):
+def trl_rows(raw: bool) -> dict:
+    """TRL's training data: text (a prompt ending with a space), or conversations."""
+    if raw:
+        return {"prompt": [p + " " for p in TRL_PROMPTS], "chosen": TRL_GOOD,
+                "rejected": TRL_BAD}  # fmt: skip
+    return {
+        "prompt": [[{"role": "user", "content": p}] for p in TRL_PROMPTS],
+        "chosen": [[{"role": "assistant", "content": r}] for r in TRL_GOOD],
+        "rejected": [[{"role": "assistant", "content": r}] for r in TRL_BAD],
+    }
+
+
+def trl_reward_model(folder, model_dir, dataset, raw: bool, *, pad_is_eos: bool = False):
     """A TRL RewardTrainer run of 2 steps on the tiny causal LM as a sequence classifier,
-    saved in ``folder``; returns the trainer (its train_dataset holds TRL's token ids)."""
+    saved in ``folder``; returns the trainer (its train_dataset holds TRL's token ids).
+    ``pad_is_eos``: the pad token is the EOS that ends every sequence, as TRL sets it for
+    SmolLM2 (``<|im_end|>``), so transformers reads the token before it."""
     from trl import RewardConfig, RewardTrainer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=1)
+    if pad_is_eos:
+        tok.pad_token = tok.eos_token
+        model.config.pad_token_id = tok.eos_token_id
     args = RewardConfig(output_dir=str(folder / "trl"), max_steps=2, report_to=[],
                         per_device_train_batch_size=4, learning_rate=1e-2, logging_steps=1,
                         save_strategy="no", use_cpu=True, dataset_num_proc=None)  # fmt: skip
@@ -297,14 +314,7 @@ def test_trl_reward_model_scored_by_rmlens_as_trl_tokenizes(tiny_causal_dir, tmp
     pytest.importorskip("trl", reason="the TRL round trip needs trl (pip install trl)")
     from datasets import Dataset
 
-    if raw:
-        rows = {"prompt": [p + " " for p in TRL_PROMPTS], "chosen": TRL_GOOD, "rejected": TRL_BAD}
-    else:
-        rows = {
-            "prompt": [[{"role": "user", "content": p}] for p in TRL_PROMPTS],
-            "chosen": [[{"role": "assistant", "content": r}] for r in TRL_GOOD],
-            "rejected": [[{"role": "assistant", "content": r}] for r in TRL_BAD],
-        }
+    rows = trl_rows(raw)
     folder = tmp_path / "rm"
     trainer = trl_reward_model(folder, tiny_causal_dir, Dataset.from_dict(rows), raw)
     rm = load_rm(folder, device="cpu")
@@ -321,3 +331,49 @@ def test_trl_reward_model_scored_by_rmlens_as_trl_tokenizes(tiny_causal_dir, tmp
         with torch.inference_mode():
             expected.append(model(input_ids=torch.tensor([ids])).logits[0, 0].item())
     np.testing.assert_allclose(ours, expected, atol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # transformers' own, inside TRL
+@pytest.mark.parametrize("text", [False, True], ids=["conversational", "text"])
+def test_one_checkpoint_audit_reads_a_trl_rm_as_transformers_does(tiny_causal_dir, tmp_path,
+                                                                  text):
+    """A TRL RM whose pad is its EOS (every sequence ends with it): the one-checkpoint audit
+    reads the token transformers pools (the one before that EOS), in the format ``rmlens
+    score`` reads (auto guesses chat, with the same warning), and its rewards are
+    transformers' own on TRL's token ids, to 1e-5."""
+    pytest.importorskip("trl", reason="the TRL round trip needs trl (pip install trl)")
+    from datasets import Dataset
+
+    from rmlens.memorization import AuditConfig, audit_rm
+
+    rows = trl_rows(text)
+    folder = tmp_path / "rm"
+    trainer = trl_reward_model(folder, tiny_causal_dir, Dataset.from_dict(rows), False,
+                               pad_is_eos=True)  # TRL records no format  # fmt: skip
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    eos = AutoTokenizer.from_pretrained(folder).eos_token_id
+    assert model.config.pad_token_id == eos
+    expected = {"chosen": [], "rejected": []}
+    for example in trainer.train_dataset:  # TRL's own ids, read by transformers' own class
+        for side in expected:
+            ids = list(example[f"{side}_ids"])
+            assert ids[-1] == eos  # the pad ends every sequence: the pooled token is before it
+            with torch.inference_mode():
+                expected[side].append(model(input_ids=torch.tensor([ids])).logits[0, 0].item())
+    pairs = pd.DataFrame({"id": [f"p{i}" for i in range(len(TRL_PROMPTS))], **rows})
+    guess = "`format` auto: .* guessed chat"
+    with pytest.warns(RmlensWarning, match=guess) as scored:
+        SequenceClassifierRM(model, AutoTokenizer.from_pretrained(folder)).score(["q"], ["a"])
+    with pytest.warns(RmlensWarning, match=guess) as audited:
+        audit_rm(pairs, folder, AuditConfig(max_length=64), out=tmp_path / "auto",
+                 device="cpu", quiet=True)  # fmt: skip
+    said = {str(w.message) for w in audited if "guessed chat" in str(w.message)}
+    assert said == {str(w.message) for w in scored}  # one warning, word for word
+    config = AuditConfig(max_length=64, format="raw" if text else "chat")
+    audit_rm(pairs, folder, config, out=tmp_path / "audit", device="cpu", quiet=True)
+    scores = pd.read_parquet(tmp_path / "audit" / "runs" / "000" / "scores.parquet")
+    scores = scores.set_index("id").loc[pairs.id]
+    np.testing.assert_allclose(scores.r_chosen, expected["chosen"], atol=1e-5)
+    np.testing.assert_allclose(scores.r_rejected, expected["rejected"], atol=1e-5)
+    assert json.loads((tmp_path / "audit" / "config.json").read_text())["format"] == (
+        "raw" if text else "chat")

@@ -1,4 +1,4 @@
-"""One RM interface: ``rewards.load_rm`` loads every kind, there is one ``EnsembleRM``, and
+"""One RM interface: ``hub.load_rm`` loads every kind, there is one ``EnsembleRM``, and
 every command that scores goes through them (an ensemble saved by ``rmlens train --ensemble``
 is evaluated as an ensemble)."""
 
@@ -157,6 +157,29 @@ def test_finetuned_explicit_and_implicit_folders(root, tiny_causal_dir):
                                    trained.score(PAIRS.prompt, PAIRS.chosen), atol=1e-5)
 
 
+def test_an_rm_folder_without_its_head_is_refused_in_one_line(root, experiment, tmp_path,
+                                                              capsys):
+    """A fine-tuned RM or a frozen head whose head.safetensors is gone: one line naming the
+    folder and the file (exit 2), not a FileNotFoundError traceback (exit 1)."""
+    import shutil
+
+    tuned, frozen = tmp_path / "tuned", tmp_path / "frozen"
+    shutil.copytree(root / "ens" / "members" / "000", tuned)
+    shutil.copytree(experiment / "runs" / "000" / "rm", frozen)
+    for folder in (tuned, frozen):
+        (folder / "head.safetensors").unlink()
+        with pytest.raises(InputError, match=f"^{folder}: head.safetensors is missing"):
+            load_rm(folder, device="cpu")
+    code = main(["score", "--rm", str(tuned), "--data", str(root / "pairs.jsonl"), "--out",
+                 str(tmp_path / "scores.parquet")])  # fmt: skip
+    stderr = capsys.readouterr().err
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert f"{tuned}: head.safetensors is missing" in stderr
+    shutil.rmtree(tuned / "adapter")
+    with pytest.raises(InputError, match="adapter is missing"):
+        load_rm(tuned, device="cpu")
+
+
 def test_implicit_rm_named_by_two_language_models(tiny_causal_dir, tmp_path):
     from transformers import AutoTokenizer, LlamaForCausalLM
 
@@ -263,15 +286,15 @@ def test_one_loader_and_one_ensemble():
     import rmlens.rewards
     import rmlens.tokens
 
-    assert not hasattr(rmlens.evaluation, "EnsembleRM")  # rmlens.rewards.EnsembleRM only
-    assert _defined(ast.ClassDef, "EnsembleRM") == ["rewards/_ensemble.py"]
-    assert _defined(ast.FunctionDef, "load_rm") == ["rewards/_load.py"]
+    assert not hasattr(rmlens.evaluation, "EnsembleRM")  # rmlens.hub.EnsembleRM only
+    assert _defined(ast.ClassDef, "EnsembleRM") == ["hub/_ensemble.py"]
+    assert _defined(ast.FunctionDef, "load_rm") == ["hub/_load.py"]
     assert not hasattr(rmlens.tokens, "load_rm")
     for gone in ("load_evaluation_rm", "load_experiment", "score_pairs", "score_texts"):
         assert not hasattr(rmlens.evaluation, gone), gone
     # one place loads Hugging Face reward models; one collation and one last-token pooling
     assert _calls("AutoModelForSequenceClassification", "from_pretrained") == [
-        "rewards/_load.py"
+        "hub/_load.py"
     ]
     assert _defined(ast.FunctionDef, "collate") == ["backbones/_featurize.py",
                                                     "rewards/_nets.py"]

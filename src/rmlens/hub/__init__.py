@@ -25,7 +25,7 @@ __all__, __getattr__, __dir__ = attach(
         "_classifier": ["SequenceClassifierRM"],
         "_ensemble": ["EnsembleRM", "member_pair_scores", "member_scores"],
         "_formatting": ["use_format"],
-        "_export": ["export_rm"],
+        "_export": ["TRAINING_RECORD", "export_rm"],
         "_reward_function": ["RewardFunction", "reward_function"],
     },
 )

@@ -6,6 +6,7 @@ from ._classifier import SequenceClassifierRM as SequenceClassifierRM
 from ._ensemble import EnsembleRM as EnsembleRM
 from ._ensemble import member_pair_scores as member_pair_scores
 from ._ensemble import member_scores as member_scores
+from ._export import TRAINING_RECORD as TRAINING_RECORD
 from ._export import export_rm as export_rm
 from ._formatting import use_format as use_format
 from ._load import RM_PRESETS as RM_PRESETS

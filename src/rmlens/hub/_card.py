@@ -213,8 +213,10 @@ def _use_classifier(exported: Exported) -> list[str]:
         f"token. `truncation=True` cuts from the left at {exported.max_length} tokens, as rmlens "
         "did. For TRL's GRPO, pass `rmlens.hub.reward_function(path)` as `reward_funcs`: "
         "given the folder's path instead, TRL joins string prompts to completions without this "
-        "formatting. RewardBench 0.1.4 scores the folder as it is (it needs a CUDA GPU).",
+        "formatting.",
     ]
+    if exported.format == "chat":
+        lines[-1] += " " + rewardbench_sentence(exported.max_length)
     if offset:
         lines += [
             "",
@@ -223,6 +225,15 @@ def _use_classifier(exported: Exported) -> list[str]:
             "has no bias. Every difference r(chosen) - r(rejected) is unchanged.",
         ]
     return lines + [""]
+
+
+def rewardbench_sentence(max_length: int) -> str:
+    """How RewardBench 0.1.4 scores the folder as rmlens does: it truncates only when told."""
+    return (f"In RewardBench 0.1.4 pass `--force_truncation`: it then cuts each sequence from "
+            f"the left at this tokenizer's `model_max_length` ({max_length} tokens), keeping "
+            "what rmlens kept; without it RewardBench truncates nothing, so a pair longer than "
+            f"{max_length} tokens is scored whole, with other rewards than rmlens's (it needs "
+            "a CUDA GPU).")
 
 
 def _use_policy(rm: Any) -> list[str]:

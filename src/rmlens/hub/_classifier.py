@@ -71,12 +71,7 @@ class SequenceClassifierRM(RewardModel):
             )
         self.index, self.max_length, self.batch_size = index, int(max_length), batch_size
         prepare_tokenizer(tokenizer)
-        recorded = getattr(config, "rmlens_format", None)
-        if format in (None, "auto"):
-            format = recorded or "auto"
-        kind = classifier_kind(config)
-        self.format = resolve_format(format, tokenizer, kind)
-        self.format_guessed = format == "auto" and self.format == "chat" and kind == "causal"
+        self.format, self.format_guessed = classifier_format(format, tokenizer, config)
         self.offset = float(offset)
 
     @property
@@ -87,15 +82,11 @@ class SequenceClassifierRM(RewardModel):
     def score(self, prompts: Sequence[Any], responses: Sequence[Any]) -> np.ndarray:
         if self.format_guessed:
             self.format_guessed = False
-            warnings.warn(
-                f"`format` auto: {getattr(self.model.config, '_name_or_path', '') or 'the RM'} "
-                "records no format it was trained with (an rmlens export records "
-                "rmlens_format; TRL records none); guessed chat, as its tokenizer has a chat "
-                "template. An RM trained on plain text (TRL's non-conversational data) needs "
-                "`format` raw", RmlensWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(format_guess_warning(self.model.config), RmlensWarning, stacklevel=2)
         seqs = [encode_pair_text(self.tokenizer, p, r, self.max_length, format=self.format)
                 for p, r in zip(prompts, responses)]  # fmt: skip
-        pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        own = getattr(self.model.config, "pad_token_id", None)  # what its pooling skips
+        pad = next((p for p in (own, self.tokenizer.pad_token_id) if p is not None), 0)
         out = np.empty(len(seqs), dtype=np.float32)
         order = np.argsort([-len(s) for s in seqs], kind="stable")
         for start in range(0, len(seqs), self.batch_size):
@@ -112,3 +103,28 @@ def classifier_kind(config) -> str:
     DeBERTa: it reads the first token), else ``causal`` (it reads the last real one)."""
     return "encoder" if getattr(config, "model_type", None) in MODEL_FOR_MASKED_LM_MAPPING_NAMES \
         else "causal"
+
+
+def classifier_format(format: str | None, tokenizer: Any, config: Any) -> tuple[str, bool]:
+    """How a sequence classifier reads a (prompt, response), and whether that was a guess.
+
+    ``format`` auto (or None) takes the ``rmlens_format`` an rmlens export records in
+    ``config.json``, else auto's pick (``resolve_format``); picking chat for a causal LM
+    because its tokenizer has a template is a guess (TRL records no format, and an RM it
+    trained on text reads raw), for :func:`format_guess_warning`.
+    """
+    if format in (None, "auto"):
+        format = getattr(config, "rmlens_format", None) or "auto"
+    kind = classifier_kind(config)
+    resolved = resolve_format(format, tokenizer, kind)
+    return resolved, format == "auto" and resolved == "chat" and kind == "causal"
+
+
+def format_guess_warning(config: Any) -> str:
+    """The one warning of a classifier whose format auto guessed chat (``classifier_format``),
+    wherever it is read: scored, or audited through its weights."""
+    name = getattr(config, "_name_or_path", "") or "the RM"
+    return (f"`format` auto: {name} records no format it was trained with (an rmlens export "
+            "records rmlens_format; TRL records none); guessed chat, as its tokenizer has a "
+            "chat template. An RM trained on plain text (TRL's non-conversational data) needs "
+            "`format` raw")

@@ -24,13 +24,16 @@ scores r - b. Every difference r+ - r- (what Bradley-Terry identifies, and what 
 RewardBench read) is unchanged; ``config.json`` records b as ``rmlens_reward_offset`` and
 rmlens adds it back when it loads the folder. An implicit RM exports its policy as a causal
 LM, with the reference and beta in the card. Encoders are refused: no standard class
-mean-pools.
+mean-pools. An RM folder of ``rmlens train`` also leaves what its one-checkpoint audit
+reads (``write_training``), in files no other consumer opens.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -49,6 +52,8 @@ from rmlens.hub._load import load_rm
 from rmlens.rewards import ExplicitHeadRM, RewardModel, TunedRM
 
 PAD = "<|rmlens_pad|>"
+TRAINING_RECORD = "rmlens_training.json"  # what the one-checkpoint audit needs of train.json
+TRAINING_ADAPTER = "rmlens_adapter"  # a LoRA RM's adapter, unmerged, for the same audit
 TOLERANCE = 1e-4  # largest |r_rmlens - (r_export + offset)| an export may show
 _PROBES = (  # one-turn prompts, an HH transcript and messages with a system turn
     ("What is two plus two?", "Four.", "Five."),
@@ -108,9 +113,47 @@ def export_rm(
     else:
         raise InputError(f"{source or 'rm'}: a {type(member).__name__} has no standard "
                          "Hugging Face form")  # fmt: skip
+    write_training(member, out, source if name is None else None)
     card = model_card(member, result, source=source, run=name)
     (out / "README.md").write_text(card, encoding="utf-8")
+    readable(out)
     return result
+
+
+def write_training(rm: Any, out: Path, source: Path | None) -> None:
+    """What the one-checkpoint audit (``rmlens memorize --rm``) reads of the RM folder
+    ``source`` besides the classifier: ``rmlens_training.json`` (its ``train.json``: the
+    training pairs' fingerprint and the settings that find its evaluation split again; the
+    base model, format and length) and, for a LoRA RM, its adapter unmerged in
+    ``rmlens_adapter/``, so the audit's gradients go through the adapters and head only.
+    Transformers, TRL and RewardBench read neither. A record from an earlier export into
+    ``out`` is removed: it would describe another RM."""
+    (out / TRAINING_RECORD).unlink(missing_ok=True)
+    shutil.rmtree(out / TRAINING_ADAPTER, ignore_errors=True)
+    trained = None if source is None else Path(source) / "train.json"
+    if not (isinstance(rm, TunedRM) and rm.kind == "explicit_finetuned"
+            and trained is not None and trained.is_file()):  # fmt: skip
+        return
+    lora = rm.config.finetune == "lora"
+    record = {**json.loads(trained.read_text()), "base": rm.backbone.name,
+              "base_identity": rm.backbone.identity, "format": rm.format,
+              "max_length": int(rm.backbone.max_length),
+              "adapter": TRAINING_ADAPTER if lora else None}  # fmt: skip
+    if lora:
+        rm._activate()
+        rm.net.body.save_pretrained(out / TRAINING_ADAPTER, safe_serialization=True)
+    write_json(record, out / TRAINING_RECORD)
+
+
+def readable(out: Path) -> None:
+    """The weights the export wrote, readable as ``save_pretrained`` leaves files elsewhere
+    (0666 less the umask): safetensors writes them owner-only (0600) through a temporary
+    file."""
+    mask = os.umask(0)
+    os.umask(mask)
+    for path in [*out.glob("*.safetensors"), *(out / TRAINING_ADAPTER).rglob("*")]:
+        if path.is_file():
+            path.chmod(0o666 & ~mask)
 
 
 def _member(rm: RewardModel, run: str | None) -> tuple[RewardModel, str | None]:

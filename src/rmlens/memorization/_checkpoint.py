@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -138,7 +139,7 @@ def audit_rm(
     damping = None if damping is None else float(damping)
     config = config or AuditConfig()
     ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
-            else _ClassifierRM(folder, config))  # fmt: skip
+            else _ClassifierRM(folder, config, pairs))  # fmt: skip
     config = _config_of(config, ckpt.train)
     grouping = group_pairs(pairs, config, plan=False)
     grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
@@ -170,6 +171,7 @@ def audit_rm(
             status(f"{folder}: gradients of {len(pairs)} pairs through {ckpt.trained}")
         net, backbone, runtime = ckpt.load(device)
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
+        examples = ckpt.as_read(examples)
         fit, held = ckpt.split(np.flatnonzero(kept))
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         grid = ((damping,) if damping is not None else DAMPING if len(held)
@@ -236,18 +238,11 @@ class _RmlensRM:
 
     def __init__(self, folder: Path, pairs: pd.DataFrame):
         _, trained = trained_record(folder)
-        if data_sha1(pairs) != trained.get("data_sha1"):
-            raise InputError(
-                f"`data`: not the pairs `rm` {folder} was trained on ({len(pairs)} pairs, "
-                f"fingerprint {data_sha1(pairs)[:12]}; its train.json: "
-                f"{trained.get('n_train')} pairs, {str(trained.get('data_sha1'))[:12]}): pass "
-                "its training file as it was"
-            )
+        self.pairs_note = same_pairs(folder, pairs, trained, "train.json")
         self.folder = folder
         self.train = TrainConfig.from_dict(trained["train_config"])
         self.trained = ("every weight" if self.train.finetune == "full"
                         else "its LoRA adapters and head")  # fmt: skip
-        self.pairs_note = f"the pairs of its train.json (sha1 {trained['data_sha1'][:12]})"
 
     def load(self, device: str):
         # lazy: torch, transformers load only when this runs
@@ -269,25 +264,52 @@ class _RmlensRM:
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return eval_split(usable, self.train.eval_fraction, self.train.seed)
 
+    def as_read(self, examples: list) -> list:
+        """Its own tokenization: as it trained."""
+        return examples
+
     def check(self, pairs, rewards, kept) -> None:
         """Its own rewards: nothing to compare."""
 
 
+def same_pairs(folder: Path, pairs: pd.DataFrame, trained: dict, name: str) -> str:
+    """Refuse, in one line, pairs other than those the training record ``name`` of the RM at
+    ``folder`` fingerprints; else the words of what was checked."""
+    if data_sha1(pairs) != trained.get("data_sha1"):
+        raise InputError(
+            f"`data`: not the pairs `rm` {folder} was trained on ({len(pairs)} pairs, "
+            f"fingerprint {data_sha1(pairs)[:12]}; its {name}: "
+            f"{trained.get('n_train')} pairs, {str(trained.get('data_sha1'))[:12]}): pass "
+            "its training file as it was"
+        )
+    return f"the pairs of its {name} (sha1 {trained['data_sha1'][:12]})"
+
+
 class _ClassifierRM:
-    """A Hugging Face classifier RM (whole, or a PEFT LoRA adapter): trained elsewhere, so its
-    training pairs are the user's word, every pair counts as trained on, and its rewards
-    are checked against its own forward pass."""
+    """A Hugging Face classifier RM (whole, or a PEFT LoRA adapter), read as ``rmlens score``
+    and transformers read it, its rewards checked against its own forward pass. Trained
+    elsewhere: its training pairs are the user's word and every pair counts as trained on.
+    An rmlens export carries its training record (``rmlens_training.json``: the pairs'
+    fingerprint, checked, and the settings that find its evaluation split again) and, for a
+    LoRA RM, its adapter unmerged, which the gradients go through."""
 
-    unchecked = True
-    has_eval = False  # every pair counts as trained on
+    def __init__(self, folder: Path, config: AuditConfig, pairs: pd.DataFrame):
+        # lazy: the export's names (its module loads torch)
+        from rmlens.hub import TRAINING_RECORD
 
-    def __init__(self, folder: Path, config: AuditConfig):
         if not ((folder / "config.json").is_file() or (folder / "adapter_config.json").is_file()):
             raise InputError(
                 f"`rm` {folder}: neither an rmlens RM folder (rm_config.json) nor a Hugging "
                 "Face model (config.json) or PEFT adapter (adapter_config.json)"
             )
-        self.folder, self.config = folder, config
+        self.folder, self.config, self.record = folder, config, None
+        if (folder / TRAINING_RECORD).is_file():
+            self.record = json.loads((folder / TRAINING_RECORD).read_text())
+            self.pairs_note = same_pairs(folder, pairs, self.record, TRAINING_RECORD)
+            self.train = TrainConfig.from_dict(self.record["train_config"])
+            self.trained = ("its LoRA adapters and head" if self.record.get("adapter")
+                            else "every weight")  # fmt: skip
+            return
         self.train = TrainConfig(model=str(folder), max_length=config.max_length,
                                  format=config.format, eval_fraction=0.0)  # fmt: skip
         self.trained = ("its LoRA adapters and score layer"
@@ -298,34 +320,56 @@ class _ClassifierRM:
             "not trained on gets a TM and TG that mean nothing"
         )
 
+    @property
+    def unchecked(self) -> bool:
+        """Whether its training pairs are the user's word (no training record)."""
+        return self.record is None
+
+    @property
+    def has_eval(self) -> bool:
+        """Whether its training record holds out an evaluation split; without a record every
+        pair counts as trained on."""
+        return self.record is not None and bool(self.train.eval_fraction)
+
     def load(self, device: str):
         # lazy: torch, transformers load only when this runs
         # private: a classifier checkpoint as the fine-tuned loop's net and runtime (rewards'
         # torch internals)
-        from rmlens.hub._classifier_net import classifier_net
+        from rmlens.hub._classifier_net import as_pooled, classifier_net
         from rmlens.rewards._tuned import runtime_for
 
         dev = resolve_device(device)
+        own = self.record is None  # the user's format and length, else those it trained with
         net, backbone, self.trained, self.classifier = classifier_net(
-            self.folder, format=self.config.format, max_length=self.config.max_length,
-            device=dev,
+            self.folder, format=self.config.format if own else self.record["format"],
+            max_length=self.config.max_length if own else self.record["max_length"],
+            device=dev, training=self.record,
         )  # fmt: skip
         self.backbone = backbone
         self.train = self.train.replace(format=backbone.format, max_length=backbone.max_length)
+        self.pooled = partial(as_pooled,
+                              pad_id=getattr(self.classifier.config, "pad_token_id", None))
         return net, backbone, runtime_for(backbone, self.train, dev)
 
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self.has_eval:
+            return eval_split(usable, self.train.eval_fraction, self.train.seed)
         return usable, usable[:0]
+
+    def as_read(self, examples: list) -> list:
+        """Each sequence up to the token the classifier pools (``as_pooled``, set by ``load``)."""
+        return self.pooled(examples)
 
     def check(self, pairs, rewards, kept) -> None:
         # lazy: torch, transformers load only when this runs
         # private: the net checked against its classifier, rewards' torch internals
         from rmlens.hub import SequenceClassifierRM
-        from rmlens.hub._classifier_net import check_agreement
+        from rmlens.hub._classifier_net import check_agreement, reward_offset
 
         classifier = SequenceClassifierRM(self.classifier, self.backbone.tokenizer,
                                           max_length=self.backbone.max_length,
-                                          format=self.backbone.format)  # fmt: skip
+                                          format=self.backbone.format,
+                                          offset=reward_offset(self.classifier.config))  # fmt: skip
         r_c, r_r = classifier.score_pairs(pairs[kept])
         check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1))
 

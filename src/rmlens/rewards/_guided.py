@@ -9,8 +9,8 @@ from an audit; to keep TG honest that audit sees the run's training groups only:
 - nested audit: the run's training groups split into K folds; the convex head at the run's
   lambda is fitted on K - 1 of them, and each training pair gets, from every fit, an in-side
   and an out-side probability (the fit itself, and its Newton counterfactual with the pair's
-  group removed or added: ``_convex.counterfactuals``). In-run TM_i and TG_i are their means
-  over the K fits, CM_i = TM_i - TG_i.
+  group removed or added: ``rmlens.influence.counterfactuals``). In-run TM_i and TG_i are
+  their means over the K fits, CM_i = TM_i - TG_i.
 - q_i: the pair's margin as a rank quantile in [0, 1] (0 the weakest preference): the data's
   ``margin`` where the pairs have one, else the reward margin r+ - r- of a Bradley-Terry head
   fitted on the run's training pairs (a wrong-side pair ranks lowest).

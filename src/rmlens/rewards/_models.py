@@ -280,6 +280,8 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
     which :class:`ExplicitHeadRM` scores with.
     """
     if (folder / "head_config.json").is_file():
+        needed_file(folder, "head.safetensors", "the weights of the head its head_config.json "
+                    "describes")
         head = HeadRM.load(folder)
     elif (folder / "head.safetensors").is_file():
         state = load_file(str(folder / "head.safetensors"))
@@ -299,6 +301,16 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
                          f"{backbone.name!r} gives {backbone.hidden_size}")
     head.format_ = recorded_format(folder)
     return head
+
+
+def needed_file(folder: Path, name: str, what: str) -> Path:
+    """``folder / name``; an RM folder without it is refused in one line (not a traceback
+    from the reader that would open it)."""
+    path = folder / name
+    if not path.exists():
+        raise InputError(f"{folder}: {name} is missing ({what}); pass the whole RM folder as "
+                         "it was saved")
+    return path
 
 
 def recorded_format(folder: Path) -> str | None:

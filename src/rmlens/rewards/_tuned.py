@@ -38,7 +38,7 @@ from rmlens.backbones import (
 )
 from rmlens.rewards._base_model import load_causal_lm, load_trainable
 from rmlens.rewards._config import TrainConfig, resolve_device
-from rmlens.rewards._models import RewardModel
+from rmlens.rewards._models import RewardModel, needed_file
 from rmlens.rewards._nets import ExplicitNet, ImplicitNet, Runtime, score_examples
 from rmlens.rewards._packing import Example, make_example
 
@@ -304,6 +304,11 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
     config = TrainConfig.from_dict(saved["train_config"])
     implicit = saved["kind"] == "implicit"
     base_name, length = saved["base"], saved["max_length"]
+    lora = saved["finetune"] == "lora"
+    needed_file(path, "adapter" if lora else "model",
+                "its fine-tuned LoRA adapter" if lora else "its fine-tuned model")
+    if not implicit:
+        needed_file(path, "head.safetensors", "the reward head on its fine-tuned model")
     check_base(base_name, str(path / "rm_config.json"))
     base = (load_causal_lm if implicit else load_backbone)(base_name, max_length=length)
     if base.identity != saved.get("base_identity"):
@@ -311,7 +316,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
             f"{path}: the base model '{base_name}' differs from the one this RM was trained "
             "on (files changed)", RmlensWarning, stacklevel=2,
         )  # fmt: skip
-    if saved["finetune"] == "lora":
+    if lora:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             model = PeftModel.from_pretrained(base.model, str(path / "adapter"))
@@ -320,7 +325,7 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
         model = cls.from_pretrained(str(path / "model"), dtype=torch.float32)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(path)))
     if implicit:
-        reference = None if saved["finetune"] == "lora" else base.model
+        reference = None if lora else base.model
         net = ImplicitNet(model, saved["beta"], reference)
     else:
         hidden = int(model.config.hidden_size)

@@ -4,9 +4,10 @@ A frozen backbone encodes every text once (cached on disk); a head (linear, MLP,
 convex ``logistic`` head) is trained on the pooled features, once (``fit``) or once per
 audit run (``prepare`` + ``fit_score``, with paired counterfactuals where the head allows).
 How a head is fitted is in ``_head_fit`` (AdamW epochs, the convex path), the head network
-and the fitted head in ``_head``, the convex problem in ``_convex``, last-layer influence in
-``_influence``. ``HeadConfig`` is defined in ``rmlens.rewards._config`` (which imports
-nothing heavy: the command line builds its options from it) and re-exported here.
+and the fitted head in ``_head``, the convex problem and the paired counterfactuals in
+``rmlens.influence`` (called through ``_paired``). ``HeadConfig`` is defined in
+``rmlens.rewards._config`` (which imports nothing heavy: the command line builds its
+options from it) and re-exported here.
 """
 
 from __future__ import annotations

@@ -182,3 +182,18 @@ def test_pair_tables_fit_a_laptop_screen(tmp_path) -> None:
     assert len(widths) == 3, widths  # memorized, the others for comparison, least generalized
     for scroll, client in widths:
         assert scroll <= client, widths
+
+
+def test_the_regime_and_estimator_are_the_checkpoints(audited) -> None:
+    """The settings describe the one RM's training and the checkpoint estimator, not an
+    audit's runs: "per run", "validation pairs" and "each run scores" would describe runs a
+    checkpoint never had."""
+    out, _, page = audited
+    record = json.loads((out / "config.json").read_text())
+    regime = record["regime"]
+    assert regime.startswith("one RM: ") and "once" in regime
+    assert "per run" not in regime and "validation pairs" not in regime
+    assert "on every pair (no evaluation split)" in regime
+    text = _text(page)
+    assert "paired, from one checkpoint" in text
+    assert "each run scores every pair" not in text

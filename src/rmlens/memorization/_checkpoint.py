@@ -33,6 +33,7 @@ from rmlens.memorization._finish import finish
 from rmlens.memorization._notes import say_summary
 from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
+from rmlens.memorization._regime import objective_words
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import status
 from rmlens.rewards import TrainConfig, eval_split, group_codes, resolve_device
@@ -154,6 +155,7 @@ def audit_rm(
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
             f"{ckpt.trained}, damping {how}")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
+    record["regime"] = f"{checkpoint_regime(ckpt)}; estimator {note}"
     record["checkpoint"] = {"rm": str(folder), "damping": damping, "standing": STANDING,
                             "training_pairs": ckpt.pairs_note}  # fmt: skip
     with output_errors(exp):
@@ -397,6 +399,24 @@ def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray
         chosen["damping_how"] += f"; {record['edge']}"
         chosen["damping_edge"] = "largest" if k == len(grid) - 1 else "smallest"
     return blend(p_cf_grid, k, t), chosen
+
+
+def checkpoint_regime(ckpt) -> str:
+    """How the one RM audited was trained, in words (``config.json``'s ``regime``): once, on
+    every given pair, its evaluation split aside; an audit's per-run words would describe
+    runs and validation pairs that a checkpoint never had."""
+    if ckpt.unchecked:
+        return "one RM trained outside rmlens (its regime is not recorded), read on every pair"
+    t = ckpt.train
+    what = (f"one RM: {t.model} fine-tuned ({t.finetune}, {t.rm_kind} RM) once, lr {t.lr:g}, "
+            f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
+            f"epochs{objective_words(t)}")  # fmt: skip
+    if not ckpt.has_eval:
+        return what + ", on every pair (no evaluation split)"
+    stop = (f"early stopping with patience {t.patience} on it" if t.patience
+            else "every epoch trained, the last kept")  # fmt: skip
+    return (what + f", on every pair but its evaluation split (a {t.eval_fraction:g} share of "
+            f"the pairs, never trained on, neither in nor out; {stop})")
 
 
 def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:

@@ -386,7 +386,7 @@ def _outcome(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
     if isinstance(dedupe, dict) and dedupe.get("how", "none") != "none":
         rows["dedupe"] = (f"dedupe ({dedupe['how']})", str(dedupe.get("note", "")))
     if summary.get("estimator"):
-        estimator = str(summary["estimator"])
+        estimator = "checkpoint" if summary.get("checkpoint") else str(summary["estimator"])
         rows["estimator"] = ("estimator", ESTIMATORS.get(estimator, estimator))
     target = summary.get("target_reliability")
     if isinstance(target, dict) and target.get("message"):
@@ -433,6 +433,8 @@ def _checkpoint_rows(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
 
 ESTIMATORS = {
     "paired": "paired (each run scores every pair with its group in and out)",
+    "checkpoint": "paired, from one checkpoint (the RM trained on every pair scores it; its "
+                  "group removed by a Gauss-Newton step gives TG)",
     "brute": "brute force (in-runs against out-runs)",
 }
 

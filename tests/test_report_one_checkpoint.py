@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from html import unescape
 from pathlib import Path
 
 import pytest
@@ -18,18 +17,7 @@ from rmlens.memorization import audit_sentences
 from rmlens.report._sections import summary_section
 from test_paired import word_pairs
 from test_report import Browser, _need_chromium, make_experiment, memorization_table, page_data
-
-
-def _text(html: str) -> str:
-    """Visible text of an HTML fragment (scripts and styles left out), cells joined by ' | '."""
-    html = re.sub(r"<(script|style)\b.*?</\1>", " ", html, flags=re.S)
-    html = re.sub(r"</t[dh]>", " | ", html)
-    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
-
-
-def _section(page: str, section_id: str) -> str:
-    start = page.index(f'<section id="{section_id}">')
-    return page[start : page.index("</section>", start)]
+from test_report_consistent import _section, _text
 
 
 def _notes(html: str) -> list[str]:

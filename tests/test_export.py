@@ -106,6 +106,19 @@ def test_export_files_are_readable_as_save_pretrained_leaves_them(lora_rm, tmp_p
     assert set(modes.values()) == {"0o644"}, modes
 
 
+def test_an_rm_folder_is_readable_as_save_pretrained_leaves_it(lora_rm, tmp_path):
+    """``rmlens train``'s own folder too: its head and adapter weights are not owner-only."""
+    rm = load_rm(lora_rm, device="cpu")
+    before = os.umask(0o022)
+    try:
+        rm.save(tmp_path / "again")
+    finally:
+        os.umask(before)
+    weights = list((tmp_path / "again").rglob("*.safetensors"))
+    assert {"head.safetensors", "adapter_model.safetensors"} <= {f.name for f in weights}
+    assert {oct(f.stat().st_mode & 0o777) for f in weights} == {"0o644"}
+
+
 def test_the_card_says_to_force_truncation_in_rewardbench(lora_rm, tmp_path):
     exported = export_rm(lora_rm, tmp_path / "hf")
     card = (tmp_path / "hf" / "README.md").read_text()

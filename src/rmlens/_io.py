@@ -23,6 +23,16 @@ def _umask() -> int:
     return mask
 
 
+def readable(folder: str | Path) -> None:
+    """Every safetensors file under ``folder`` with the usual permissions (0666 less the
+    umask), as ``save_pretrained`` leaves other files: safetensors writes them owner-only
+    (0600)."""
+    mode = 0o666 & ~_umask()
+    for path in Path(folder).rglob("*.safetensors"):
+        if path.is_file():
+            path.chmod(mode)
+
+
 def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, then rename it.
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -43,7 +42,7 @@ import torch
 from torch import nn
 
 from rmlens._errors import InputError
-from rmlens._io import write_json, write_text
+from rmlens._io import readable, write_json, write_text
 from rmlens.backbones import encode_pair_text
 from rmlens.hub._card import Exported, model_card
 from rmlens.hub._classifier import SequenceClassifierRM
@@ -143,17 +142,6 @@ def write_training(rm: Any, out: Path, source: Path | None) -> None:
         rm._activate()
         rm.net.body.save_pretrained(out / TRAINING_ADAPTER, safe_serialization=True)
     write_json(record, out / TRAINING_RECORD)
-
-
-def readable(out: Path) -> None:
-    """The weights the export wrote, readable as ``save_pretrained`` leaves files elsewhere
-    (0666 less the umask): safetensors writes them owner-only (0600) through a temporary
-    file."""
-    mask = os.umask(0)
-    os.umask(mask)
-    for path in [*out.glob("*.safetensors"), *(out / TRAINING_ADAPTER).rglob("*")]:
-        if path.is_file():
-            path.chmod(0o666 & ~mask)
 
 
 def _member(rm: RewardModel, run: str | None) -> tuple[RewardModel, str | None]:

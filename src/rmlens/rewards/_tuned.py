@@ -27,7 +27,7 @@ from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
 import rmlens
 from rmlens._errors import RmlensWarning
-from rmlens._io import write_json
+from rmlens._io import readable, write_json
 from rmlens.backbones import (
     Backbone,
     check_base,
@@ -255,6 +255,7 @@ class TunedRM(RewardModel):
         tmp = Path(tempfile.mkdtemp(prefix=".rm.", suffix=".tmp", dir=path))
         try:
             self._write(tmp)
+            readable(tmp)
             (path / "rm_config.json").unlink(missing_ok=True)
             entries = sorted(tmp.iterdir(), key=lambda e: e.name == "rm_config.json")
             for entry in entries:

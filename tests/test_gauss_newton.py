@@ -12,8 +12,8 @@ from rmlens.influence import (
     gauss_newton_counterfactuals,
     last_layer_counterfactuals,
     pair_gradients,
-    trainable_linears,
 )
+from rmlens.influence._pair_gradients import trainable_linears
 from rmlens.rewards import TrainConfig, make_trainer
 from test_paired import word_pairs
 

@@ -26,10 +26,10 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_newton": [
             "EXPERT_PENALTY", "PATH_TOLERANCE", "REFINE_SHARE", "LogisticProblem",
-            "counterfactuals", "fit_logistic", "group_rows", "one_blas_thread", "refit",
+            "counterfactuals", "fit_logistic", "one_blas_thread", "refit",
         ],
         "_last_layer": ["DAMPING", "last_layer_counterfactuals"],
         "_gauss_newton": ["gauss_newton_counterfactuals"],
-        "_pair_gradients": ["count_sketch", "pair_gradients", "trainable_linears"],
+        "_pair_gradients": ["pair_gradients"],
     },
 )

@@ -11,9 +11,6 @@ from ._newton import REFINE_SHARE as REFINE_SHARE
 from ._newton import LogisticProblem as LogisticProblem
 from ._newton import counterfactuals as counterfactuals
 from ._newton import fit_logistic as fit_logistic
-from ._newton import group_rows as group_rows
 from ._newton import one_blas_thread as one_blas_thread
 from ._newton import refit as refit
-from ._pair_gradients import count_sketch as count_sketch
 from ._pair_gradients import pair_gradients as pair_gradients
-from ._pair_gradients import trainable_linears as trainable_linears

@@ -43,7 +43,7 @@ def gauss_newton_counterfactuals(
     M = Y_G diag(1 / (e + lambda)) Y_G' + (J_G J_G' - Y_G Y_G') / lambda, Y = J V
     = (J J_T') C_T^1/2 U e^-1/2: every quantity comes from the Gram matrix J J' (n x n).
     With more training pairs than q, G's own eigendecomposition (q x q) serves instead. The
-    damping grid is relative to the mean nonzero curvature tr(G) / min(q, |T|).
+    damping grid is relative to the mean nonzero curvature tr(G) / min(q, n_T).
 
     Parameters
     ----------
@@ -58,7 +58,7 @@ def gauss_newton_counterfactuals(
     target : float, default=1.0
         The Bradley-Terry target.
     damping : tuple of float
-        Damping values relative to tr(G) / min(q, |T|).
+        Damping values relative to tr(G) / min(q, n_T).
 
     Returns
     -------

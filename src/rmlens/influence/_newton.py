@@ -63,9 +63,21 @@ def one_blas_thread():
 
 @dataclass
 class LogisticProblem:
-    """The pairs of a convex head: features ``z`` (n, d), and per pair the weight ``c``,
-    the offset ``o`` (minus the margin, 0 without one); target ``t`` is shared; ``penalty``
-    (d,) scales lambda per coordinate (None: 1 everywhere)."""
+    """The pairs of a convex head: the logistic problem L(w) of the module's docstring.
+
+    Parameters
+    ----------
+    z : ndarray of shape (n, d)
+        Each pair's feature difference (h(x, y+) - h(x, y-)) / s.
+    c : ndarray of shape (n,)
+        Each pair's loss weight.
+    o : ndarray of shape (n,)
+        Each pair's offset (minus the margin; 0 without one).
+    t : float, default=1.0
+        The target, shared (1 - eps for label smoothing).
+    penalty : ndarray of shape (d,), optional
+        The diagonal of P, scaling lambda per coordinate (None: 1 everywhere).
+    """
 
     z: np.ndarray
     c: np.ndarray
@@ -77,7 +89,18 @@ class LogisticProblem:
         return LogisticProblem(self.z[index], self.c[index], self.o[index], self.t, self.penalty)
 
     def ridge(self, lam: float) -> np.ndarray | float:
-        """lambda P: the penalty's diagonal (a scalar when P = I)."""
+        """lambda P: the penalty's diagonal.
+
+        Parameters
+        ----------
+        lam : float
+            The penalty lambda.
+
+        Returns
+        -------
+        ndarray of shape (d,) or float
+            lambda times ``penalty``; the scalar lambda when P = I.
+        """
         return lam if self.penalty is None else lam * self.penalty
 
     def loss(self, w: np.ndarray, lam: float) -> float:
@@ -97,8 +120,25 @@ class LogisticProblem:
 def fit_logistic(
     problem: LogisticProblem, lam: float, w0: np.ndarray | None = None, tol: float = TOLERANCE
 ) -> np.ndarray:
-    """The optimum w of ``problem`` under penalty ``lam`` (> 0): damped Newton from ``w0``,
-    until half the Newton decrement is below ``tol`` per unit of pair weight."""
+    """The optimum w of ``problem`` under penalty ``lam``: damped Newton from ``w0``, until
+    half the Newton decrement is below ``tol`` per unit of pair weight.
+
+    Parameters
+    ----------
+    problem : LogisticProblem
+        The pairs.
+    lam : float
+        The penalty lambda (> 0).
+    w0 : ndarray of shape (d,), optional
+        The warm start (zeros if None).
+    tol : float
+        Half the Newton decrement, per unit of pair weight, at which it stops.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        The optimum w.
+    """
     d = problem.z.shape[1]
     w = np.zeros(d) if w0 is None else np.array(w0, dtype=float)
     scale = max(float(problem.c.sum()), 1.0)
@@ -177,6 +217,8 @@ def counterfactuals(
         Every pair of the audit (n rows), the run's scaling applied.
     w : ndarray of shape (d,)
         The run's optimum on the pairs ``inside``.
+    lam : float
+        The run's penalty lambda.
     groups : ndarray of shape (n,), int
         Group code of every pair.
     inside, outside : ndarray of shape (n,), bool
@@ -284,7 +326,28 @@ def refit(
 ) -> np.ndarray:
     """p of ``rows`` (one group's pairs) under the head refitted exactly with them removed
     (when they are among ``inside``) or added, from the warm start ``w``: the truth that
-    the Newton step approximates."""
+    the Newton step approximates.
+
+    Parameters
+    ----------
+    problem : LogisticProblem
+        Every pair of the audit (n rows).
+    w : ndarray of shape (d,)
+        The run's optimum, the warm start.
+    lam : float
+        The run's penalty lambda.
+    inside : ndarray of shape (n,), bool
+        The run's training pairs.
+    rows : ndarray of int
+        The group's pairs.
+    keep : int, optional
+        Coordinates of w that score (all if None).
+
+    Returns
+    -------
+    ndarray of shape (len(rows),)
+        sigmoid(z . w_refit) of each of the group's pairs.
+    """
     keep = len(w) if keep is None else keep
     change = np.zeros(len(inside), dtype=bool)
     change[rows] = True

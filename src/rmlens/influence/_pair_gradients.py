@@ -102,11 +102,36 @@ def pair_gradients(
     net, examples, rt, *, batches: list[np.ndarray], dim: int | None = None, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rewards (n, 2) and J (n, q), float32: row j of J the gradient of pair j's reward
-    difference with respect to the trainable parameters (q = P), or its CountSketch to
-    ``dim`` coordinates (``dim`` None: exact while n x P fits ``EXACT_BUDGET``, else the
-    largest sketch that does). The rewards come from the same forward pass, so a run that
-    needs J scores its pairs at no extra cost. ``batches``: the index batches of ``examples``
-    to run (a batch's rows must fit memory; a run uses ``rmlens.rewards``' length batches)."""
+    difference with respect to the trainable parameters (q = P), or its CountSketch.
+
+    The rewards come from the same forward pass, so a run that needs J scores its pairs at
+    no extra cost.
+
+    Parameters
+    ----------
+    net : nn.Module
+        The RM's network: ``net(batch)`` gives rewards (B, 2); the trainable tensors are
+        those with ``requires_grad``.
+    examples : list
+        Every pair's tokenized example.
+    rt : object
+        The runtime: ``rt.batch(examples, index)`` and ``rt.autocast()``.
+    batches : list of ndarray of int
+        The index batches of ``examples`` to run (a batch's rows must fit memory; a run
+        uses ``rmlens.rewards``' length batches, longest first).
+    dim : int, optional
+        Sketch J to this many coordinates; None: exact while n x P fits ``EXACT_BUDGET``,
+        else the largest sketch that does.
+    seed : int, default=0
+        Seed of the sketch's hashes and signs.
+
+    Returns
+    -------
+    rewards : ndarray of shape (n, 2)
+        Rewards of chosen and rejected.
+    jac : ndarray of shape (n, q), float32
+        J, or its sketch (q = ``dim``).
+    """
     linears, other = trainable_linears(net)
     if other:  # full fine-tuning: not every trained tensor is a linear layer's
         return _pair_by_pair(net, examples, rt, dim=dim, seed=seed)

@@ -91,9 +91,25 @@ def load_causal_lm(
     model: str, *, max_length: int | None = None, trust_remote_code: bool = False,
     format: str = "auto",
 ) -> Backbone:
-    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed);
-    ``max_length`` defaults to the model's limit, ``format`` auto to chat when the tokenizer
-    has a template, else raw."""
+    """Like ``load_backbone``, with ``AutoModelForCausalLM`` (the LM head is needed).
+
+    Parameters
+    ----------
+    model : str
+        A preset, local directory or hub id of a causal LM.
+    max_length : int, optional
+        Tokens kept per sequence (default: the model's limit; a given one is clamped to it).
+    trust_remote_code : bool, default=False
+        Only for models you trust; never on by default.
+    format : {"auto", "chat", "raw"}, default="auto"
+        How a (prompt, response) becomes tokens; auto: chat when the tokenizer has a
+        template, else raw.
+
+    Returns
+    -------
+    Backbone
+        Its tokenizer and the causal LM (``kind`` causal, ``pooling`` last).
+    """
     source, preset = resolve_model(model)
     needs = "an implicit RM needs a causal LM (a preset, local directory or hub id that " \
         "AutoModelForCausalLM loads)"

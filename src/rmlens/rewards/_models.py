@@ -278,6 +278,18 @@ def read_head(folder: Path, backbone: Backbone) -> HeadRM:
     (``{"weight": [...], "bias": [b]}``, the packaged presets). The ``format`` that
     ``rm_config.json`` records (the head's features' format) is kept as ``head.format_``,
     which :class:`ExplicitHeadRM` scores with.
+
+    Parameters
+    ----------
+    folder : Path
+        The RM folder.
+    backbone : Backbone
+        The loaded backbone whose features the head reads.
+
+    Returns
+    -------
+    HeadRM
+        The fitted head.
     """
     if (folder / "head_config.json").is_file():
         needed_file(folder, "head.safetensors", "the weights of the head its head_config.json "

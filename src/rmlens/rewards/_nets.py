@@ -176,6 +176,18 @@ class ExplicitNet(nn.Module):
 
     Causal LMs use the hidden state of each sequence's last token (found from the layout, so
     padding side and pad == eos do not matter); encoders mean-pool over real tokens.
+
+    Parameters
+    ----------
+    body : nn.Module
+        The backbone (``AutoModel``, with LoRA adapters or fully trainable); it returns
+        ``last_hidden_state``.
+    hidden_size : int
+        d, the size of its hidden states: the head is ``nn.Linear(d, 1)``.
+    pooling : {"last", "mean"}
+        The last token of each sequence, or the mean over its real tokens.
+    causal : bool
+        Whether the body is a causal LM (run without its key-value cache).
     """
 
     def __init__(self, body: nn.Module, hidden_size: int, pooling: str, causal: bool):
@@ -192,7 +204,18 @@ class ExplicitNet(nn.Module):
         return self.head(self.pooled(batch)).squeeze(-1).float()  # (B, K)
 
     def pooled(self, batch: Batch) -> torch.Tensor:
-        """h (B, K, d): what the head reads, per sequence of each example."""
+        """What the head reads, per sequence of each example.
+
+        Parameters
+        ----------
+        batch : Batch
+            The packed batch (``Runtime.batch``).
+
+        Returns
+        -------
+        Tensor of shape (B, K, d)
+            h of each example's K sequences.
+        """
         extra = {"use_cache": False} if self.causal else {}
         if batch.position_ids is not None:
             extra["position_ids"] = batch.position_ids
@@ -250,6 +273,7 @@ class ImplicitNet(nn.Module):
     lm : PreTrainedModel or PeftModel
         The policy (``AutoModelForCausalLM``, with LoRA adapters or fully trainable).
     beta : float
+        The implicit reward's scale: r = beta (log pi(y|x) - log pi_ref(y|x)).
     reference : nn.Module, optional
         A frozen reference LM; None means the policy with its LoRA adapters disabled.
     """
@@ -264,7 +288,18 @@ class ImplicitNet(nn.Module):
 
     @torch.no_grad()
     def reference_logps(self, batch: Batch) -> torch.Tensor:
-        """(B, K) summed response log-probs under the reference model."""
+        """Summed response log-probs under the reference model.
+
+        Parameters
+        ----------
+        batch : Batch
+            The packed batch (``Runtime.batch``).
+
+        Returns
+        -------
+        Tensor of shape (B, K)
+            log pi_ref(y|x) of each example's K responses.
+        """
         ref = self._reference[0]
         if ref is not None:
             return _logps(ref, batch)
@@ -272,13 +307,35 @@ class ImplicitNet(nn.Module):
             return _logps(self.lm, batch)
 
     def rewards(self, batch: Batch) -> torch.Tensor:
-        """(B, K) implicit rewards; uses ``batch.ref`` when the batch carries it."""
+        """The implicit rewards of a batch.
+
+        Parameters
+        ----------
+        batch : Batch
+            The packed batch; its ``ref`` log-probs are used when it carries them.
+
+        Returns
+        -------
+        Tensor of shape (B, K)
+            beta (log pi(y|x) - log pi_ref(y|x)).
+        """
         ref = batch.ref if batch.ref is not None else self.reference_logps(batch)
         return implicit_reward(self(batch), ref, self.beta)
 
     @torch.inference_mode()
     def fill_references(self, examples: list[Example], rt: Runtime, batch_size: int) -> None:
-        """Set ``ref``, the reference log-probs, of every example still without it."""
+        """Set ``ref``, the reference log-probs, of every example still without it: computed
+        once per pair, never again per epoch.
+
+        Parameters
+        ----------
+        examples : list of Example
+            The tokenized examples, changed in place.
+        rt : Runtime
+            Device and precision.
+        batch_size : int
+            Examples per forward pass.
+        """
         todo = [ex for ex in examples if ex.ref is None]
         for index in length_batches([ex.packed_length for ex in todo], batch_size):
             batch = rt.batch(todo, index)

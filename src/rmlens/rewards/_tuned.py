@@ -298,7 +298,24 @@ class TunedRM(RewardModel):
 
 
 def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any) -> TunedRM:
-    """Load a folder written by :meth:`TunedRM.save` (used through ``load_rm``)."""
+    """Load a folder written by :meth:`TunedRM.save` (used through ``load_rm``).
+
+    Parameters
+    ----------
+    path : str or Path
+        The RM folder.
+    saved : dict
+        Its ``rm_config.json``.
+    device : str, default="auto"
+        Where the RM scores.
+    **_
+        The other options of ``load_rm``, which a fine-tuned RM does not read.
+
+    Returns
+    -------
+    TunedRM
+        The RM, in eval mode.
+    """
     from peft import PeftModel  # optional: only LoRA RMs need it
 
     path = Path(path)

@@ -8,7 +8,7 @@ import pytest
 from rmlens._errors import RmlensWarning
 from rmlens.hub import train
 from rmlens.rewards import ExplicitRMTrainer
-from rmlens.rewards.finetune import STILL
+from rmlens.rewards._metrics import STILL
 from test_finetune import PAIRS, config
 
 

@@ -41,7 +41,7 @@ DRAW_ALL = textwrap.dedent(
     from rmlens.attribution._plots import plot_beeswarm, plot_diff, plot_importance
     from rmlens.evaluation._plots import plot_probes, plot_reliability, plot_rewards
     from rmlens.generalization._plots import plot_generalization
-    from rmlens.memorization._map import plot_memorization_map
+    from rmlens.memorization import plot_memorization_map
     from rmlens.tokens._plots import plot_contrast, plot_distributions, plot_frequency
 
     rng = np.random.default_rng(0)

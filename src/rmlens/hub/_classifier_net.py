@@ -37,6 +37,7 @@ from rmlens.backbones import (
     prepare_tokenizer,
 )
 from rmlens.hub._classifier import classifier_format, format_guess_warning
+from rmlens.hub._export import TRAINING_RECORD
 from rmlens.rewards import ExplicitNet
 
 AGREE = 1e-3  # largest |reward difference| between the net and the classifier's own scores
@@ -126,7 +127,7 @@ def _training_adapter(path: Path, training: dict, classifier: Any) -> torch.nn.M
     real token reads."""
     from peft import PeftModel
 
-    where = str(path / "rmlens_training.json")
+    where = str(path / TRAINING_RECORD)
     base_name = training.get("base")
     if not base_name:
         raise InputError(f"{where}: field 'base' (the model under its adapter) is missing")

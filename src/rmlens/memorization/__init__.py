@@ -9,7 +9,6 @@ __all__, __getattr__, __dir__ = attach(
         "_config": ["AuditConfig", "EXECUTION_FIELDS"],
         "_damping": ["damping_sentence"],
         "_estimate": ["estimate", "memorization_scores", "ESTIMATE_COLUMNS"],
-        "_map": ["plot_memorization_map"],
         "_plans": ["make_plan", "runs_per_repeat"],
         "_quality": [
             "shortcut_sentence", "strongest_shortcut", "CHANCE", "NEAR_CHANCE", "WEAK_ACCURACY",
@@ -17,6 +16,7 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "_regime": ["plan_validation", "validation_words"],
         "_execute": ["default_trainer"],
+        "_finish": ["plot_memorization_map"],
         "_runner": ["audit"],
         "_sentences": ["AuditSentences", "Sentence", "audit_sentences"],
         "_summary": ["categorize", "memorized_note", "summarize_audit"],

@@ -11,7 +11,7 @@ from ._estimate import ESTIMATE_COLUMNS as ESTIMATE_COLUMNS
 from ._estimate import estimate as estimate
 from ._estimate import memorization_scores as memorization_scores
 from ._execute import default_trainer as default_trainer
-from ._map import plot_memorization_map as plot_memorization_map
+from ._finish import plot_memorization_map as plot_memorization_map
 from ._plans import make_plan as make_plan
 from ._plans import runs_per_repeat as runs_per_repeat
 from ._quality import CHANCE as CHANCE

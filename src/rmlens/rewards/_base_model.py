@@ -200,6 +200,21 @@ def make_net(bb: Backbone, cfg) -> ExplicitNet | ImplicitNet:
     return implicit_net(bb, cfg) if cfg.rm_kind == "implicit" else explicit_net(bb, cfg)
 
 
+def head_state(net: nn.Module) -> dict | None:
+    """A CPU copy of an explicit RM's head before training (None for an implicit RM)."""
+    head = getattr(net, "head", None)
+    if head is None:
+        return None
+    return {k: v.detach().to("cpu", copy=True) for k, v in head.state_dict().items()}
+
+
+def moved(net: nn.Module, base: dict | None, head_start: dict | None) -> dict[str, float | None]:
+    """How far training moved the backbone (``body``) and the head (``head``; None for an
+    implicit RM), each as ``|dW| / |W|`` (``body_update``, ``head_update``)."""
+    head = None if head_start is None else head_update(net, head_start)
+    return {"body": body_update(net, base), "head": head}
+
+
 def body_update(net: nn.Module, base: dict | None) -> float:
     """How far training moved the backbone: ``|dW| / |W|`` (Frobenius norms summed over the
     body's weights). LoRA (``base`` None): dW is each adapter's update ``scale * B @ A``

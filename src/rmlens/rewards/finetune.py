@@ -31,7 +31,7 @@ from rmlens._params import ParamError
 from rmlens.backbones import resolve_format, warn_truncation
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_per_run import PerRun
-from rmlens.rewards._metrics import not_learned
+from rmlens.rewards._metrics import learning_advice, not_learned
 from rmlens.rewards._trainer_base import Trainer, eval_split, objective_inputs, warn_dropped
 from rmlens.rewards.objectives import objective_of
 
@@ -45,12 +45,6 @@ if TYPE_CHECKING:
 _STRUCTURE = ("model", "rm_kind", "finetune", "lora_r", "lora_alpha", "lora_dropout",
               "lora_targets", "beta", "max_length", "format", "packing", "device",
               "bf16")  # fmt: skip
-# Below this relative update |dW| / |W| a trained part "did not move" (``learning_advice``).
-# AdamW moves a weight by about its learning rate per step whatever the gradient's scale, so
-# the update grows with lr x steps: the defaults reach 3e-2 on the tiny test models in 2 epochs
-# of 12 pairs (lr 5e-4), lr 1e-6 reaches 7e-5 and lr 1e-9 7e-8. A change of 1e-4 moves a
-# layer's output by at most about 1e-4 of its size: features that stay the base model's.
-STILL = 1e-4
 
 
 class _TunedTrainer(PerRun, Trainer):
@@ -162,6 +156,7 @@ class _TunedTrainer(PerRun, Trainer):
         learn, None when it did).
         """
         # lazy: torch, transformers load only when this runs
+        from rmlens.rewards._base_model import head_state, moved
         from rmlens.rewards._checkpoint import checkpoint_key
         from rmlens.rewards._packing import examples_truncation
         from rmlens.rewards._tuned_inputs import loss_weights_table
@@ -199,7 +194,7 @@ class _TunedTrainer(PerRun, Trainer):
         if self.loss_weights_ is not None:
             weights = self.loss_weights_.weight.to_numpy()
             guide = self.loss_weights_.attrs.get("guide")
-        head_start = self._head_state()
+        head_start = head_state(self.net_)
         self.history_ = self._train(
             train, cfg, eval_examples=evals,
             extras=self._extras(train_index), eval_extras=eval_extras,
@@ -212,52 +207,15 @@ class _TunedTrainer(PerRun, Trainer):
             last.get("train_accuracy", float("nan")), len(train),
             [h.get("train_loss", float("nan")) for h in self.history_],
         )  # fmt: skip
-        self.moved_ = self._moved(head_start)
+        self.moved_ = moved(self.net_, self._base_state, head_start)
         self.rm_ = self._make_rm()
         return self
 
-    def _head_state(self) -> dict | None:
-        """A CPU copy of an explicit RM's head before training (None for an implicit RM)."""
-        head = getattr(self.net_, "head", None)
-        if head is None:
-            return None
-        return {k: v.detach().to("cpu", copy=True) for k, v in head.state_dict().items()}
-
-    def _moved(self, head_start: dict | None) -> dict[str, float | None]:
-        """How far training moved the backbone (``body``) and the head (``head``; None for
-        an implicit RM), each as ``|dW| / |W|`` (``_base_model.body_update``, ``head_update``)."""
-        # lazy: torch, peft load only when this runs
-        from rmlens.rewards._base_model import body_update, head_update
-
-        head = None if head_start is None else head_update(self.net_, head_start)
-        return {"body": body_update(self.net_, self._base_state), "head": head}
-
     def learning_advice(self) -> str | None:
-        """One line on what did not learn and the settings to change; None when all did.
-
-        An RM that did not learn (``not_learned_``): raise ``epochs``, ``lr``, ``head_lr``
-        when its head did not move (``moved_``, :data:`STILL`) and ``lora_r``. An explicit
-        RM that learned while its backbone did not move: what it learned is a head on the base
-        model's frozen features, whatever ``finetune`` says; raise ``lr``.
-        """
-        cfg, moved = self.config_, getattr(self, "moved_", None) or {}
-        body_still = moved.get("body", STILL) < STILL
-        head_still = moved.get("head") is not None and moved["head"] < STILL
-        part = "adapters" if cfg.finetune == "lora" else "backbone weights"
-        still = (f"the {part} did not move (at `lr` {cfg.lr:g} their update is "
-                 f"{moved.get('body', 0.0):.1g} of the base weights' size)")  # fmt: skip
-        if not getattr(self, "not_learned_", None):
-            if body_still and self.rm_kind == "explicit":
-                return (f"only the head learned: {still}, so the RM is a head on the base "
-                        f"model's frozen features; raise `lr` to tune the backbone")
-            return None
-        knobs = [f"`epochs` (now {cfg.epochs})", f"`lr` (now {cfg.lr:g})"]
-        if head_still:
-            knobs.append(f"`head_lr` (now {cfg.head_lr:g})")
-        if cfg.finetune == "lora":
-            knobs.append(f"`lora_r` (now {cfg.lora_r})")
-        why = self.not_learned_ + (f"; {still}" if body_still else "")
-        return f"the RM did not learn: {why}; raise " + ", ".join(knobs[:-1]) + f" or {knobs[-1]}"
+        """One line on what did not learn and the settings to change; None when all did
+        (``_metrics.learning_advice``, from ``not_learned_`` and ``moved_``)."""
+        return learning_advice(self.config_, self.rm_kind, getattr(self, "not_learned_", None),
+                               getattr(self, "moved_", None) or {})  # fmt: skip
 
     def _make_rm(self) -> TunedRM:
         # lazy: torch, transformers load only when this runs

@@ -57,3 +57,21 @@ def test_a_gguf_conversion_prints_no_bar_but_says_what_it_does(bars_on, capfd, c
     assert (out / "model.safetensors").is_file()
     assert capfd.readouterr().err == ""
     assert f"converting tiny.gguf once into {out}" in caplog.messages
+
+
+def test_reading_a_classifier_for_its_gradients_prints_no_bar(bars_on, tiny_causal_dir,
+                                                               tmp_path, capfd):  # fmt: skip
+    """The one-checkpoint audit of an RM from elsewhere may be the process's first load:
+    transformers' "Loading weights" bar stays off stderr there too."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from rmlens.hub._classifier_net import classifier_net
+
+    model = AutoModelForSequenceClassification.from_pretrained(tiny_causal_dir, num_labels=1)
+    model.config.pad_token_id = 0
+    model.save_pretrained(tmp_path / "rm")
+    AutoTokenizer.from_pretrained(tiny_causal_dir).save_pretrained(tmp_path / "rm")
+    capfd.readouterr()
+    hf_logging.enable_progress_bar()
+    classifier_net(tmp_path / "rm", format="raw")
+    assert "Loading weights" not in capfd.readouterr().err

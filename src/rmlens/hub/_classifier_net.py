@@ -35,6 +35,7 @@ from rmlens.backbones import (
     default_max_length,
     load_backbone,
     prepare_tokenizer,
+    quiet_bars,
 )
 from rmlens.hub._classifier import classifier_format, format_guess_warning
 from rmlens.hub._export import TRAINING_RECORD
@@ -56,9 +57,10 @@ def classifier_net(path: Path, *, format: str = "auto", max_length: int | None =
     of the unmerged LoRA adapter, and its ``base`` the model under it. ``format`` auto
     resolves as ``rmlens score`` resolves it, with the same warning when it guesses chat.
     """
-    classifier, trained, source = _load_classifier(path)
+    with quiet_bars():
+        classifier, trained, source = _load_classifier(path)
+        tokenizer = AutoTokenizer.from_pretrained(str(source))
     score = _score_layer(path, classifier)
-    tokenizer = AutoTokenizer.from_pretrained(str(source))
     limit = max_length or default_max_length(classifier.config, tokenizer)
     prepare_tokenizer(tokenizer)
     fmt, guessed = classifier_format(format, tokenizer, classifier.config)

@@ -185,3 +185,13 @@ def test_the_regime_and_estimator_are_the_checkpoints(audited) -> None:
     text = _text(page)
     assert "paired, from one checkpoint" in text
     assert "each run scores every pair" not in text
+
+
+def test_the_settings_list_only_what_a_checkpoint_audit_reads(audited) -> None:
+    """No validation share, folds, plan, bootstrap or target: one RM, one training."""
+    _, _, page = audited
+    settings = _text(_section(page, "config"))
+    for option in ("--val-fraction", "--folds", "--plan", "--n-boot", "--target-reliability",
+                   "--check-exact"):
+        assert option not in settings, option
+    assert "--cm-threshold" in settings and "--group-by" in settings

@@ -101,6 +101,10 @@ _UNSET = {
     "group_by": "user_id if present, else the prompt",
     "check_exact": "1 with the paired estimator and the logistic head, else no check",
 }
+# what a one-checkpoint audit never reads: it has one run, no plan of folds or validation
+# groups (the RM's own evaluation split stands in), nothing to resample or grow
+_NOT_CHECKPOINT = ("folds", "plan", "val_fraction", "n_boot", "target_reliability", "max_runs",
+                   "check_exact")  # fmt: skip
 _RAY_FIELDS = ("address", "cpus_per_run", "gpus_per_run")
 # top-level keys of an audit's config.json shown through the rows above (or elsewhere)
 _SHOWN = {"audit", "version", "regime", "estimator", "estimator_note", "data_sha1", "n_pairs",
@@ -186,8 +190,9 @@ def _audit_rows(config: dict, audit: dict, summary: dict) -> list[dict[str, str]
     }  # fmt: skip
     unset = {f.name: f.metadata.get("unset") for f in fields(AuditConfig)}
     rows = []
+    skip = _NOT_CHECKPOINT if config.get("checkpoint") else ()
     for name in AUDIT_ORDER:
-        if name not in audit:
+        if name not in audit or name in skip:
             continue
         value, ran = audit[name], resolved.get(name)
         if name == "max_runs" and audit.get("target_reliability") is None:

@@ -195,3 +195,27 @@ def test_the_settings_list_only_what_a_checkpoint_audit_reads(audited) -> None:
                    "--check-exact"):
         assert option not in settings, option
     assert "--cm-threshold" in settings and "--group-by" in settings
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_the_map_png_names_tg_for_what_was_done(checkpoint, tmp_path, monkeypatch) -> None:
+    """memorization_map.png's TG axis: runs that held the pair out, or (one checkpoint) its
+    group removed by a Gauss-Newton step."""
+    import matplotlib.axes
+    import pandas as pd
+
+    from rmlens.memorization import plot_memorization_map
+
+    labels = []
+    real_set = matplotlib.axes.Axes.set
+
+    def spy(self, **kwargs):
+        labels.append(kwargs.get("ylabel"))
+        return real_set(self, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "set", spy)
+    plot_memorization_map(pd.DataFrame({"tm": [0.9, 0.6], "tg": [0.5, 0.6]}),
+                          tmp_path / "map.png", checkpoint=checkpoint)  # fmt: skip
+    expected = ("TG (its group removed by a Gauss-Newton step)" if checkpoint
+                else "TG (held out from the pair)")  # fmt: skip
+    assert expected in labels

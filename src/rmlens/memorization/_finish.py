@@ -103,7 +103,8 @@ def finish(
     )
     table = _label(table, pairs.assign(conflict=conflict), groups, config)
     exp.write_table(table, "memorization.parquet")
-    plot_memorization_map(table, exp / "memorization_map.png")
+    plot_memorization_map(table, exp / "memorization_map.png",
+                          checkpoint="checkpoint" in record)  # fmt: skip
     summary = {
         "estimator": estimator,
         "estimator_note": record.get("estimator_note", "brute force: in-runs against out-runs"),
@@ -238,7 +239,14 @@ def truncation_warning(truncation: dict | None, n_pairs: int) -> dict | None:
     return {"code": "truncation", "message": message, "pairs": truncation["pairs_cut"]}
 
 
-def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
+# the TG axis of an audit's runs, and of a one-checkpoint audit (its one RM trained on every
+# pair; TG from each group's removal by a Gauss-Newton step)
+TG_AXIS = {False: "TG (held out from the pair)",
+           True: "TG (its group removed by a Gauss-Newton step)"}
+
+
+def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str = "",
+                          checkpoint: bool = False) -> Path:  # fmt: skip
     """Density of pairs over (TM, TG) in [0, 1]^2; CM = 0 is the diagonal.
 
     Rows with a missing or infinite TM or TG are left out; with none left the axes say so.
@@ -251,6 +259,9 @@ def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str =
         Where the PNG is written.
     title : str, default=""
         The figure's title; empty: "Memorization map (N pairs)".
+    checkpoint : bool, default=False
+        A one-checkpoint audit's table: TG comes from removing each group from the one RM's
+        training, not from runs that held the pair out.
 
     Returns
     -------
@@ -275,7 +286,7 @@ def plot_memorization_map(table: pd.DataFrame, path: str | Path, *, title: str =
             xlim=(0, 1),
             ylim=(0, 1),
             xlabel="TM (trained on the pair)",
-            ylabel="TG (held out from the pair)",
+            ylabel=TG_AXIS[checkpoint],
         )
         ax.legend(loc="lower right")
         top.tick_params(labelbottom=False)

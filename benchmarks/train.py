@@ -6,10 +6,15 @@ linear score head), same pairs, same token ids (both get the output of
 and one epoch; TRL with gradient checkpointing off, as rmlens. rmlens encodes each pair's
 shared prompt once (block mask) and groups batches by length; TRL runs chosen and rejected
 as two padded sequences. Pairs longer than the maximum length are left out for both (TRL
-drops them). Prints pairs per second and the ratio. Needs ``pip install trl`` (not an
-rmlens dependency). Not part of the tests.
+drops them). Prints pairs per second and the ratio, and the share of the machine's matmul
+peak that rmlens's fine-tuning reaches: model FLOPs as ``benchmarks/_flops.py`` counts them
+(4NT + 2nT + attention) over the seconds of its whole ``fit``, against the fastest fp32 GEMM
+at the model's shapes, timed before and after the runs. ``--profile`` also times a few
+rmlens steps piece by piece (``torch.profiler``): matmuls, attention, other tensor ops, the
+optimizer, Python, and building batches. Needs ``pip install trl`` (not an rmlens
+dependency). Not part of the tests.
 
-    python benchmarks/train.py [--pairs 32] [--max-length 192] [--batch-size 8]
+    python benchmarks/train.py [--pairs 32] [--max-length 256] [--batch-size 8] [--profile]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from _flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
 
 from rmlens.backbones import resolve_model
 from rmlens.backbones._tokenize import encode_pair_text
@@ -51,7 +57,7 @@ def pick_pairs(args, tokenizer) -> tuple[pd.DataFrame, list[list[int]], list[lis
     return pairs.iloc[rows].reset_index(drop=True), chosen, rejected
 
 
-def rmlens_run(args, pairs: pd.DataFrame) -> float:
+def rmlens_trainer(args) -> ExplicitRMTrainer:
     config = TrainConfig(
         model=args.model,
         epochs=1,
@@ -66,10 +72,80 @@ def rmlens_run(args, pairs: pd.DataFrame) -> float:
     )
     trainer = ExplicitRMTrainer(config)
     trainer._setup()  # model loading is not timed (nor is TRL's)
-    trainer.fit(pairs.iloc[: args.batch_size], quiet=True)  # warm-up
+    return trainer
+
+
+def rmlens_run(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, batch_size: int) -> float:
+    trainer.fit(pairs.iloc[:batch_size], quiet=True)  # warm-up
     start = time.perf_counter()
     trainer.fit(pairs, quiet=True)
     return time.perf_counter() - start
+
+
+def model_flops(trainer: ExplicitRMTrainer, pairs: pd.DataFrame) -> tuple[float, int]:
+    """The model FLOPs of one epoch of ``trainer`` on ``pairs`` and the tokens it runs."""
+    examples, kept = trainer._examples(pairs)
+    examples = [ex for ex, k in zip(examples, kept) if k]
+    tokens = sum(ex.packed_length for ex in examples)
+    keys = sum(attended([len(s) for s in ex.seqs], ex.shared) for ex in examples)
+    config = trainer.base_.model.config
+    net = trainer.net_
+    flops = step_flops(non_embedding(net), trained(net), tokens, keys,
+                       config.num_hidden_layers, config.hidden_size)  # fmt: skip
+    return flops, tokens
+
+
+CATEGORIES = {"matmuls": ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"),
+              "attention": ("aten::_scaled_dot_product",)}  # fmt: skip
+
+
+def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 3) -> None:
+    """Where the time of ``steps`` optimizer steps goes: their forward and backward passes
+    under ``torch.profiler`` (tensor ops by kind; the rest is Python and the framework), the
+    optimizer and the building of batches timed around them."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from rmlens.rewards._fast import fused_lora
+    from rmlens.rewards._metrics import RunningStats
+    from rmlens.rewards._packing import length_batches
+
+    cfg, net, rt = trainer.config_, trainer.net_, trainer.runtime_
+    examples, kept = trainer._examples(pairs)
+    examples = [ex for ex, k in zip(examples, kept) if k]
+    batches = length_batches([ex.packed_length for ex in examples], cfg.batch_size,
+                             np.random.default_rng(0))[:steps]  # fmt: skip
+    opt = trainer._optimizer(cfg)
+    params = [p for group in opt.param_groups for p in group["params"]]
+    ops = {key: 0.0 for key in (*CATEGORIES, "other tensor ops")}
+    clock = {"forward and backward": 0.0, "optimizer": 0.0, "building batches": 0.0}
+    net.train()
+    with fused_lora(net):
+        for index in batches:
+            start = time.perf_counter()
+            rt.batch(examples, index)
+            clock["building batches"] += time.perf_counter() - start
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                start = time.perf_counter()
+                trainer._step(examples, [index], cfg, None, None, None, RunningStats())
+                clock["forward and backward"] += time.perf_counter() - start
+            for event in prof.key_averages():
+                if event.key.startswith("aten::"):
+                    kind = next((c for c, names in CATEGORIES.items()
+                                 if event.key.startswith(names)), "other tensor ops")  # fmt: skip
+                    ops[kind] += event.self_cpu_time_total / 1e6
+            start = time.perf_counter()
+            torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            clock["optimizer"] += time.perf_counter() - start
+    net.eval()
+    passes = clock.pop("forward and backward")
+    shares = {**ops, "Python and framework": passes - sum(ops.values()), **clock}
+    total = passes + sum(clock.values())
+    print(f"profile of {len(batches)} rmlens steps ({total:.1f} s under the profiler; building "
+          "batches is timed again outside the steps, which build their own):")
+    for name, seconds in shares.items():
+        print(f"  {name:22s} {seconds:6.2f} s  {seconds / total:6.1%}")
 
 
 def trl_run(
@@ -131,10 +207,11 @@ def main() -> None:
     parser.add_argument("--data", default=str(DEFAULT))
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--pairs", type=int, default=32)
-    parser.add_argument("--max-length", type=int, default=192)
+    parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--tmp", default="/tmp/rmlens-bench-train")
+    parser.add_argument("--profile", action="store_true", help="profile a few rmlens steps")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -150,13 +227,30 @@ def main() -> None:
         f"{args.batch_size}, {torch.get_num_threads()} CPU threads; mean chosen+rejected "
         f"tokens {lengths.mean():.0f}"
     )
+    trainer = rmlens_trainer(args)
+    shapes = linear_shapes(trainer.net_)
+    peak_tokens = int(args.batch_size * np.mean([ex.packed_length for ex in
+                                                  trainer._examples(pairs)[0]]))  # fmt: skip
+    peaks = [matmul_peak(shapes, peak_tokens)[0]]
     trl_seconds, trl_inner = trl_run(args, chosen, rejected, source)
     print(
         f"TRL RewardTrainer: {trl_seconds:7.1f} s  {n / trl_seconds:6.2f} pairs/s "
         f"(its own train_runtime {trl_inner:.1f} s: {n / trl_inner:.2f} pairs/s)"
     )
-    ours = rmlens_run(args, pairs)
+    ours = rmlens_run(trainer, pairs, args.batch_size)
     print(f"rmlens:            {ours:7.1f} s  {n / ours:6.2f} pairs/s")
+    peak, rates = matmul_peak(shapes, peak_tokens)
+    peak = max(peaks[0], peak)
+    flops, tokens = model_flops(trainer, pairs)
+    print(f"matmul peak at the model's shapes ({peak_tokens} rows): {peak / 1e9:.1f} GFLOP/s ("
+          + ", ".join(f"{i}x{o} {f / 1e9:.0f}/{b / 1e9:.0f}" for (i, o), (f, b) in rates.items())
+          + " forward/backward)")
+    print(f"rmlens: {tokens} tokens (prompt once per pair, no padding), {tokens / ours:.0f} "
+          f"tokens/s, {flops / 1e12:.2f} TFLOP of model FLOPs")
+    if args.profile:
+        profile_steps(trainer, pairs)
+    print(f"fine-tuning step: {flops / ours / peak:.0%} of the measured matmul peak "
+          f"({flops / ours / 1e9:.0f} of {peak / 1e9:.0f} GFLOP/s)")
     print(
         f"ratio rmlens / TRL (pairs per second): {trl_seconds / ours:.2f}x "
         f"({trl_inner / ours:.2f}x against TRL's train_runtime)"

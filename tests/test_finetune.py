@@ -115,12 +115,44 @@ def test_packed_batch_equals_separate_sequences(tiny_causal_dir):
     pad = tok.pad_token_id
     with torch.no_grad():
         packed = net(collate(examples, range(5), pad_id=pad, mode="packed"))
+        flat_batch = collate(examples, range(5), pad_id=pad, mode="flat")
+        flat = net(flat_batch)
         separate = net(collate(examples, range(5), pad_id=pad, mode="causal"))
         seqs = [s for ex in examples for s in ex.seqs]
         alone = net.head(torch.as_tensor(encode_ids(bb, seqs, batch_size=1, quiet=True)))
     valid = collate(examples, range(5), pad_id=pad, mode="packed").valid
     np.testing.assert_allclose(packed[valid], separate[valid], atol=1e-5)
     np.testing.assert_allclose(packed[valid], alone.squeeze(-1), atol=1e-5)
+    np.testing.assert_allclose(flat[valid], alone.squeeze(-1), atol=1e-5)
+    assert flat_batch.input_ids.shape == (1, sum(ex.packed_length for ex in examples))
+    assert bb.model.config._attn_implementation == "sdpa"  # restored after the flat batch
+
+
+def test_flat_attention_is_each_examples_masked_attention():
+    from types import SimpleNamespace
+
+    from rmlens.rewards._fast import flat_attention
+    from rmlens.rewards._nets import block_mask
+
+    gen = torch.Generator().manual_seed(0)
+    segs = [[0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 2, 2, 2, 3]]  # two examples, 2 and 3 responses
+    spans, start = [], 0
+    for seg in segs:
+        spans.append((start, start + len(seg), block_mask(torch.tensor([seg]), torch.float32)))
+        start += len(seg)
+    heads, kv, d = 4, 2, 8  # grouped-query attention
+    q = torch.randn(1, heads, start, d, generator=gen)
+    k, v = torch.randn(1, kv, start, d, generator=gen), torch.randn(1, kv, start, d, generator=gen)
+    out, _ = flat_attention(SimpleNamespace(), q, k, v, None, scaling=0.5, rmlens_spans=spans)
+    assert out.shape == (1, start, heads, d)
+    for (a, b, _), seg in zip(spans, segs):
+        for t in range(a, b):  # token t: softmax over the keys its mask allows
+            i = t - a
+            seen = [a + j for j in range(i + 1) if seg[j] in (0, seg[i])]
+            for h in range(heads):
+                keys, values = k[0, h // 2, seen], v[0, h // 2, seen]
+                w = torch.softmax(keys @ q[0, h, t] * 0.5, 0)
+                torch.testing.assert_close(out[0, t, h], w @ values, rtol=1e-5, atol=1e-6)
 
 
 def test_scores_do_not_depend_on_batch_or_padding_side(trained):

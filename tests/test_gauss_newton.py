@@ -115,6 +115,14 @@ def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_caus
     np.testing.assert_allclose(r, scored, atol=1e-5)  # the same pass gives the rewards
     assert jac.shape == expected.shape and np.abs(expected).max() > 0
     np.testing.assert_allclose(jac, expected, atol=1e-5, rtol=1e-4)
+    if which == "causal":  # a flat batch (summed per span), and one row per example
+        from dataclasses import replace
+
+        assert trainer.runtime_.mode == "flat"
+        _, rowwise = pair_gradients(trainer.net_, trainer.examples_,
+                                    replace(trainer.runtime_, mode="packed"),
+                                    batches=_batches(trainer))  # fmt: skip
+        np.testing.assert_allclose(rowwise, expected, atol=1e-5, rtol=1e-4)
     # a sketch keeps the pairs' inner products (what the solve reads), up to its noise
     _, sketch = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
                                batches=_batches(trainer), dim=jac.shape[1] // 2)  # fmt: skip

@@ -107,8 +107,13 @@ def test_packed_equals_separate_and_training_refs_equal_scoring_refs(trained):
     with torch.no_grad():
         packed = collate(examples, range(8), pad_id=pad, mode="packed")
         separate = collate(examples, range(8), pad_id=pad, mode="causal")
+        flat = collate(examples, range(8), pad_id=pad, mode="flat")
         torch.testing.assert_close(rm.net(packed), rm.net(separate), atol=1e-4, rtol=0)
+        torch.testing.assert_close(rm.net(flat), rm.net(separate), atol=1e-4, rtol=0)
+        torch.testing.assert_close(rm.net.reference_logps(flat), rm.net.reference_logps(packed),
+                                   atol=1e-4, rtol=0)  # fmt: skip
         ref_now = rm.net.reference_logps(packed)
+    assert rm.runtime.mode == "flat"
     trainer = ImplicitRMTrainer(trained.config)
     trainer.prepare(PAIRS, quiet=True)
     np.testing.assert_allclose([ex.ref for ex in trainer.examples_], ref_now.numpy(), atol=1e-4)

@@ -2,6 +2,9 @@
 imports an IDE or a type checker follows to their code; tests/test_stubs.py keeps it
 in step with ``__all__``."""
 
+from ._attention import PLAIN_ATTENTION as PLAIN_ATTENTION
+from ._attention import attention_mode as attention_mode
+from ._attention import plain_attention as plain_attention
 from ._cache import EmbeddingCache as EmbeddingCache
 from ._featurize import PairFeatures as PairFeatures
 from ._featurize import collate as collate

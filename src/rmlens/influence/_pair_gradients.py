@@ -84,16 +84,22 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
     """Per-example gradient of one linear layer, flattened: (B, out * in [+ out]); a
     backbone layer reads rows of tokens (R, T, in), the head each example's pooled states."""
     x, g = x.float(), g.float()
+    bias = module.bias is not None and module.bias.requires_grad
+    spans = getattr(batch, "spans", None)
+    if not head and spans is not None:  # a flat batch: example b holds tokens a..e of one row
+        x, g = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+        w = torch.stack([g[a:e].t() @ x[a:e] for a, e, _ in spans]).flatten(1)
+        return torch.cat([w, torch.stack([g[a:e].sum(0) for a, e, _ in spans])], 1) if bias else w
     if not head:
         owner = _row_examples(batch, x.shape[0]).to(x.device)
         w = torch.einsum("rto,rti->roi", g, x).flatten(1)
-        parts = [w] + ([g.sum(1)] if module.bias is not None and module.bias.requires_grad else [])
+        parts = [w] + ([g.sum(1)] if bias else [])
         rows = torch.cat(parts, 1)
         out = torch.zeros(size, rows.shape[1], device=x.device)
         return out.index_add_(0, owner.clamp(min=0), rows * (owner >= 0)[:, None])
     x, g = x.reshape(size, -1, x.shape[-1]), g.reshape(size, -1, g.shape[-1])  # the head
     w = torch.einsum("bko,bki->boi", g, x).flatten(1)
-    if module.bias is not None and module.bias.requires_grad:
+    if bias:
         w = torch.cat([w, g.sum(1)], 1)
     return w
 

@@ -33,6 +33,7 @@ from torch import nn
 
 from rmlens.backbones import pool
 from rmlens.progress import progress_bar
+from rmlens.rewards._fast import fused_lora
 from rmlens.rewards._packing import Example, length_batches
 
 
@@ -56,13 +57,26 @@ class Batch:
     margin: torch.Tensor  # (B,)
     ref: torch.Tensor | None  # (B, K) reference log-probs
     index: np.ndarray  # (B,) positions of the examples in the list they came from
+    spans: list | None = None  # flat: each example's (start, end, (1, 1, n, n) block mask)
 
     def to(self, device) -> Batch:
         moved = {}
         for f in fields(self):
             value = getattr(self, f.name)
             moved[f.name] = value.to(device) if isinstance(value, torch.Tensor) else value
+        if self.spans is not None:
+            moved["spans"] = [(a, b, m.to(device)) for a, b, m in self.spans]
         return Batch(**moved)
+
+    def run(self, model, **inputs):
+        """``model(**inputs)`` on this batch's layout: a flat batch through
+        ``_fast.flat_attention`` with its spans."""
+        if self.spans is None:
+            return model(**inputs)
+        from rmlens.rewards._fast import flat_mode
+
+        with flat_mode(model):
+            return model(**inputs, rmlens_spans=self.spans)
 
 
 def collate(
@@ -78,9 +92,11 @@ def collate(
 
     Parameters
     ----------
-    mode : {"packed", "causal", "encoder"}
-        packed: one row per example with the block mask; causal: one row per sequence,
-        padding mask and position ids; encoder: one row per sequence, padding mask only.
+    mode : {"packed", "flat", "causal", "encoder"}
+        packed: one row per example with the block mask; flat: the packed examples back to
+        back in one row without padding, each with its own block mask (``spans``, read by
+        ``_fast.flat_attention``); causal: one row per sequence, padding mask and position
+        ids; encoder: one row per sequence, padding mask only.
     side : {"right", "left"}
         Padding side; results do not depend on it (positions come from the layout).
     dtype : torch.dtype
@@ -93,7 +109,7 @@ def collate(
     row_seg: list[list[int]] = []
     where: list[list[tuple[int, list[int]]]] = []
     for ex in examples:
-        if mode == "packed":
+        if mode in ("packed", "flat"):
             p = ex.shared
             ids, pos, seg, locs = list(ex.seqs[0][:p]), list(range(p)), [0] * p, []
             for k, s in enumerate(ex.seqs):
@@ -111,11 +127,19 @@ def collate(
                 row_ids.append(list(s)), row_pos.append(list(range(len(s))))
                 row_seg.append([1] * len(s))
             where.append(here)
+    spans = None
+    if mode == "flat":
+        starts = np.cumsum([0] + [len(r) for r in row_ids])
+        spans = [(int(a), int(b), block_mask(torch.tensor(seg)[None], dtype))
+                 for a, b, seg in zip(starts[:-1], starts[1:], row_seg)]  # fmt: skip
+        where = [[(0, [int(starts[row]) + c for c in loc]) for row, loc in here]
+                 for here in where]  # fmt: skip
+        row_ids, row_pos, row_seg = ([sum(rows, [])] for rows in (row_ids, row_pos, row_seg))
     n_rows, width = len(row_ids), max(len(r) for r in row_ids)
     ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
     pos = torch.zeros((n_rows, width), dtype=torch.long)
     seg = torch.full((n_rows, width), -1, dtype=torch.long)
-    offset = [0 if side == "right" else width - len(r) for r in row_ids]
+    offset = [0 if side == "right" or mode == "flat" else width - len(r) for r in row_ids]
     for r in range(n_rows):
         sl = slice(offset[r], offset[r] + len(row_ids[r]))
         ids[r, sl] = torch.tensor(row_ids[r])
@@ -123,13 +147,9 @@ def collate(
         seg[r, sl] = torch.tensor(row_seg[r])
     real = seg >= 0
     if mode == "packed":
-        col = torch.arange(width)
-        causal = col[None, :] <= col[:, None]  # (T_query, T_key)
-        key, query = seg[:, None, :], seg[:, :, None]  # (R, 1, T), (R, T, 1)
-        allowed = causal & ((key == 0) | (key == query)) & (key >= 0) & (query >= 0)
-        allowed |= torch.eye(width, dtype=torch.bool)  # padding rows see themselves: no NaN
-        mask = torch.zeros((n_rows, 1, width, width), dtype=dtype)
-        mask = mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+        mask = block_mask(seg, dtype)
+    elif mode == "flat":
+        mask = None
     else:
         mask = real.long()
     k_max = max(len(ex.seqs) for ex in examples)
@@ -168,7 +188,22 @@ def collate(
         margin=torch.tensor([ex.margin for ex in examples], dtype=torch.float32),
         ref=ref,
         index=np.asarray(index),
+        spans=spans,
     )
+
+
+def block_mask(seg: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The additive block mask (R, 1, T, T) of rows whose tokens carry segment ids ``seg``
+    (R, T): 0 the shared prefix, k the tail of sequence k, -1 padding. A token sees the
+    earlier tokens of the prefix and of its own tail."""
+    width = seg.shape[1]
+    col = torch.arange(width)
+    causal = col[None, :] <= col[:, None]  # (T_query, T_key)
+    key, query = seg[:, None, :], seg[:, :, None]  # (R, 1, T), (R, T, 1)
+    allowed = causal & ((key == 0) | (key == query)) & (key >= 0) & (query >= 0)
+    allowed |= torch.eye(width, dtype=torch.bool)  # padding rows see themselves: no NaN
+    mask = torch.zeros((seg.shape[0], 1, width, width), dtype=dtype)
+    return mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
 
 
 class ExplicitNet(nn.Module):
@@ -219,8 +254,8 @@ class ExplicitNet(nn.Module):
         extra = {"use_cache": False} if self.causal else {}
         if batch.position_ids is not None:
             extra["position_ids"] = batch.position_ids
-        hidden = self.body(
-            input_ids=batch.input_ids, attention_mask=batch.attention_mask, **extra
+        hidden = batch.run(
+            self.body, input_ids=batch.input_ids, attention_mask=batch.attention_mask, **extra
         ).last_hidden_state  # (R, T, d)
         if self.pooling == "last":
             return hidden.flatten(0, 1)[batch.last]  # (B, K, d)
@@ -347,7 +382,8 @@ class ImplicitNet(nn.Module):
 
 def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
     decoder, head, cap = _parts(lm)
-    hidden = decoder(
+    hidden = batch.run(
+        decoder,
         input_ids=batch.input_ids,
         attention_mask=batch.attention_mask,
         position_ids=batch.position_ids,
@@ -364,7 +400,7 @@ def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
 class Runtime:
     """How batches are laid out and where they run."""
 
-    mode: str  # "packed" | "causal" | "encoder"
+    mode: str  # "packed" | "flat" | "causal" | "encoder"
     pad_id: int
     device: str = "cpu"
     bf16: bool = False
@@ -406,7 +442,7 @@ def score_examples(
     net.eval()
     k_max = max((len(ex.seqs) for ex in examples), default=2)
     out = np.full((len(examples), k_max), np.nan)
-    with progress_bar(label, total=len(examples), quiet=quiet) as advance:
+    with fused_lora(net), progress_bar(label, total=len(examples), quiet=quiet) as advance:
         for index in length_batches([ex.packed_length for ex in examples], batch_size):
             batch = rt.batch(examples, index)
             with rt.autocast():

@@ -32,6 +32,7 @@ from rmlens.backbones import (
     Backbone,
     check_base,
     load_backbone,
+    plain_attention,
     portable_name,
     prepare_tokenizer,
     resolve_format,
@@ -50,7 +51,10 @@ def _key(value: Any) -> str:
 
 
 def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime:
+    """Packed decoders run flat (no padding) where their attention is plain."""
     mode = "packed" if config.packing else "causal"
+    if mode == "packed" and plain_attention(backbone.model):
+        mode = "flat"
     if backbone.kind != "causal":
         mode = "encoder"
     return Runtime(

@@ -16,13 +16,11 @@ sweep checks it against full scoring like the generic route.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import torch
 
+from rmlens.backbones import attention_mode, plain_attention
+
 NAME = "rmlens_shared_prefix"
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
-_registered = False
 
 
 def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None,
@@ -52,47 +50,11 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     return out.transpose(1, 2).contiguous(), None
 
 
-def _no_mask(*args, **kwargs):
-    return None
-
-
-def _register() -> None:
-    global _registered
-    if not _registered:
-        from transformers import AttentionInterface
-        from transformers.masking_utils import AttentionMaskInterface
-
-        AttentionInterface.register(NAME, shared_prefix_attention)
-        AttentionMaskInterface.register(NAME, _no_mask)
-        _registered = True
-
-
 def supports_shared_prefix(model) -> bool:
     """Whether ``model`` (a transformers decoder) can use :func:`shared_prefix_attention`."""
-    config = getattr(model, "config", None)
-    if config is None or getattr(config, "model_type", None) not in SUPPORTED:
-        return False
-    layer_types = getattr(config, "layer_types", None) or ["full_attention"]
-    windowed = getattr(config, "sliding_window", None) and getattr(
-        config, "use_sliding_window", config.model_type == "mistral")
-    if windowed or any(t != "full_attention" for t in layer_types):
-        return False
-    try:
-        from transformers import AttentionInterface  # noqa: F401
-        from transformers.masking_utils import AttentionMaskInterface  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return plain_attention(model)
 
 
-@contextmanager
 def shared_prefix_mode(model):
     """Run ``model`` with :func:`shared_prefix_attention`, restoring its attention after."""
-    _register()
-    config = model.config
-    before = config._attn_implementation
-    config._attn_implementation = NAME
-    try:
-        yield
-    finally:
-        config._attn_implementation = before
+    return attention_mode(model, NAME, shared_prefix_attention)

@@ -1,0 +1,140 @@
+"""Exact shortcuts of a fine-tuning step past the libraries' generic paths: peft's LoRA
+layers fused into one autograd node each, and batches run without padding.
+
+**Fused LoRA.** peft computes ``y = W x + b + (B (A dropout(x))) * s`` as five autograd
+nodes (the base linear, A, B, the scaling and the sum); each writes a (T, d_out) or (T,
+d_in) tensor that the next one reads again, in the forward pass and in the backward pass. On
+a CPU these passes cost as much as a fifth of a LoRA training step of a 135M model. Written
+as one function of ``(x, W, b, A, B)``::
+
+    forward   xa = x A'                                       (T, r)
+              y  = x W' + b + s xa B'                         (T, d_out)
+    backward  gb = s g B                                      (T, r)
+              dx = g W + gb A                                 (T, d_in)
+              dA = gb' x,  dB = s (xa' g)'
+
+with the scaling applied to the rank-r products and the sums done inside the GEMMs
+(``addmm_``): the same math as peft's, equal to float rounding (about 1e-7 relative,
+``tests/test_fast.py``). Forward and backward of a layer then cost about 15% more than the
+two GEMMs of a frozen linear layer, where peft's graph costs 35% more (1244 rows at
+SmolLM2-135M's shapes, 2 threads). Only what training needs is fused: a layer runs peft's
+own forward whenever something else is asked of it (adapters disabled or merged, several
+adapters, dropout, DoRA or another variant, autocast, or hooks on its adapters, as
+``rmlens.influence`` sets to read per-pair gradients).
+
+**Flat batches.** A batch padded to its longest example runs its padding through every
+matmul; at the batch sizes of a CPU run that can be a fifth of a step. Here the linear
+layers see the batch as one row of exactly its tokens (N = sum of the examples' packed
+lengths), and the attention function runs each example on its own span of that row, under
+its own block mask (``_nets.collate``): the prefix once, each response attending the prefix
+and itself. The hidden states equal those of the padded batch up to float rounding (the
+matmuls meet other shapes). Used for decoders whose attention is plain
+(``backbones.plain_attention``); ``rmlens.influence.pair_gradients`` sums a flat batch's
+per-token outer products over each example's span.
+"""
+
+from __future__ import annotations
+
+import types
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from rmlens.backbones import attention_mode
+
+FLAT = "rmlens_flat"
+
+
+class _LoraLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, a, b, scaling: float):
+        x2 = x.reshape(-1, x.shape[-1])
+        xa = x2 @ a.t()  # (T, r)
+        y = x2 @ weight.t() if bias is None else torch.addmm(bias, x2, weight.t())
+        y.addmm_(xa, b.t(), alpha=scaling)
+        ctx.save_for_backward(x2, weight, a, b, xa)
+        ctx.scaling, ctx.has_bias = scaling, bias is not None
+        return y.view(*x.shape[:-1], y.shape[-1])
+
+    @staticmethod
+    def backward(ctx, g):
+        x2, weight, a, b, xa = ctx.saved_tensors
+        s = ctx.scaling
+        g2 = g.reshape(-1, g.shape[-1])
+        gb = (g2 @ b).mul_(s)  # (T, r): the gradient at A's output
+        dx = dw = dbias = None
+        if ctx.needs_input_grad[0]:
+            dx = (g2 @ weight).addmm_(gb, a)
+            dx = dx.view(*g.shape[:-1], dx.shape[-1])
+        if ctx.needs_input_grad[1]:
+            dw = (x2.t() @ g2).t()
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            dbias = g2.sum(0)
+        # (r, T) x (T, d) then transposed: a GEMM with a long inner dimension runs far faster
+        # than (d, T) x (T, r) on a CPU
+        da = (gb.t() @ x2) if ctx.needs_input_grad[3] else None
+        db = (xa.t() @ g2).mul_(s).t() if ctx.needs_input_grad[4] else None
+        return dx, dw, dbias, da, db, None
+
+
+def _fusable(layer) -> str | None:
+    """The one adapter that ``layer`` can run fused now, or None."""
+    if layer.disable_adapters or layer.merged or len(layer.active_adapters) != 1:
+        return None
+    name = layer.active_adapters[0]
+    if name not in layer.lora_A or name in getattr(layer, "lora_variant", {}):
+        return None
+    a, b, drop = layer.lora_A[name], layer.lora_B[name], layer.lora_dropout[name]
+    if not isinstance(drop, nn.Identity) and not (isinstance(drop, nn.Dropout) and drop.p == 0):
+        return None
+    if a._forward_hooks or b._forward_hooks or a._forward_pre_hooks or b._forward_pre_hooks:
+        return None
+    if getattr(layer, "fan_in_fan_out", False) or a.bias is not None or b.bias is not None:
+        return None
+    return name
+
+
+def _forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    name = None if args or kwargs or torch.is_autocast_enabled(x.device.type) else _fusable(self)
+    base = self.base_layer
+    if name is None or type(base) is not nn.Linear or x.dtype != base.weight.dtype:
+        return type(self).forward(self, x, *args, **kwargs)
+    return _LoraLinear.apply(x, base.weight, base.bias, self.lora_A[name].weight,
+                             self.lora_B[name].weight, float(self.scaling[name]))  # fmt: skip
+
+
+@contextmanager
+def fused_lora(model: nn.Module):
+    """Inside the block, peft's LoRA linear layers of ``model`` run as one autograd node
+    each (when they can; the same numbers either way)."""
+    from peft.tuners.lora import Linear
+
+    layers = [m for m in model.modules() if type(m) is Linear and "forward" not in vars(m)]
+    for layer in layers:  # an enclosing block's layers stay its own
+        layer.forward = types.MethodType(_forward, layer)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer.forward
+
+
+def flat_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
+                   rmlens_spans=None, **kwargs):  # fmt: skip
+    """Attention of a flat row: ``query`` (1, heads, N, d), ``key``/``value``
+    (1, kv_heads, N, d); ``rmlens_spans`` lists each example's (start, end, mask), its mask
+    additive, (1, 1, n, n). Returns (1, N, heads, d), as transformers' attention functions."""
+    groups = query.shape[1] // key.shape[1]
+    if groups > 1:
+        key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
+    out = [F.scaled_dot_product_attention(query[:, :, s:e], key[:, :, s:e], value[:, :, s:e],
+                                          attn_mask=mask, scale=scaling)
+           for s, e, mask in rmlens_spans]  # fmt: skip
+    return torch.cat(out, 2).transpose(1, 2).contiguous(), None
+
+
+def flat_mode(model):
+    """Run ``model`` with :func:`flat_attention` inside the block."""
+    return attention_mode(model, FLAT, flat_attention)

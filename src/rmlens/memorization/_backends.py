@@ -122,11 +122,34 @@ def import_ray():
     return ray
 
 
-def fit_on_worker(trainer: PairTrainer, split, seed: int):
+# Per worker process: the prepared trainer of the audit it serves, deserialized once
+_PREPARED: dict[str, PairTrainer] = {}
+
+
+def prepared_on_worker(held: list) -> PairTrainer:
+    """The prepared trainer that ``held[0]`` refers to (a Ray object ref), deserialized by
+    the first task a worker runs and reused by the next ones: a worker loads the base model
+    and the tokenized pairs once, not once per run."""
+    import ray
+
+    ref = held[0]
+    if not isinstance(ref, ray.ObjectRef):
+        return ref
+    key = ref.hex()
+    if key not in _PREPARED:
+        _PREPARED.clear()  # one audit at a time: the previous one's model goes
+        _PREPARED[key] = ray.get(ref)
+    return _PREPARED[key]
+
+
+def fit_on_worker(held: list, split, seed: int):
     """The Ray task: one run's RM; its files come back as bytes, keyed by relative path.
 
-    ``split``: the indices of the pairs the run trains on and of its validation pairs.
+    ``held``: ``[ref]``, the prepared trainer's object ref inside a list, so that Ray passes
+    the ref and the worker deserializes it once (``prepared_on_worker``); ``split``: the
+    indices of the pairs the run trains on and of its validation pairs.
     """
+    trainer = prepared_on_worker(held)
     train_index, val_index = split
     result = trainer.fit_score(train_index, seed=seed, **fit_kwargs(val_index))
     files = None
@@ -201,8 +224,8 @@ class RayBackend:
     def _execute(
         self, ray, trainer: PairTrainer, jobs: list[RunJob], train_index: TrainIndex, quiet: bool
     ) -> Iterator[Outcome]:
-        shipped = ray.put(trainer)  # once: every task reads the same prepared trainer
-        task = ray.remote(fit_on_worker).options(
+        shipped = [ray.put(trainer)]  # once: every worker reads the same prepared trainer
+        task = ray.remote(max_calls=0)(fit_on_worker).options(  # workers kept between runs
             num_cpus=self.cpus, num_gpus=self.gpus, max_retries=0, retry_exceptions=False
         )
         attempts = self.retries + 1

@@ -33,7 +33,7 @@ from torch import nn
 
 from rmlens.backbones import pool
 from rmlens.progress import progress_bar
-from rmlens.rewards._fast import fused_lora
+from rmlens.rewards._fast import flat_mode, fused_lora
 from rmlens.rewards._packing import Example, length_batches
 
 
@@ -73,8 +73,6 @@ class Batch:
         ``_fast.flat_attention`` with its spans."""
         if self.spans is None:
             return model(**inputs)
-        from rmlens.rewards._fast import flat_mode
-
         with flat_mode(model):
             return model(**inputs, rmlens_spans=self.spans)
 

@@ -132,27 +132,27 @@ def test_flat_attention_is_each_examples_masked_attention():
     from types import SimpleNamespace
 
     from rmlens.rewards._fast import flat_attention
-    from rmlens.rewards._nets import block_mask
+    from rmlens.rewards._nets import flat_span
 
     gen = torch.Generator().manual_seed(0)
-    segs = [[0, 0, 0, 1, 1, 2], [0, 1, 1, 1, 2, 2, 2, 3]]  # two examples, 2 and 3 responses
-    spans, start = [], 0
-    for seg in segs:
-        spans.append((start, start + len(seg), block_mask(torch.tensor([seg]), torch.float32)))
-        start += len(seg)
+    examples = [(3, [2, 1]), (1, [3, 3, 1]), (0, [2, 2])]  # (shared, tail lengths)
+    segs, spans, start = [], [], 0
+    for shared, tails in examples:
+        segs.append([0] * shared + [k + 1 for k, n in enumerate(tails) for _ in range(n)])
+        spans.append(flat_span(start, shared, tails, torch.float32))
+        start += len(segs[-1])
     heads, kv, d = 4, 2, 8  # grouped-query attention
     q = torch.randn(1, heads, start, d, generator=gen)
     k, v = torch.randn(1, kv, start, d, generator=gen), torch.randn(1, kv, start, d, generator=gen)
     out, _ = flat_attention(SimpleNamespace(), q, k, v, None, scaling=0.5, rmlens_spans=spans)
     assert out.shape == (1, start, heads, d)
-    for (a, b, _), seg in zip(spans, segs):
-        for t in range(a, b):  # token t: softmax over the keys its mask allows
-            i = t - a
+    for (a, _, _), seg in zip(spans, segs):
+        for i in range(len(seg)):  # token a + i: softmax over the keys its block mask allows
             seen = [a + j for j in range(i + 1) if seg[j] in (0, seg[i])]
             for h in range(heads):
                 keys, values = k[0, h // 2, seen], v[0, h // 2, seen]
-                w = torch.softmax(keys @ q[0, h, t] * 0.5, 0)
-                torch.testing.assert_close(out[0, t, h], w @ values, rtol=1e-5, atol=1e-6)
+                w = torch.softmax(keys @ q[0, h, a + i] * 0.5, 0)
+                torch.testing.assert_close(out[0, a + i, h], w @ values, rtol=1e-5, atol=1e-6)
 
 
 def test_scores_do_not_depend_on_batch_or_padding_side(trained):

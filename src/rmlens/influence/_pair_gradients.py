@@ -88,8 +88,9 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
     spans = getattr(batch, "spans", None)
     if not head and spans is not None:  # a flat batch: example b holds tokens a..e of one row
         x, g = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
-        w = torch.stack([g[a:e].t() @ x[a:e] for a, e, _ in spans]).flatten(1)
-        return torch.cat([w, torch.stack([g[a:e].sum(0) for a, e, _ in spans])], 1) if bias else w
+        bounds = [(a, a + shared + sum(n for n, _ in tails)) for a, shared, tails in spans]
+        w = torch.stack([g[a:e].t() @ x[a:e] for a, e in bounds]).flatten(1)
+        return torch.cat([w, torch.stack([g[a:e].sum(0) for a, e in bounds])], 1) if bias else w
     if not head:
         owner = _row_examples(batch, x.shape[0]).to(x.device)
         w = torch.einsum("rto,rti->roi", g, x).flatten(1)

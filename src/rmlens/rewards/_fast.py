@@ -25,10 +25,10 @@ adapters, dropout, DoRA or another variant, autocast, or hooks on its adapters, 
 **Flat batches.** A batch padded to its longest example runs its padding through every
 matmul; at the batch sizes of a CPU run that can be a fifth of a step. Here the linear
 layers see the batch as one row of exactly its tokens (N = sum of the examples' packed
-lengths), and the attention function runs each example on its own span of that row, under
-its own block mask (``_nets.collate``): the prefix once, each response attending the prefix
-and itself. The hidden states equal those of the padded batch up to float rounding (the
-matmuls meet other shapes). Used for decoders whose attention is plain
+lengths), and the attention function runs each example on its own span of that row, as its
+block mask says (``_nets.collate``): the prefix once, each response attending the prefix and
+itself, without the masked blocks. The hidden states equal those of the padded batch up to
+float rounding (the matmuls meet other shapes). Used for decoders whose attention is plain
 (``backbones.plain_attention``); ``rmlens.influence.pair_gradients`` sums a flat batch's
 per-token outer products over each example's span.
 """
@@ -124,14 +124,28 @@ def fused_lora(model: nn.Module):
 def flat_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
                    rmlens_spans=None, **kwargs):  # fmt: skip
     """Attention of a flat row: ``query`` (1, heads, N, d), ``key``/``value``
-    (1, kv_heads, N, d); ``rmlens_spans`` lists each example's (start, end, mask), its mask
-    additive, (1, 1, n, n). Returns (1, N, heads, d), as transformers' attention functions."""
-    groups = query.shape[1] // key.shape[1]
-    if groups > 1:
-        key, value = key.repeat_interleave(groups, 1), value.repeat_interleave(groups, 1)
-    out = [F.scaled_dot_product_attention(query[:, :, s:e], key[:, :, s:e], value[:, :, s:e],
-                                          attn_mask=mask, scale=scaling)
-           for s, e, mask in rmlens_spans]  # fmt: skip
+    (1, kv_heads, N, d); ``rmlens_spans`` gives each example's place in the row
+    (``_nets.flat_span``). Returns (1, N, heads, d), as transformers' attention functions.
+
+    Per example, the prefix and the first response's tail are one causal attention over
+    their own tokens; each later tail attends the prefix's keys and its own, causally. This
+    is the example's block mask without computing the blocks it masks (a tail's view of the
+    other tails)."""
+    gqa = query.shape[1] != key.shape[1]  # query heads share kv heads: no copies of k, v
+    sizes = [n for _, p, tails in rmlens_spans for n in [p + tails[0][0]]
+             + [m for m, _ in tails[1:]]]  # fmt: skip
+    pieces = zip(*(t.split(sizes, 2) for t in (query, key, value)))
+    out = []
+    for _, shared, tails in rmlens_spans:
+        q, k, v = next(pieces)
+        out.append(F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling,
+                                                  enable_gqa=gqa))  # fmt: skip
+        k_pre, v_pre = k[:, :, :shared], v[:, :, :shared]
+        for _, mask in tails[1:]:
+            q, k, v = next(pieces)
+            out.append(F.scaled_dot_product_attention(
+                q, torch.cat([k_pre, k], 2), torch.cat([v_pre, v], 2), attn_mask=mask,
+                scale=scaling, enable_gqa=gqa))  # fmt: skip
     return torch.cat(out, 2).transpose(1, 2).contiguous(), None
 
 

@@ -57,7 +57,7 @@ class Batch:
     margin: torch.Tensor  # (B,)
     ref: torch.Tensor | None  # (B, K) reference log-probs
     index: np.ndarray  # (B,) positions of the examples in the list they came from
-    spans: list | None = None  # flat: each example's (start, end, (1, 1, n, n) block mask)
+    spans: list | None = None  # flat: each example's place in the row (``flat_span``)
 
     def to(self, device) -> Batch:
         moved = {}
@@ -65,7 +65,8 @@ class Batch:
             value = getattr(self, f.name)
             moved[f.name] = value.to(device) if isinstance(value, torch.Tensor) else value
         if self.spans is not None:
-            moved["spans"] = [(a, b, m.to(device)) for a, b, m in self.spans]
+            moved["spans"] = [(a, p, [(n, m if m is None else m.to(device)) for n, m in tails])
+                              for a, p, tails in self.spans]  # fmt: skip
         return Batch(**moved)
 
     def run(self, model, **inputs):
@@ -128,8 +129,8 @@ def collate(
     spans = None
     if mode == "flat":
         starts = np.cumsum([0] + [len(r) for r in row_ids])
-        spans = [(int(a), int(b), block_mask(torch.tensor(seg)[None], dtype))
-                 for a, b, seg in zip(starts[:-1], starts[1:], row_seg)]  # fmt: skip
+        spans = [flat_span(int(a), ex.shared, [len(s) - ex.shared for s in ex.seqs], dtype)
+                 for a, ex in zip(starts[:-1], examples)]  # fmt: skip
         where = [[(0, [int(starts[row]) + c for c in loc]) for row, loc in here]
                  for here in where]  # fmt: skip
         row_ids, row_pos, row_seg = ([sum(rows, [])] for rows in (row_ids, row_pos, row_seg))
@@ -188,6 +189,21 @@ def collate(
         index=np.asarray(index),
         spans=spans,
     )
+
+
+def flat_span(start: int, shared: int, tails: list[int], dtype: torch.dtype) -> tuple:
+    """One example's place in a flat row, as ``_fast.flat_attention`` reads it: ``(start,
+    shared, [(n_1, None), (n_2, mask_2), ...])``, its first token, its shared prefix and
+    each response's tail; the prefix and the first tail are causal attention over their own
+    tokens, a later tail k attends the prefix and itself, under ``mask_k`` (1, 1, n_k,
+    shared + n_k), additive."""
+    out = [(tails[0], None)]
+    for n in tails[1:]:
+        keys, queries = torch.arange(shared + n), torch.arange(n) + shared
+        allowed = keys[None, :] <= queries[:, None]
+        mask = torch.zeros((1, 1, n, shared + n), dtype=dtype)
+        out.append((n, mask.masked_fill(~allowed, torch.finfo(dtype).min)))
+    return start, shared, out
 
 
 def block_mask(seg: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -105,7 +105,7 @@ def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 
     optimizer and the building of batches timed around them."""
     from torch.profiler import ProfilerActivity, profile
 
-    from rmlens.rewards._fast import fused_lora
+    from rmlens.rewards._fast import fused_layers
     from rmlens.rewards._metrics import RunningStats
     from rmlens.rewards._packing import length_batches
 
@@ -119,7 +119,7 @@ def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 
     ops = {key: 0.0 for key in (*CATEGORIES, "other tensor ops")}
     clock = {"forward and backward": 0.0, "optimizer": 0.0, "building batches": 0.0}
     net.train()
-    with fused_lora(net):
+    with fused_layers(net):
         for index in batches:
             start = time.perf_counter()
             rt.batch(examples, index)

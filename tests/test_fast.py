@@ -28,7 +28,7 @@ def _peft(alpha: float, **lora):
 def _run(model, x, fused: bool):
     model.zero_grad(set_to_none=True)
     x = x.detach().clone().requires_grad_(True)
-    with _fast.fused_lora(model) if fused else contextlib.nullcontext():
+    with _fast.fused_layers(model) if fused else contextlib.nullcontext():
         y = model(x)
     y.pow(2).sum().backward()
     grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -36,7 +36,7 @@ def _run(model, x, fused: bool):
 
 
 @pytest.mark.parametrize("alpha", [8.0, 6.0])  # scaling 2 (exact in binary) and 1.5
-def test_fused_lora_equals_peft(alpha):
+def test_fused_layers_equals_peft(alpha):
     model = _peft(alpha)
     x = torch.randn(3, 70, 24)
     y0, dx0, g0 = _run(model, x, fused=False)
@@ -50,10 +50,10 @@ def test_fused_lora_equals_peft(alpha):
         torch.testing.assert_close(g1[name], g0[name], **close)
 
 
-def test_fused_lora_runs_as_one_node_and_is_undone_after():
+def test_fused_layers_runs_as_one_node_and_is_undone_after():
     model = _peft(8.0)
     layer = model.base_model.model[0]
-    with _fast.fused_lora(model):
+    with _fast.fused_layers(model):
         y = model(torch.randn(2, 5, 24))
         assert "forward" in vars(layer)
     assert "forward" not in vars(layer)
@@ -67,7 +67,7 @@ def test_fused_lora_runs_as_one_node_and_is_undone_after():
     assert "_LoraLinearBackward" in names and "MulBackward0" not in names
 
 
-def test_fused_lora_steps_aside_for_hooks_disabled_adapters_and_dropout():
+def test_fused_layers_steps_aside_for_hooks_disabled_adapters_and_dropout():
     model = _peft(8.0)
     layer = model.base_model.model[0]
     assert _fast._fusable(layer) == "default"
@@ -78,7 +78,7 @@ def test_fused_lora_steps_aside_for_hooks_disabled_adapters_and_dropout():
     with model.disable_adapter():
         assert _fast._fusable(layer) is None
         base = model(x)
-        with _fast.fused_lora(model):
+        with _fast.fused_layers(model):
             off = model(x)
     assert torch.equal(off, base) and not torch.equal(off, model(x))
     assert _fast._fusable(_peft(8.0, lora_dropout=0.1).base_model.model[0]) is None
@@ -100,7 +100,7 @@ def test_training_with_the_fused_layers_gives_peft_numbers(tiny_causal_dir, monk
     monkeypatch.setattr(_fast._LoraLinear, "apply", lambda *a: calls.append(1) or apply(*a))
     fused_history, fused_scores = fit()
     assert calls  # the training steps ran fused
-    monkeypatch.setattr(_fast, "fused_lora", lambda model: contextlib.nullcontext())
+    monkeypatch.setattr(_fast, "fused_layers", lambda model: contextlib.nullcontext())
     plain_history, plain_scores = fit()
     assert [h.keys() for h in fused_history] == [h.keys() for h in plain_history]
     for fused, plain in zip(fused_history, plain_history):

@@ -33,7 +33,7 @@ from torch import nn
 
 from rmlens.backbones import pool
 from rmlens.progress import progress_bar
-from rmlens.rewards._fast import flat_mode, fused_lora
+from rmlens.rewards._fast import flat_mode, fused_layers
 from rmlens.rewards._packing import Example, length_batches
 
 
@@ -456,7 +456,7 @@ def score_examples(
     net.eval()
     k_max = max((len(ex.seqs) for ex in examples), default=2)
     out = np.full((len(examples), k_max), np.nan)
-    with fused_lora(net), progress_bar(label, total=len(examples), quiet=quiet) as advance:
+    with fused_layers(net), progress_bar(label, total=len(examples), quiet=quiet) as advance:
         for index in length_batches([ex.packed_length for ex in examples], batch_size):
             batch = rt.batch(examples, index)
             with rt.autocast():

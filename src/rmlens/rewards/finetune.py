@@ -273,7 +273,7 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.progress import progress_bar
         from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._checkpoint import restore, save
-        from rmlens.rewards._fast import fused_lora
+        from rmlens.rewards._fast import fused_layers
         from rmlens.rewards._metrics import RunningStats
         from rmlens.rewards._packing import length_batches
 
@@ -301,7 +301,7 @@ class _TunedTrainer(PerRun, Trainer):
             objective.train()
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
-        with fused_lora(net), bar as advance:
+        with fused_layers(net), bar as advance:
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:
                 epoch = state["epoch"]

@@ -108,3 +108,20 @@ def test_training_with_the_fused_layers_gives_peft_numbers(tiny_causal_dir, monk
                                    atol=1e-6)  # fmt: skip
     np.testing.assert_allclose(fused_scores, plain_scores, rtol=1e-5, atol=1e-6)
     assert not np.array_equal(fused_scores, np.zeros_like(fused_scores))
+
+
+def test_training_on_flat_batches_gives_the_padded_batches_numbers(tiny_causal_dir):
+    from dataclasses import replace
+
+    pairs = length_pairs(24)
+    config = TrainConfig(model=str(tiny_causal_dir), epochs=2, batch_size=4, lr=5e-3,
+                         max_length=48, device="cpu")  # fmt: skip
+    fits = {}
+    for mode in ("flat", "packed"):
+        trainer = ExplicitRMTrainer(config)
+        trainer._setup()
+        trainer.runtime_ = replace(trainer.runtime_, mode=mode)
+        trainer.fit(pairs, quiet=True)
+        fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
+    assert np.abs(fits["flat"] - fits["packed"]).max() < 1e-4
+    assert np.abs(fits["flat"]).max() > 1e-2

@@ -113,7 +113,7 @@ def test_packed_equals_separate_and_training_refs_equal_scoring_refs(trained):
         torch.testing.assert_close(rm.net.reference_logps(flat), rm.net.reference_logps(packed),
                                    atol=1e-4, rtol=0)  # fmt: skip
         ref_now = rm.net.reference_logps(packed)
-    assert rm.runtime.mode == "flat"
+    assert rm.runtime.mode == "auto"
     trainer = ImplicitRMTrainer(trained.config)
     trainer.prepare(PAIRS, quiet=True)
     np.testing.assert_allclose([ex.ref for ex in trainer.examples_], ref_now.numpy(), atol=1e-4)

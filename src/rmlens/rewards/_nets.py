@@ -93,9 +93,9 @@ def collate(
     ----------
     mode : {"packed", "flat", "causal", "encoder"}
         packed: one row per example with the block mask; flat: the packed examples back to
-        back in one row without padding, each with its own block mask (``spans``, read by
-        ``_fast.flat_attention``); causal: one row per sequence, padding mask and position
-        ids; encoder: one row per sequence, padding mask only.
+        back in one row without padding, each example's place in it in ``spans``
+        (``flat_span``, read by ``_fast.flat_attention``); causal: one row per sequence,
+        padding mask and position ids; encoder: one row per sequence, padding mask only.
     side : {"right", "left"}
         Padding side; results do not depend on it (positions come from the layout).
     dtype : torch.dtype
@@ -410,11 +410,27 @@ def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
     return response_logps(logits, batch.target, batch.tmask & batch.valid[..., None])
 
 
+def padding_share(examples: list[Example]) -> float:
+    """The share of a packed batch's tokens that would be padding."""
+    lengths = [ex.packed_length for ex in examples]
+    return 1.0 - sum(lengths) / (len(lengths) * max(lengths))
+
+
+def flat_pays(examples: list[Example]) -> bool:
+    """Whether a flat batch beats the padded one. It saves the padding and the masked
+    attention blocks, and pays per example what the padded batch pays once (two attention
+    calls a layer against one): short, nearly unpadded examples run padded (SmolLM2-135M,
+    2 threads: flat 2.6% slower on 65-token pairs with 1% to 2% padding, 7% to 16% faster on
+    250-token pairs with 10% to 18%)."""
+    short = np.mean([ex.packed_length for ex in examples]) < 128
+    return not (short and padding_share(examples) < 0.05)
+
+
 @dataclass
 class Runtime:
     """How batches are laid out and where they run."""
 
-    mode: str  # "packed" | "flat" | "causal" | "encoder"
+    mode: str  # "packed" | "flat" | "auto" (flat or packed, per batch) | "causal" | "encoder"
     pad_id: int
     device: str = "cpu"
     bf16: bool = False
@@ -422,13 +438,12 @@ class Runtime:
 
     def batch(self, examples: list[Example], index):
         dtype = torch.bfloat16 if self.bf16 else torch.float32
+        chosen = [examples[i] for i in index]
+        mode = self.mode
+        if mode == "auto":
+            mode = "flat" if flat_pays(chosen) else "packed"
         return collate(
-            [examples[i] for i in index],
-            index,
-            pad_id=self.pad_id,
-            mode=self.mode,
-            side=self.side,
-            dtype=dtype,
+            chosen, index, pad_id=self.pad_id, mode=mode, side=self.side, dtype=dtype
         ).to(self.device)
 
     def autocast(self):

@@ -51,10 +51,11 @@ def _key(value: Any) -> str:
 
 
 def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime:
-    """Packed decoders run flat (no padding) where their attention is plain."""
+    """Packed decoders run flat (no padding) where their attention is plain and a flat batch
+    pays (``_nets.flat_pays``)."""
     mode = "packed" if config.packing else "causal"
     if mode == "packed" and plain_attention(backbone.model):
-        mode = "flat"
+        mode = "auto"
     if backbone.kind != "causal":
         mode = "encoder"
     return Runtime(

@@ -12,7 +12,8 @@ batches. Both run on the same model in the same process, over the first ``--n`` 
 
 Printed: both rates (candidate tokens per second), their ratio, the largest score
 difference, the matmul FLOP/s the sweep reaches (2 x non-embedding parameters x model
-tokens run per second) over a peak measured with a large torch matmul here, and the time a
+tokens run per second) over the fp32 matmul peak at the model's shapes measured here (as
+``benchmarks/train.py`` measures it: ``_flops.py``), and the time a
 full-vocabulary sweep takes (estimated from the rate, or measured with ``--full``).
 
     python benchmarks/sweep.py [--n 2000] [--threads 2] [--full] [--write-preset]
@@ -28,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _flops import linear_shapes
 
 PROMPT = "What, in one word, is the greatest thing ever?"
 HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf-harmless-base-test.jsonl.gz"
@@ -102,15 +104,21 @@ def write_preset(rm_dir: Path, preset: Path) -> None:
         {"weight": [round(float(x), 8) for x in w], "bias": [round(b, 8)]}) + "\n")
 
 
-def peak_flops(n: int = 2048, repeats: int = 5) -> tuple[float, float]:
-    """Matmul FLOP/s of a large square torch matmul: (per wall second, per CPU second)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    a @ b
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(repeats):
-        a @ b
-    flops = 2 * n**3 * repeats
-    return flops / (time.perf_counter() - wall), flops / (time.process_time() - cpu)
+def peak_flops(shapes: list[tuple[int, int]], rows: int, repeats: int = 20) -> tuple[float, float]:
+    """The fp32 matmul peak at the model's linear shapes (``_flops.linear_shapes``) with
+    ``rows`` rows, as ``benchmarks/train.py`` measures it: the fastest shape, (per wall
+    second, per CPU second)."""
+    best = (0.0, 0.0)
+    for d_in, d_out in shapes:
+        x, w = torch.randn(rows, d_in), torch.randn(d_out, d_in)
+        torch.nn.functional.linear(x, w)
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(repeats):
+            torch.nn.functional.linear(x, w)
+        flops = 2.0 * rows * d_in * d_out * repeats
+        best = max(best[0], flops / (time.perf_counter() - wall)), max(
+            best[1], flops / (time.process_time() - cpu))
+    return best
 
 
 class Clock:
@@ -173,16 +181,17 @@ def main() -> None:
           f"{len(ids)} tokens, non-embedding params {non_embedding / 1e6:.1f}M")
 
     threads = torch.get_num_threads()
-    peaks = [peak_flops()]
+    shapes, rows = linear_shapes(body), args.batch_size * 4  # a batch's suffix tokens
+    peaks = [peak_flops(shapes, rows)]
     with Clock() as t_sweep:
         frame, info = sweep_prompt(scorer, PROMPT, token_ids=ids, batch_size=args.batch_size)
     cands = build_candidates(scorer.tokenizer, PROMPT, token_ids=ids)
     run_tokens = info.prefix_len + sum(
         len(s) - (info.prefix_len if info.n_cached else 0) for s in cands.seqs)
-    peaks.append(peak_flops())
+    peaks.append(peak_flops(shapes, rows))
     with Clock() as t_naive:
         naive = naive_scores(scorer, PROMPT, decoded)
-    peaks.append(peak_flops())
+    peaks.append(peak_flops(shapes, rows))
     peak_wall, peak_cpu = max(p[0] for p in peaks), max(p[1] for p in peaks) * threads
 
     def rates(clock):  # candidates per wall second, and per second of `threads` busy cores

@@ -16,12 +16,11 @@ from rmlens.influence import (
     fit_logistic,
     one_blas_thread,
 )
-from rmlens.rewards._activity import objective_activity
 from rmlens.rewards._config import HeadConfig
 from rmlens.rewards._guided import margin_quantile, nested_audit
 from rmlens.rewards._head import HeadRM, RewardHead, pair_extras
 from rmlens.rewards._metrics import pairwise_accuracy, reward_stats
-from rmlens.rewards.losses import ObjectiveModule, PairExtras, centering_loss
+from rmlens.rewards.losses import ObjectiveModule, PairExtras, centering_loss, objective_activity
 from rmlens.rewards.objectives import objective_of
 
 PATH_PATIENCE = 2  # logistic head: lambdas tried past the best before the path stops

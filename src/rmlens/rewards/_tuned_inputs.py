@@ -9,10 +9,14 @@ import pandas as pd
 import torch
 
 from rmlens.backbones import featurize
-from rmlens.rewards._activity import describe_objective, objective_activity
 from rmlens.rewards._head_fit import loss_weights
 from rmlens.rewards._trainer_base import warn_inactive
-from rmlens.rewards.losses import ObjectiveModule, PairExtras
+from rmlens.rewards.losses import (
+    ObjectiveModule,
+    PairExtras,
+    describe_objective,
+    objective_activity,
+)
 from rmlens.rewards.objectives import objective_of
 
 

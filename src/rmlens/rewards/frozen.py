@@ -313,9 +313,9 @@ class FrozenHeadTrainer(Trainer):
             ``p`` and ``p_cf``.
         """
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._activity import describe_objective
         from rmlens.rewards._head_fit import fit_head, training_record
         from rmlens.rewards._models import ExplicitHeadRM
+        from rmlens.rewards.losses import describe_objective
 
         f = self.features_
         cfg = self.config.replace(seed=seed)  # each run its own seed (the audit's, per run)

@@ -62,7 +62,7 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
     stamp = (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns
     audit_rm(pairs, rm, out=out, quiet=True)
     assert (out / "runs" / "000" / "manifest.json").stat().st_mtime_ns == stamp
-    with pytest.raises(InputError, match="another checkpoint or damping"):
+    with pytest.raises(InputError, match="another checkpoint, damping or blocks"):
         audit_rm(pairs, rm, out=out, damping=10.0, quiet=True)
     # a newer rmlens words the standing otherwise: the same audit still resumes
     import rmlens.memorization._checkpoint as checkpoint
@@ -245,3 +245,40 @@ def test_an_export_is_audited_as_the_rm_folder_it_came_from(exported_lora, tmp_p
     np.testing.assert_allclose(theirs.tm, ours.tm, atol=1e-5)
     np.testing.assert_allclose(theirs.cm, ours.cm, atol=1e-5)
     assert np.abs(ours.cm).max() > 1e-3  # a CM worth comparing
+
+
+def test_the_last_blocks_are_a_cheaper_reading_of_a_whole_rm(classifier_dirs, tmp_path,
+                                                             monkeypatch):  # fmt: skip
+    """--checkpoint-blocks K: the gradients of the last K blocks' linear layers and the head,
+    in one batched pass (no pair-by-pair backward through every weight)."""
+    import rmlens.influence._pair_gradients as pg
+    from rmlens.hub._classifier_net import classifier_net
+    from rmlens.influence import through_last
+
+    whole, _ = classifier_dirs
+    net, *_ = classifier_net(whole, format="chat", max_length=24)
+    kept = through_last(net, 1)
+    trained = {n for n, p in net.named_parameters() if p.requires_grad}
+    last = len(net.body.layers) - 1
+    assert kept == len(trained) and "head.weight" in trained
+    assert all(n.startswith(f"body.layers.{last}.") or n.startswith("head.") for n in trained)
+    assert any("mlp" in n for n in trained) and not any("norm" in n for n in trained)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("pair by pair")
+
+    monkeypatch.setattr(pg, "_pair_by_pair", refuse)
+    pairs = word_pairs(12, 4)
+    out = tmp_path / "audit"
+    with pytest.warns(Warning, match="not checked"):
+        table = audit_rm(pairs, whole, AuditConfig(format="chat", max_length=24), out=out,
+                         device="cpu", blocks=1, quiet=True)  # fmt: skip
+    assert np.isfinite(table.cm).all() and table.cm.abs().max() > 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["checkpoint"]["blocks"] == 1
+    assert "linear layers of its last 1 blocks" in config["estimator_note"]
+    with pytest.raises(InputError, match="another checkpoint, damping or blocks"):
+        audit_rm(pairs, whole, AuditConfig(format="chat", max_length=24), out=out,
+                 device="cpu", blocks=2, quiet=True)  # fmt: skip
+    with pytest.raises(InputError, match="1 or more"):
+        audit_rm(pairs, whole, out=tmp_path / "zero", blocks=0, quiet=True)

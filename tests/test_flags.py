@@ -37,7 +37,7 @@ COMMANDS = {
     "memorize": (
         [(AuditConfig, ())],
         {"--data", "--out", "--map", "--sep", "--attribute", "--no-attribute", "--report",
-         "--no-report", "--quiet", "--rm", "--checkpoint-damping"},
+         "--no-report", "--quiet", "--rm", "--checkpoint-damping", "--checkpoint-blocks"},
     ),
     "demo": (
         [(AuditConfig, ()), (SynthConfig, ("seed",))],  # the data take the audit's seed

@@ -15,7 +15,7 @@ from rmlens.influence import (
     last_layer_counterfactuals,
     pair_gradients,
 )
-from rmlens.influence._pair_gradients import trainable_linears
+from rmlens.influence._pair_gradients import _lora_layers, trainable_linears
 from rmlens.rewards import TrainConfig, make_trainer
 from test_paired import word_pairs
 
@@ -129,6 +129,27 @@ def test_pair_gradients_are_autograd_per_pair(which, tiny_encoder_dir, tiny_caus
                                batches=_batches(trainer), dim=jac.shape[1] // 2)  # fmt: skip
     exact, approx = jac @ jac.T, sketch @ sketch.T
     assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9
+
+
+@pytest.mark.parametrize("which", ["encoder", "causal"])
+def test_pair_gradients_read_fused_lora_layers(which, tiny_encoder_dir, tiny_causal_dir,
+                                               monkeypatch):  # fmt: skip
+    """The adapters are read at their peft layer, so fine-tuning's fused layers stay fused
+    while the per-pair gradients are taken, with the same numbers."""
+    from rmlens.rewards import _fast
+
+    trainer = _prepared(tiny_encoder_dir if which == "encoder" else tiny_causal_dir)
+    linears = trainable_linears(trainer.net_)[0]
+    adapters = [name for name, _ in linears if ".lora_" in name]
+    assert adapters and set(_lora_layers(trainer.net_, linears)) == set(adapters)
+    calls = []
+    apply = _fast._LoraLinear.apply
+    monkeypatch.setattr(_fast._LoraLinear, "apply", lambda *a: calls.append(1) or apply(*a))
+    with _fast.fused_layers(trainer.net_):
+        r, jac = pair_gradients(trainer.net_, trainer.examples_, trainer.runtime_,
+                                batches=_batches(trainer))  # fmt: skip
+    assert len(calls) >= len(adapters) // 2
+    np.testing.assert_allclose(jac, _autograd_rows(trainer), atol=1e-5, rtol=1e-4)
 
 
 def test_full_finetuning_takes_its_gradients_pair_by_pair(tiny_encoder_dir):

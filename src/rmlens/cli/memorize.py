@@ -37,6 +37,12 @@ def memorize(
         help="With --rm: the Gauss-Newton step's damping, a multiple of tr(G)/min(q, n) "
         "(default: calibrated on the RM's own evaluation split, else the benchmark's value).",
     ),  # fmt: skip
+    checkpoint_blocks: int | None = typer.Option(
+        None, "--checkpoint-blocks", min=1,
+        help="With --rm: read the gradients through the linear layers of the RM's last K "
+        "blocks and its head only, a cheaper reading of a full or merged RM (default: every "
+        "trained weight).",
+    ),  # fmt: skip
     **options,
 ) -> None:
     """Counterfactual memorization audit: TM, TG and CM of every pair over R grouped runs.
@@ -58,14 +64,14 @@ def memorize(
     config = resolve(ctx, AUDIT, options)
     pairs = load_table(data, column_map, sep=sep)
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet, rm=rm,
-              damping=checkpoint_damping)  # fmt: skip
+              damping=checkpoint_damping, blocks=checkpoint_blocks)  # fmt: skip
     if rm is None:
         save_config(config, out / "config.toml", sections=AUDIT)
 
 
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool,
-    rm: Path | None = None, damping: float | None = None,
+    rm: Path | None = None, damping: float | None = None, blocks: int | None = None,
 ) -> None:
     from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
@@ -74,7 +80,7 @@ def run_audit(
         from rmlens.memorization import audit_rm
 
         audit_rm(pairs, rm, config, out=out, device=config.train.device, quiet=quiet,
-                 damping=damping)  # fmt: skip
+                 damping=damping, blocks=blocks)  # fmt: skip
     else:
         trainer_config = config.head if config.mode == "frozen" else config.train
         audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)

@@ -13,7 +13,8 @@ One page per estimator, its equations in the docstring:
 - ``_gauss_newton``: Gauss-Newton influence through every trained parameter, in pair space
   (:func:`gauss_newton_counterfactuals`);
 - ``_pair_gradients``: the per-pair gradients it needs, in one batched backward pass
-  (:func:`pair_gradients`).
+  (:func:`pair_gradients`), through every trained tensor or those of the last blocks
+  (:func:`through_last`).
 
 Arrays and a torch network in, counterfactuals out: this package imports no other rmlens
 package, and the trainers of ``rmlens.rewards`` call it in every audit run.
@@ -30,6 +31,6 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "_last_layer": ["DAMPING", "last_layer_counterfactuals"],
         "_gauss_newton": ["gauss_newton_counterfactuals"],
-        "_pair_gradients": ["pair_gradients"],
+        "_pair_gradients": ["pair_gradients", "through_last"],
     },
 )

@@ -14,3 +14,4 @@ from ._newton import fit_logistic as fit_logistic
 from ._newton import one_blas_thread as one_blas_thread
 from ._newton import refit as refit
 from ._pair_gradients import pair_gradients as pair_gradients
+from ._pair_gradients import through_last as through_last

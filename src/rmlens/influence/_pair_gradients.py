@@ -42,6 +42,32 @@ def trainable_linears(net: nn.Module) -> tuple[list[tuple[str, nn.Linear]], list
     return linears, other
 
 
+def through_last(net: nn.Module, blocks: int) -> int:
+    """Keep gradients on the linear layers of the last ``blocks`` transformer blocks of
+    ``net`` and on its ``head``, and off every other tensor; returns the trained tensors
+    kept.
+
+    A cheaper reading of a full or merged RM: the per-pair gradients of linear layers come
+    from one batched backward pass (outer products, above), and the pass stops at the
+    earliest block read, where every weight (embeddings and norms too) needs one backward
+    pass per pair through the whole network. The blocks are the longest ``nn.ModuleList``
+    in ``net`` (``layers`` of Llama-like models, ``encoder.layer`` of BERT-like ones); in a
+    LoRA RM only the adapters of those blocks stay."""
+    lists = [m for m in net.modules() if isinstance(m, nn.ModuleList)]
+    if not lists:
+        raise ValueError("no nn.ModuleList of blocks in the network")
+    stack = max(lists, key=len)
+    kept = {id(p) for block in list(stack)[-blocks:] for m in block.modules()
+            if isinstance(m, nn.Linear) for p in m.parameters(recurse=False)}  # fmt: skip
+    kept |= {id(p) for p in net.head.parameters()}
+    count = 0
+    for param in net.parameters():
+        keep = param.requires_grad and id(param) in kept
+        param.requires_grad_(keep)
+        count += keep
+    return count
+
+
 def n_params(linears: list[tuple[str, nn.Linear]]) -> int:
     return sum(_size(m) for _, m in linears)
 
@@ -52,12 +78,23 @@ def _size(module: nn.Linear) -> int:
 
 class _Capture:
     """Forward hooks that keep each linear layer's input and, through a tensor hook, the
-    gradient at its output."""
+    gradient at its output.
 
-    def __init__(self, linears):
+    A LoRA adapter pair of peft (``lora_A``, ``lora_B`` of one layer, one active adapter) is
+    read at its layer instead: from the layer's input x and the gradient g at its output,
+    A's gradient is gb' x with gb = s g B, and B's is g' (s xa) with xa = x A' (dropout is
+    off: the pass runs in eval mode). Hooks on the adapters themselves would keep the layer
+    from running as one fused node (``rmlens.rewards``' fine-tuning fuses it)."""
+
+    def __init__(self, net, linears):
         self.inputs, self.grads, self.handles = {}, {}, []
+        self.lora = _lora_layers(net, linears)
+        hooked = {parent for parent, _, _ in self.lora.values()}
+        for name in hooked:
+            self.handles.append(net.get_submodule(name).register_forward_hook(self._hook(name)))
         for name, module in linears:
-            self.handles.append(module.register_forward_hook(self._hook(name)))
+            if name not in self.lora:
+                self.handles.append(module.register_forward_hook(self._hook(name)))
 
     def _hook(self, name):
         def hook(module, args, output):
@@ -66,9 +103,54 @@ class _Capture:
 
         return hook
 
+    def __contains__(self, name: str) -> bool:
+        return self.lora.get(name, (name,))[0] in self.grads
+
+    def read(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The input and the output gradient whose outer products give ``name``'s weight
+        gradient."""
+        if name not in self.lora:
+            return self.inputs[name], self.grads[name]
+        parent, role, layer = self.lora[name]
+        x, g = self.inputs[parent].float(), self.grads[parent].float()
+        adapter = layer.active_adapters[0]
+        s = float(layer.scaling[adapter])
+        a = layer.lora_A[adapter].weight.detach().float()
+        b = layer.lora_B[adapter].weight.detach().float()
+        x2, g2 = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
+        # rank-r products as (r, d) x (d, T), transposed: faster on a CPU than (T, d) x (d, r)
+        if role == "lora_A":
+            return x, (b.t() @ g2.t()).t().mul_(s).view(*g.shape[:-1], -1)
+        return (a @ x2.t()).t().mul_(s).view(*x.shape[:-1], -1), g
+
+    def clear(self) -> None:
+        self.inputs.clear()
+        self.grads.clear()
+
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+
+
+def _lora_layers(net: nn.Module, linears) -> dict[str, tuple[str, nn.Module, str]]:
+    """Trained ``lora_A``/``lora_B`` linears read at their peft layer: name -> (the layer's
+    name, "lora_A" or "lora_B", the layer), where the layer runs one adapter, plainly."""
+    names = {name for name, _ in linears}
+    found = {}
+    for name, _ in linears:
+        parent, _, rest = name.rpartition(".lora_")
+        role, _, adapter = rest.partition(".")
+        if not parent or role not in ("A", "B"):
+            continue
+        layer = net.get_submodule(parent)
+        if (getattr(layer, "active_adapters", None) != [adapter]
+                or getattr(layer, "merged", True) or getattr(layer, "disable_adapters", True)
+                or adapter in getattr(layer, "lora_variant", {})
+                or layer.lora_A[adapter].bias is not None or layer.lora_B[adapter].bias is not None
+                or not {f"{parent}.lora_A.{adapter}", f"{parent}.lora_B.{adapter}"} <= names):
+            continue  # fmt: skip
+        found[name] = (parent, f"lora_{role}", layer)
+    return found
 
 
 def _row_examples(batch, n_rows: int) -> torch.Tensor:
@@ -89,11 +171,17 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
     if not head and spans is not None:  # a flat batch: example b holds tokens a..e of one row
         x, g = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
         bounds = [(a, a + shared + sum(n for n, _ in tails)) for a, shared, tails in spans]
-        w = torch.stack([g[a:e].t() @ x[a:e] for a, e in bounds]).flatten(1)
+        if g.shape[1] > x.shape[1]:  # (in, T) x (T, out) for a rank-r input: a faster GEMM
+            w = torch.stack([(x[a:e].t() @ g[a:e]).t() for a, e in bounds]).flatten(1)
+        else:
+            w = torch.stack([g[a:e].t() @ x[a:e] for a, e in bounds]).flatten(1)
         return torch.cat([w, torch.stack([g[a:e].sum(0) for a, e in bounds])], 1) if bias else w
     if not head:
         owner = _row_examples(batch, x.shape[0]).to(x.device)
-        w = torch.einsum("rto,rti->roi", g, x).flatten(1)
+        if g.shape[-1] > x.shape[-1]:
+            w = torch.bmm(x.transpose(1, 2), g).transpose(1, 2).flatten(1)
+        else:
+            w = torch.bmm(g.transpose(1, 2), x).flatten(1)
         parts = [w] + ([g.sum(1)] if bias else [])
         rows = torch.cat(parts, 1)
         out = torch.zeros(size, rows.shape[1], device=x.device)
@@ -151,10 +239,11 @@ def pair_gradients(
         sketch = dict(zip([name for name, _ in linears],
                           count_sketch([_size(m) for _, m in linears], dim, seed, device)))
     out = np.zeros((n, dim or total), dtype=np.float32)
+    jac = torch.from_numpy(out)  # written in place, block by block
     rewards = np.zeros((n, 2))
     training = net.training
     net.eval()
-    capture = _Capture(linears)
+    capture = _Capture(net, linears)
     try:
         for index in batches:
             batch = rt.batch(examples, index)
@@ -163,23 +252,27 @@ def pair_gradients(
                 r = net(batch)
                 (r[:, 0] - r[:, 1]).sum().backward()
             rewards[np.asarray(index)] = r.detach().float().cpu().numpy()[:, :2]
-            blocks = []
+            rows = torch.as_tensor(np.asarray(index))
+            acc = torch.zeros(len(index), dim, device=r.device) if sketch else None
+            start = 0
             for name, module in linears:
-                if name in capture.grads:
-                    flat = _per_example(capture.inputs[name], capture.grads[name], module,
-                                        batch, len(index), head=name == "head")  # fmt: skip
-                else:  # a layer the rewards do not read (e.g. an encoder's pooler)
-                    flat = torch.zeros(len(index), _size(module), device=r.device)
+                size = _size(module)
+                if name in capture:
+                    flat = _per_example(*capture.read(name), module, batch, len(index),
+                                        head=name == "head")  # fmt: skip
+                elif sketch is None:  # a layer the rewards do not read (an encoder's pooler)
+                    flat = torch.zeros(len(index), size)
+                else:
+                    continue
                 if sketch is None:
-                    blocks.append(flat)
+                    jac[rows, start:start + size] = flat.cpu()
                 else:
                     where, sign = sketch[name]
-                    blocks.append(torch.zeros(len(index), dim, device=flat.device).index_add_(
-                        1, where, flat * sign))  # fmt: skip
-            rows = torch.cat(blocks, 1) if sketch is None else sum(blocks)
-            out[np.asarray(index)] = rows.cpu().numpy()
-            capture.inputs.clear()
-            capture.grads.clear()
+                    acc.index_add_(1, where, flat * sign)
+                start += size
+            if sketch is not None:
+                jac[rows] = acc.cpu()
+            capture.clear()
     finally:
         capture.close()
         net.zero_grad(set_to_none=True)

@@ -97,6 +97,7 @@ def audit_rm(
     *,
     out: str | Path,
     damping: float | None = None,
+    blocks: int | None = None,
     device: str = "auto",
     quiet: bool = False,
 ) -> pd.DataFrame:
@@ -120,6 +121,11 @@ def audit_rm(
         Damping of the Gauss-Newton step, relative to tr(G) / min(q, n). Default: the value
         at which the trained pairs' mean TG equals the mean p of the RM's own evaluation
         pairs (never trained on); ``CHECKPOINT_DAMPING``, the benchmark's, when it has none.
+    blocks : int, optional
+        Read the gradients through the linear layers of the RM's last ``blocks``
+        transformer blocks and its head only (``rmlens.influence.through_last``): a
+        cheaper reading of a full or merged RM, whose every weight takes one backward pass
+        per pair. Default: every trained tensor.
     device : str, default="auto"
         Where the gradients are computed.
     quiet : bool, default=False
@@ -131,6 +137,7 @@ def audit_rm(
         The memorization table, as :func:`rmlens.memorization.audit` returns it.
     """
     # lazy: torch, transformers load only when this runs
+    from rmlens.influence import through_last
     from rmlens.rewards import influence_scores
 
     # private: the fine-tuned loop's own tokenized examples, rewards' torch internals
@@ -141,6 +148,8 @@ def audit_rm(
     config = config or AuditConfig()
     ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
             else _ClassifierRM(folder, config, pairs))  # fmt: skip
+    if blocks is not None and blocks < 1:
+        raise InputError(f"`blocks`: {blocks}; expected a number of blocks, 1 or more")
     config = _config_of(config, ckpt.train)
     grouping = group_pairs(pairs, config, plan=False)
     grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
@@ -152,26 +161,32 @@ def audit_rm(
            else "calibrated on its evaluation split" if ckpt.has_eval
            else f"{CHECKPOINT_DAMPING:g} x tr(G)/min(q, n), the benchmark's value (it has no "
                 "evaluation split to calibrate on)")  # fmt: skip
+    through = ckpt.trained if blocks is None else (
+        f"the linear layers of its last {blocks} blocks and its head (of {ckpt.trained}: a "
+        "cheaper reading)")  # fmt: skip
     note = (f"one checkpoint ({folder}): each group removed by a Gauss-Newton step through "
-            f"{ckpt.trained}, damping {how}")  # fmt: skip
+            f"{through}, damping {how}")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
     record["regime"] = f"{checkpoint_regime(ckpt)}; estimator {note}"
-    record["checkpoint"] = {"rm": str(folder), "damping": damping, "standing": STANDING,
-                            "training_pairs": ckpt.pairs_note}  # fmt: skip
+    record["checkpoint"] = {"rm": str(folder), "damping": damping, "blocks": blocks,
+                            "standing": STANDING, "training_pairs": ckpt.pairs_note}  # fmt: skip
     with output_errors(exp):
         saved = check_resume(exp, record)
-    which = ("rm", "damping", "training_pairs")  # its standing is words, not what was audited
+    # what was audited; its standing is words
+    which = ("rm", "damping", "blocks", "training_pairs")
     if saved is not None and {k: (saved.get("checkpoint") or {}).get(k) for k in which} != {
             k: json.loads(json.dumps(record["checkpoint"][k])) for k in which}:  # fmt: skip
         raise InputError(
-            f"`out` {exp.path} holds the audit of another checkpoint or damping "
+            f"`out` {exp.path} holds the audit of another checkpoint, damping or blocks "
             f"({saved.get('checkpoint')}); use another `out`"
         )
     if saved is None or not exp.run_done(0):
         start = time.perf_counter()
         if not quiet:
-            status(f"{folder}: gradients of {len(pairs)} pairs through {ckpt.trained}")
+            status(f"{folder}: gradients of {len(pairs)} pairs through {through}")
         net, backbone, runtime = ckpt.load(device)
+        if blocks is not None:
+            through_last(net, blocks)
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         examples = ckpt.as_read(examples)
         fit, held = ckpt.split(np.flatnonzero(kept))

@@ -211,6 +211,7 @@ def influence_scores(
     """
     # lazy: torch, transformers load only when this runs
     from rmlens.influence import pair_gradients
+    from rmlens.rewards._fast import fused_layers
     from rmlens.rewards._nets import score_examples
     from rmlens.rewards._packing import length_batches
 
@@ -227,7 +228,8 @@ def influence_scores(
                                        batch_size=cfg.batch_size)[:, :2]  # fmt: skip
         todo = [examples[i] for i in rows]
         batches = length_batches([ex.packed_length for ex in todo], cfg.batch_size)
-        r[rows], jac = pair_gradients(net, todo, runtime, batches=batches, seed=cfg.seed)
+        with fused_layers(net):
+            r[rows], jac = pair_gradients(net, todo, runtime, batches=batches, seed=cfg.seed)
         d = np.nan_to_num(r[:, 0] - r[:, 1])
         p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
         _, p_cf[rows], lambdas = gauss_newton_counterfactuals(

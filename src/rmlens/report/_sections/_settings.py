@@ -236,6 +236,11 @@ def _checkpoint_rows(record: Any, ran: Any) -> list[dict[str, str]]:
         {"setting": "damping of its Gauss-Newton step, x tr(G)/min(q, n)", "value": damping,
          "option": "--checkpoint-damping"},
     ]  # fmt: skip
+    if record.get("blocks"):
+        rows.append({"setting": "gradients read through",
+                     "value": f"the linear layers of its last {record['blocks']} blocks and "
+                              "its head (a cheaper reading)",
+                     "option": "--checkpoint-blocks"})  # fmt: skip
     if record.get("training_pairs"):
         rows.append({"setting": "its training pairs", "value": str(record["training_pairs"]),
                      "option": ""})  # fmt: skip

@@ -66,9 +66,9 @@ def main() -> None:
                              epochs=2, eval_fraction=0.2, max_length=args.max_length,
                              device="cpu")  # fmt: skip
         train(pairs, config, out=rm, quiet=True)
-    history = json.loads((rm / "history.json").read_text())
-    print(f"{args.model}, every weight trained on {len(pairs)} HH pairs; its epochs: "
-          f"{history}")  # fmt: skip
+    last = json.loads((rm / "history.json").read_text())[-1]
+    print(f"{args.model}, every weight trained on {len(pairs)} HH pairs: training accuracy "
+          f"{last['train_accuracy']:.3f}, evaluation {last.get('eval_accuracy', float('nan')):.3f}")
     tables, seconds = {}, {}
     for blocks in [None, *args.blocks]:
         name = "every weight" if blocks is None else f"last {blocks} blocks"

@@ -277,6 +277,8 @@ def test_the_last_blocks_are_a_cheaper_reading_of_a_whole_rm(classifier_dirs, tm
     config = json.loads((out / "config.json").read_text())
     assert config["checkpoint"]["blocks"] == 1
     assert "linear layers of its last 1 blocks" in config["estimator_note"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert "linear layers of its last blocks only" in summary["reliability"]["reason"]
     with pytest.raises(InputError, match="another checkpoint, damping or blocks"):
         audit_rm(pairs, whole, AuditConfig(format="chat", max_length=24), out=out,
                  device="cpu", blocks=2, quiet=True)  # fmt: skip

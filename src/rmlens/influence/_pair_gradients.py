@@ -132,7 +132,7 @@ class _Capture:
             handle.remove()
 
 
-def _lora_layers(net: nn.Module, linears) -> dict[str, tuple[str, nn.Module, str]]:
+def _lora_layers(net: nn.Module, linears) -> dict[str, tuple[str, str, nn.Module]]:
     """Trained ``lora_A``/``lora_B`` linears read at their peft layer: name -> (the layer's
     name, "lora_A" or "lora_B", the layer), where the layer runs one adapter, plainly."""
     names = {name for name, _ in linears}

@@ -194,7 +194,10 @@ def audit_rm(
             status(f"{folder}: gradients of {len(pairs)} pairs through {through}")
         net, backbone, runtime = ckpt.load(device)
         if blocks is not None:
-            through_last(net, blocks)
+            try:
+                through_last(net, blocks)
+            except ValueError as err:
+                raise InputError(f"`rm` {folder}: --checkpoint-blocks needs blocks: {err}") from err
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         examples = ckpt.as_read(examples)
         fit, held = ckpt.split(np.flatnonzero(kept))

@@ -44,15 +44,27 @@ def trainable_linears(net: nn.Module) -> tuple[list[tuple[str, nn.Linear]], list
 
 def through_last(net: nn.Module, blocks: int) -> int:
     """Keep gradients on the linear layers of the last ``blocks`` transformer blocks of
-    ``net`` and on its ``head``, and off every other tensor; returns the trained tensors
-    kept.
+    ``net`` and on its ``head``, and off every other tensor.
 
     A cheaper reading of a full or merged RM: the per-pair gradients of linear layers come
     from one batched backward pass (outer products, above), and the pass stops at the
     earliest block read, where every weight (embeddings and norms too) needs one backward
     pass per pair through the whole network. The blocks are the longest ``nn.ModuleList``
     in ``net`` (``layers`` of Llama-like models, ``encoder.layer`` of BERT-like ones); in a
-    LoRA RM only the adapters of those blocks stay."""
+    LoRA RM only the adapters of those blocks stay.
+
+    Parameters
+    ----------
+    net : nn.Module
+        The RM's network, with a ``head`` and its trained tensors requiring gradients.
+    blocks : int
+        How many of the last blocks to read (all of them when it exceeds their number).
+
+    Returns
+    -------
+    int
+        The trained tensors kept.
+    """
     lists = [m for m in net.modules() if isinstance(m, nn.ModuleList)]
     if not lists:
         raise ValueError("no nn.ModuleList of blocks in the network")

@@ -231,7 +231,7 @@ def main() -> None:
     shapes = linear_shapes(trainer.net_)
     peak_tokens = int(args.batch_size * np.mean([ex.packed_length for ex in
                                                   trainer._examples(pairs)[0]]))  # fmt: skip
-    peaks = [matmul_peak(shapes, peak_tokens)[0]]
+    before = matmul_peak(shapes, peak_tokens)[0]
     trl_seconds, trl_inner = trl_run(args, chosen, rejected, source)
     print(
         f"TRL RewardTrainer: {trl_seconds:7.1f} s  {n / trl_seconds:6.2f} pairs/s "
@@ -240,7 +240,7 @@ def main() -> None:
     ours = rmlens_run(trainer, pairs, args.batch_size)
     print(f"rmlens:            {ours:7.1f} s  {n / ours:6.2f} pairs/s")
     peak, rates = matmul_peak(shapes, peak_tokens)
-    peak = max(peaks[0], peak)
+    peak = max(before, peak)
     flops, tokens = model_flops(trainer, pairs)
     print(f"matmul peak at the model's shapes ({peak_tokens} rows): {peak / 1e9:.1f} GFLOP/s ("
           + ", ".join(f"{i}x{o} {f / 1e9:.0f}/{b / 1e9:.0f}" for (i, o), (f, b) in rates.items())

@@ -219,7 +219,8 @@ def test_encoder_scored_in_full(tok):
 def test_shared_prefix_attention_equals_sdpa_over_concatenated_keys():
     from types import SimpleNamespace
 
-    from rmlens.tokens._attention import shared_prefix_attention, supports_shared_prefix
+    from rmlens.backbones import plain_attention
+    from rmlens.tokens._attention import shared_prefix_attention
 
     gen = torch.Generator().manual_seed(0)
     b, heads, kv, s, length, d = 3, 6, 2, 4, 5, 8
@@ -234,4 +235,4 @@ def test_shared_prefix_attention_equals_sdpa_over_concatenated_keys():
     mask = torch.ones(s, length + s, dtype=torch.bool).tril(diagonal=length)
     expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, mask, scale=0.3)
     torch.testing.assert_close(out, expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
-    assert supports_shared_prefix(tiny_causal_lm(tiny_tokenizer()).model)
+    assert plain_attention(tiny_causal_lm(tiny_tokenizer()).model)

@@ -269,18 +269,14 @@ def pair_gradients(
             start = 0
             for name, module in linears:
                 size = _size(module)
-                if name in capture:
+                if name in capture:  # else a layer the rewards do not read (a pooler): zeros
                     flat = _per_example(*capture.read(name), module, batch, len(index),
                                         head=name == "head")  # fmt: skip
-                elif sketch is None:  # a layer the rewards do not read (an encoder's pooler)
-                    flat = torch.zeros(len(index), size)
-                else:
-                    continue
-                if sketch is None:
-                    jac[rows, start:start + size] = flat.cpu()
-                else:
-                    where, sign = sketch[name]
-                    acc.index_add_(1, where, flat * sign)
+                    if sketch is None:
+                        jac[rows, start:start + size] = flat.cpu()
+                    else:
+                        where, sign = sketch[name]
+                        acc.index_add_(1, where, flat * sign)
                 start += size
             if sketch is not None:
                 jac[rows] = acc.cpu()

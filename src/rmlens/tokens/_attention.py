@@ -11,14 +11,15 @@ values once, (1, kv_heads, L, head_dim), and computes per kv-head group::
 
 The prefix product is one (kv, B*g*s, head_dim) x (kv, head_dim, L) matmul. Used for
 architectures whose attention is exactly this (no sliding window, softcap or sinks); the
-sweep checks it against full scoring like the generic route.
+sweep checks it against full scoring like the generic route. Whether a model can use it:
+``rmlens.backbones.plain_attention``.
 """
 
 from __future__ import annotations
 
 import torch
 
-from rmlens.backbones import attention_mode, plain_attention
+from rmlens.backbones import attention_mode
 
 NAME = "rmlens_shared_prefix"
 
@@ -48,11 +49,6 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     out_suf = torch.matmul(probs[..., length:], value[:, :, None])  # (b, kv, g, s, d)
     out = (out_pre + out_suf).reshape(b, h, s, d)
     return out.transpose(1, 2).contiguous(), None
-
-
-def supports_shared_prefix(model) -> bool:
-    """Whether ``model`` (a transformers decoder) can use :func:`shared_prefix_attention`."""
-    return plain_attention(model)
 
 
 def shared_prefix_mode(model):

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from rmlens.tokens._attention import shared_prefix_mode, supports_shared_prefix
+from rmlens.backbones import plain_attention
+from rmlens.tokens._attention import shared_prefix_mode
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -84,7 +85,7 @@ def run_suffix(model: nn.Module, cache: Any, prefix_len: int, suffix: torch.Tens
     b, s = suffix.shape
     device = model_device(model)
     positions = torch.arange(prefix_len, prefix_len + s, device=device).expand(b, s)
-    if fast and supports_shared_prefix(model):
+    if fast and plain_attention(model):
         with shared_prefix_mode(model):
             return model(input_ids=suffix.to(device), position_ids=positions, use_cache=False,
                          prefix_kv=prefix_kv(cache))

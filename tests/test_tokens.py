@@ -101,7 +101,8 @@ def test_cached_sweep_equals_separate_scoring(tok, lm, head, side, fast):
     scorer = HeadScorer(lm, tok, w, b)
     scorer.fast_attention = fast
     frame, info = sweep_prompt(scorer, PROMPT, batch_size=50, min_share=0.9, padding_side=side)
-    assert info.n_cached > 200 and info.n_full > 0, info  # both routes used
+    # a tenth miss the first prefix; they share a shorter one, cached in turn
+    assert info.second_prefix_len > 0 and info.n_cached == len(frame), info
     assert len(info.suffix_lengths) > 1, info  # several suffix lengths, grouped
     expected = separate_head_scores(lm, tok, frame, w, b)
     np.testing.assert_allclose(frame.score, expected, rtol=1e-5, atol=1e-5)
@@ -109,6 +110,26 @@ def test_cached_sweep_equals_separate_scoring(tok, lm, head, side, fast):
     np.testing.assert_allclose(batched, expected, rtol=1e-5, atol=1e-5)
     best = frame.loc[frame.score.idxmax()]
     assert best["rank"] == 1
+
+
+def test_what_no_prefix_covers_is_scored_in_full(tok, lm, head):
+    w, b = head
+    scorer = HeadScorer(lm, tok, w, b)
+    seqs = build_candidates(tok, PROMPT, max_tokens=60).seqs
+    lone = list(reversed(seqs[-1]))  # shares no prefix with the others
+    scores, info = score_sequences(scorer, [*seqs, lone], min_share=0.9)
+    assert info.n_full >= 1 and info.n_cached > 40, info
+    full = scorer.full([*seqs, lone])
+    np.testing.assert_allclose(scores, full, rtol=1e-5, atol=1e-5)
+
+
+def test_sweep_counts_the_tokens_it_runs(tok, lm, head):
+    prefix = [11, 12, 13, 14, 15]
+    seqs = [[*prefix, t, 9] for t in range(20, 41)] + [[30, 29, 28]]
+    _, info = score_sequences(HeadScorer(lm, tok, *head), seqs, min_share=0.9, verify=2)
+    assert (info.prefix_len, info.n_cached, info.n_full) == (5, 21, 1), info
+    # the prefix once, 21 suffixes of 2, the lone sequence in full, 2 verified in full
+    assert info.n_tokens == 5 + 21 * 2 + 3 + 2 * 7
 
 
 def test_scores_do_not_depend_on_batch_size(tok, lm, head):

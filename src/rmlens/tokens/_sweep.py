@@ -3,8 +3,10 @@
 For one prompt the candidates share their templated prompt tokens: that prefix runs once
 and its KV cache is broadcast over large batches of candidates, each running only its
 suffix (the token and the template's closing tokens). Candidates are grouped by suffix
-length, so no batch needs padding; those whose ids do not extend the shared prefix are
-scored in full. Both routes give the reward of the whole formatted sequence (DESIGN.md 4).
+length, so no batch needs padding. Those whose ids do not extend the shared prefix (a token
+that merges with the template's last prompt token, for example) usually share a shorter one:
+a second prefix cache runs them the same way, and only what neither covers is scored in
+full. Both routes give the reward of the whole formatted sequence (DESIGN.md 4).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ class SweepInfo:
         Candidates per suffix length on the cached route.
     max_abs_check : float
         Largest |cached - full| over the verified candidates (nan when none).
+    second_prefix_len : int
+        Tokens in the prefix shared by the candidates that do not extend the first one,
+        cached in turn (0 when none was).
+    n_tokens : int
+        Tokens the model ran: each prefix once, the suffixes, the sequences scored in full
+        and the verified ones again (the work behind a sweep's FLOP rate).
     """
 
     n_scored: int
@@ -48,6 +56,8 @@ class SweepInfo:
     n_full: int
     suffix_lengths: dict
     max_abs_check: float
+    second_prefix_len: int = 0
+    n_tokens: int = 0
 
 
 def _chunks(items: Sequence[int], size: int):
@@ -76,7 +86,8 @@ def score_sequences(
     batch_size : int, default=256
         Candidates per forward pass.
     min_share : float, default=0.99
-        The cached prefix is the longest one shared by at least this share of candidates.
+        The cached prefix is the longest one shared by at least this share of candidates;
+        a second is sought, the same way, among those that do not extend it.
     padding_side : {"right", "left"}, default="right"
         Padding of the full-scoring route.
     verify : int, default=4
@@ -93,12 +104,60 @@ def score_sequences(
     step = advance or (lambda n: None)
     n = len(seqs)
     scores = np.full(n, np.nan, dtype=np.float64)
-    prefix = shared_prefix(seqs, min_share) if scorer.can_cache and n else []
-    groups, rest = split_candidates(seqs, prefix)
+    routes = [_cached_route(scorer, seqs, list(range(n)), min_share, batch_size, scores, step)]
+    rest = routes[0][2]
+    if routes[0][1] and len(rest) > 1:
+        routes.append(_cached_route(scorer, seqs, rest, min_share, batch_size, scores, step))
+        rest = routes[1][2]
     cached: dict[int, list[int]] = {}
-    for length, idx in groups.items():
-        ok = [i for i in idx if scorer.cacheable(seqs[i], len(prefix))]
+    for _, groups, _ in routes:
+        for length, idx in groups.items():
+            cached.setdefault(length, []).extend(idx)
+    ran = sum(cut + sum(len(seqs[i]) - cut for idx in groups.values() for i in idx)
+              for cut, groups, _ in routes if groups)  # fmt: skip
+    check = float("nan")
+    probe = _probes([[i for idx in groups.values() for i in idx] for _, groups, _ in routes],
+                    verify)  # fmt: skip
+    if probe:
+        reference = scorer.full([seqs[i] for i in probe], padding_side)
+        ran += sum(len(seqs[i]) for i in probe)
+        check = float(np.max(np.abs(reference - scores[probe])))
+        if not np.allclose(scores[probe], reference, rtol=1e-3, atol=1e-3):
+            warnings.warn(
+                f"{scorer.name}: cached scores differ from full scoring by up to {check:.3g}; "
+                "scoring every candidate in full instead", RuntimeWarning, stacklevel=2,
+            )
+            rest, cached, routes = list(range(n)), {}, routes[:1]
+    order = sorted(rest, key=lambda i: -len(seqs[i]))
+    for chunk in _chunks(order, batch_size):
+        scores[chunk] = scorer.full([seqs[i] for i in chunk], padding_side)
+        ran += sum(len(seqs[i]) for i in chunk)
+        step(len(chunk))
+    n_cached = sum(len(v) for v in cached.values())
+    info = SweepInfo(
+        n_scored=n, n_skipped_special=0, prefix_len=routes[0][0] if cached else 0,
+        n_cached=n_cached, n_full=n - n_cached,
+        suffix_lengths={int(k): len(v) for k, v in sorted(cached.items())},
+        max_abs_check=check, second_prefix_len=routes[1][0] if len(routes) > 1 else 0,
+        n_tokens=ran,
+    )
+    return scores, info
+
+
+def _cached_route(scorer, seqs, todo: list[int], min_share: float, batch_size: int,
+                  scores: np.ndarray, step) -> tuple[int, dict[int, list[int]], list[int]]:
+    """Score those of ``todo`` that extend their longest shared prefix from its cache, into
+    ``scores``; return the prefix's length, the cached candidates by suffix length and the
+    rest (indices into ``seqs``)."""
+    sub = [seqs[i] for i in todo]
+    prefix = shared_prefix(sub, min_share) if scorer.can_cache and sub else []
+    groups, rest = split_candidates(sub, prefix)
+    rest = [todo[j] for j in rest]
+    cached: dict[int, list[int]] = {}
+    for length, local in groups.items():
+        idx = [todo[j] for j in local]
         rest += [i for i in idx if not scorer.cacheable(seqs[i], len(prefix))]
+        ok = [i for i in idx if scorer.cacheable(seqs[i], len(prefix))]
         if ok:
             cached[length] = ok
     if cached:
@@ -109,30 +168,16 @@ def score_sequences(
                 suffix = torch.as_tensor([list(seqs[i][cut:]) for i in chunk], dtype=torch.long)
                 scores[chunk] = scorer.suffix(state, suffix)
                 step(len(chunk))
-    check = float("nan")
-    done = [i for idx in cached.values() for i in idx]
-    if verify and done:
-        probe = [done[int(j)] for j in np.linspace(0, len(done) - 1, min(verify, len(done)))]
-        reference = scorer.full([seqs[i] for i in probe], padding_side)
-        check = float(np.max(np.abs(reference - scores[probe])))
-        if not np.allclose(scores[probe], reference, rtol=1e-3, atol=1e-3):
-            warnings.warn(
-                f"{scorer.name}: cached scores differ from full scoring by up to {check:.3g}; "
-                "scoring every candidate in full instead", RuntimeWarning, stacklevel=2,
-            )
-            rest, cached = list(range(n)), {}
-    order = sorted(rest, key=lambda i: -len(seqs[i]))
-    for chunk in _chunks(order, batch_size):
-        scores[chunk] = scorer.full([seqs[i] for i in chunk], padding_side)
-        step(len(chunk))
-    n_cached = sum(len(v) for v in cached.values())
-    info = SweepInfo(
-        n_scored=n, n_skipped_special=0, prefix_len=len(prefix) if cached else 0,
-        n_cached=n_cached, n_full=n - n_cached,
-        suffix_lengths={int(k): len(v) for k, v in sorted(cached.items())},
-        max_abs_check=check,
-    )
-    return scores, info
+    return len(prefix), cached, rest
+
+
+def _probes(routes: list[list[int]], verify: int) -> list[int]:
+    """``verify`` candidates spread over the first route's, and one of the second's."""
+    first = routes[0] if routes else []
+    probe = [first[int(j)] for j in np.linspace(0, len(first) - 1, min(verify, len(first)))]
+    if verify and len(routes) > 1 and routes[1]:
+        probe.append(routes[1][len(routes[1]) // 2])
+    return probe
 
 
 def rank_scores(scores: np.ndarray, token_ids: np.ndarray) -> np.ndarray:

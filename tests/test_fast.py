@@ -125,3 +125,25 @@ def test_training_on_flat_batches_gives_the_padded_batches_numbers(tiny_causal_d
         fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
     assert np.abs(fits["flat"] - fits["packed"]).max() < 1e-4
     assert np.abs(fits["flat"]).max() > 1e-2
+
+
+def test_encoders_train_on_flat_batches_with_the_padded_batches_numbers(tiny_encoder_dir):
+    from dataclasses import replace
+
+    pairs = length_pairs(24)
+    config = TrainConfig(model=str(tiny_encoder_dir), epochs=2, batch_size=4, lr=5e-3,
+                         max_length=48, device="cpu")  # fmt: skip
+    fits = {}
+    for mode in ("encoder-flat", "encoder"):
+        trainer = ExplicitRMTrainer(config)
+        trainer._setup()
+        if mode == "encoder-flat":
+            assert trainer.runtime_.mode == mode  # a BERT runs flat by default
+            batch = trainer.runtime_.batch(trainer._examples(pairs)[0], [0, 1, 2])
+            assert batch.input_ids.shape[0] == 1 and batch.attention_mask is None
+            assert batch.rows.tolist() == [[0, 1], [2, 3], [4, 5]]  # each sequence's number
+        trainer.runtime_ = replace(trainer.runtime_, mode=mode)
+        trainer.fit(pairs, quiet=True)
+        fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
+    assert np.abs(fits["encoder-flat"] - fits["encoder"]).max() < 1e-4
+    assert np.abs(fits["encoder"]).max() > 1e-2

@@ -5,7 +5,9 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_attention": ["PLAIN_ATTENTION", "attention_mode", "plain_attention"],
+        "_attention": [
+            "FLAT_ENCODERS", "PLAIN_ATTENTION", "attention_mode", "flat_encoder", "plain_attention",
+        ],
         "_cache": ["EmbeddingCache"],
         "_featurize": [
             "PairFeatures", "featurize", "collate", "encode_ids", "encode_texts", "pool",

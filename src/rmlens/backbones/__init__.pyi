@@ -2,8 +2,10 @@
 imports an IDE or a type checker follows to their code; tests/test_stubs.py keeps it
 in step with ``__all__``."""
 
+from ._attention import FLAT_ENCODERS as FLAT_ENCODERS
 from ._attention import PLAIN_ATTENTION as PLAIN_ATTENTION
 from ._attention import attention_mode as attention_mode
+from ._attention import flat_encoder as flat_encoder
 from ._attention import plain_attention as plain_attention
 from ._cache import EmbeddingCache as EmbeddingCache
 from ._featurize import PairFeatures as PairFeatures

@@ -4,7 +4,8 @@ rmlens replaces a transformers model's attention function (through ``AttentionIn
 where the layout of its tokens allows a cheaper exact computation: the sweep's shared prefix
 (``rmlens.tokens._attention``) and fine-tuning's unpadded batches
 (``rmlens.rewards._fast``). Both need an attention that is plain softmax attention over
-every earlier key: no sliding window, logit softcap or attention sinks.
+every earlier key (an encoder's: over every key of its sequence): no sliding window, logit
+softcap or attention sinks.
 """
 
 from __future__ import annotations
@@ -26,6 +27,29 @@ def plain_attention(model) -> bool:
     windowed = getattr(config, "sliding_window", None) and getattr(
         config, "use_sliding_window", config.model_type == "mistral")
     if windowed or any(t != "full_attention" for t in layer_types):
+        return False
+    try:
+        from transformers import AttentionInterface  # noqa: F401
+        from transformers.masking_utils import AttentionMaskInterface  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+FLAT_ENCODERS = ("bert",)
+
+
+def flat_encoder(model) -> bool:
+    """Whether ``model`` (a transformers encoder, or a peft model around one) can run its
+    sequences back to back in one unpadded row: plain bidirectional attention through
+    ``AttentionInterface``, absolute positions taken from ``position_ids`` and no token
+    types that depend on the layout."""
+    config = getattr(model, "config", None)
+    if config is None or getattr(config, "model_type", None) not in FLAT_ENCODERS:
+        return False
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        return False
+    if getattr(config, "is_decoder", False):
         return False
     try:
         from transformers import AttentionInterface  # noqa: F401

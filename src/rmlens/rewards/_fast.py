@@ -29,8 +29,10 @@ lengths), and the attention function runs each example on its own span of that r
 block mask says (``_nets.collate``): the prefix once, each response attending the prefix and
 itself, without the masked blocks. The hidden states equal those of the padded batch up to
 float rounding (the matmuls meet other shapes). Used for decoders whose attention is plain
-(``backbones.plain_attention``); ``rmlens.influence.pair_gradients`` sums a flat batch's
-per-token outer products over each example's span.
+(``backbones.plain_attention``), and for encoders that allow it (``backbones.flat_encoder``:
+each sequence attends its own tokens both ways, is mean-pooled on its own, and its
+positions restart at 0, as in its padded row); ``rmlens.influence.pair_gradients`` sums a
+flat batch's per-token outer products over each example's span.
 """
 
 from __future__ import annotations
@@ -133,8 +135,16 @@ def flat_attention(module, query, key, value, attention_mask, scaling=None, drop
     Per example, the prefix and the first response's tail are one causal attention over
     their own tokens; each later tail attends the prefix's keys and its own, causally. This
     is the example's block mask without computing the blocks it masks (a tail's view of the
-    other tails)."""
+    other tails). An encoder's attention (``module.is_causal`` False) runs each sequence
+    over its own tokens, both ways: its examples carry no prefix (``collate``'s
+    encoder-flat layout)."""
     gqa = query.shape[1] != key.shape[1]  # query heads share kv heads: no copies of k, v
+    if not getattr(module, "is_causal", True):
+        sizes = [n for _, _, tails in rmlens_spans for n, _ in tails]
+        out = [F.scaled_dot_product_attention(q, k, v, scale=scaling, dropout_p=dropout,
+                                              enable_gqa=gqa)
+               for q, k, v in zip(*(t.split(sizes, 2) for t in (query, key, value)))]  # fmt: skip
+        return torch.cat(out, 2).transpose(1, 2).contiguous(), None
     sizes = [n for _, p, tails in rmlens_spans for n in [p + tails[0][0]]
              + [m for m, _ in tails[1:]]]  # fmt: skip
     pieces = zip(*(t.split(sizes, 2) for t in (query, key, value)))

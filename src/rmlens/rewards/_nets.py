@@ -91,11 +91,14 @@ def collate(
 
     Parameters
     ----------
-    mode : {"packed", "flat", "causal", "encoder"}
+    mode : {"packed", "flat", "causal", "encoder", "encoder-flat"}
         packed: one row per example with the block mask; flat: the packed examples back to
         back in one row without padding, each example's place in it in ``spans``
         (``flat_span``, read by ``_fast.flat_attention``); causal: one row per sequence,
-        padding mask and position ids; encoder: one row per sequence, padding mask only.
+        padding mask and position ids; encoder: one row per sequence, padding mask only;
+        encoder-flat: the encoder's sequences back to back in one row, each example's place
+        in ``spans`` as ``(start, 0, [(n_1, None), (n_2, None), ...])`` and each sequence's
+        number in ``rows`` (``ExplicitNet.pooled`` averages it on its own).
     side : {"right", "left"}
         Padding side; results do not depend on it (positions come from the layout).
     dtype : torch.dtype
@@ -127,10 +130,15 @@ def collate(
                 row_seg.append([1] * len(s))
             where.append(here)
     spans = None
-    if mode == "flat":
+    seq_rows = [[row for row, _ in here] for here in where]
+    if mode in ("flat", "encoder-flat"):
         starts = np.cumsum([0] + [len(r) for r in row_ids])
-        spans = [flat_span(int(a), ex.shared, [len(s) - ex.shared for s in ex.seqs], dtype)
-                 for a, ex in zip(starts[:-1], examples)]  # fmt: skip
+        if mode == "flat":
+            spans = [flat_span(int(a), ex.shared, [len(s) - ex.shared for s in ex.seqs], dtype)
+                     for a, ex in zip(starts[:-1], examples)]  # fmt: skip
+        else:
+            spans = [(int(starts[here[0][0]]), 0, [(len(row_ids[row]), None) for row, _ in here])
+                     for here in where]  # fmt: skip
         where = [[(0, [int(starts[row]) + c for c in loc]) for row, loc in here]
                  for here in where]  # fmt: skip
         row_ids, row_pos, row_seg = ([sum(rows, [])] for rows in (row_ids, row_pos, row_seg))
@@ -138,7 +146,7 @@ def collate(
     ids = torch.full((n_rows, width), pad_id, dtype=torch.long)
     pos = torch.zeros((n_rows, width), dtype=torch.long)
     seg = torch.full((n_rows, width), -1, dtype=torch.long)
-    offset = [0 if side == "right" or mode == "flat" else width - len(r) for r in row_ids]
+    offset = [0 if side == "right" or spans else width - len(r) for r in row_ids]
     for r in range(n_rows):
         sl = slice(offset[r], offset[r] + len(row_ids[r]))
         ids[r, sl] = torch.tensor(row_ids[r])
@@ -147,7 +155,7 @@ def collate(
     real = seg >= 0
     if mode == "packed":
         mask = block_mask(seg, dtype)
-    elif mode == "flat":
+    elif spans is not None:
         mask = None
     else:
         mask = real.long()
@@ -163,7 +171,8 @@ def collate(
     for b, ex in enumerate(examples):
         for k, (row, loc) in enumerate(where[b]):
             flat = [row * width + offset[row] + c for c in loc]
-            last[b, k], rows[b, k], valid[b, k] = flat[-1], row, True
+            seq_row = seq_rows[b][k] if mode == "encoder-flat" else row
+            last[b, k], rows[b, k], valid[b, k] = flat[-1], seq_row, True
             js = [j for j, m in enumerate(ex.response[k]) if m]
             if js:
                 pred[b, k, : len(js)] = torch.tensor([flat[j - 1] for j in js])
@@ -273,6 +282,10 @@ class ExplicitNet(nn.Module):
         ).last_hidden_state  # (R, T, d)
         if self.pooling == "last":
             return hidden.flatten(0, 1)[batch.last]  # (B, K, d)
+        if batch.spans is not None:  # encoder-flat: each sequence's own tokens
+            sizes = [n for _, _, tails in batch.spans for n, _ in tails]
+            means = torch.stack([h.mean(0) for h in hidden[0].split(sizes)])  # (S, d)
+            return means[batch.rows]  # (B, K, d)
         return pool(hidden, batch.attention_mask, "mean")[batch.rows]  # (B, K, d)
 
     def rewards(self, batch: Batch) -> torch.Tensor:
@@ -430,7 +443,9 @@ def flat_pays(examples: list[Example]) -> bool:
 class Runtime:
     """How batches are laid out and where they run."""
 
-    mode: str  # "packed" | "flat" | "auto" (flat or packed, per batch) | "causal" | "encoder"
+    # "packed" | "flat" | "auto" (flat or packed, per batch) | "causal" | "encoder" |
+    # "encoder-flat"
+    mode: str
     pad_id: int
     device: str = "cpu"
     bf16: bool = False

@@ -31,6 +31,7 @@ from rmlens._io import readable, write_json
 from rmlens.backbones import (
     Backbone,
     check_base,
+    flat_encoder,
     load_backbone,
     plain_attention,
     portable_name,
@@ -52,12 +53,13 @@ def _key(value: Any) -> str:
 
 def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime:
     """Packed decoders run flat (no padding) where their attention is plain and a flat batch
-    pays (``_nets.flat_pays``)."""
+    pays (``_nets.flat_pays``); encoders run flat where their attention allows it
+    (``backbones.flat_encoder``)."""
     mode = "packed" if config.packing else "causal"
     if mode == "packed" and plain_attention(backbone.model):
         mode = "auto"
     if backbone.kind != "causal":
-        mode = "encoder"
+        mode = "encoder-flat" if flat_encoder(backbone.model) else "encoder"
     return Runtime(
         mode=mode, pad_id=int(backbone.tokenizer.pad_token_id), device=device, bf16=config.bf16
     )

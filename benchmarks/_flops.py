@@ -42,25 +42,33 @@ def linear_shapes(model: nn.Module) -> list[tuple[int, int]]:
     return sorted(shapes)
 
 
-def _rate(fn, flops: float, seconds: float = 0.5) -> float:
+def _rate(fn, flops: float, seconds: float = 0.5, device: str = "cpu") -> float:
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     for _ in range(2):
         fn()
+    sync()
     start, runs = time.perf_counter(), 0
     while time.perf_counter() - start < seconds:
         fn()
         runs += 1
+        if runs % 8 == 0:
+            sync()
+    sync()
     return flops * runs / (time.perf_counter() - start)
 
 
-def matmul_peak(shapes: list[tuple[int, int]], tokens: int) -> tuple[float, dict]:
-    """The fp32 matmul peak in FLOP/s over ``shapes`` at ``tokens`` rows, and each shape's
-    rate (forward ``x W'`` and backward ``g W``)."""
+def matmul_peak(shapes: list[tuple[int, int]], tokens: int, *, dtype=torch.float32,
+                device: str = "cpu") -> tuple[float, dict]:  # fmt: skip
+    """The matmul peak in FLOP/s over ``shapes`` at ``tokens`` rows (fp32 on the CPU by
+    default; bf16 on a GPU for its runs), and each shape's rate (forward ``x W'`` and
+    backward ``g W``)."""
     rates = {}
     for d_in, d_out in shapes:
-        x, w, g = torch.randn(tokens, d_in), torch.randn(d_out, d_in), torch.randn(tokens, d_out)
+        x, w, g = (torch.randn(*shape, dtype=dtype, device=device)
+                   for shape in ((tokens, d_in), (d_out, d_in), (tokens, d_out)))  # fmt: skip
         flops = 2.0 * tokens * d_in * d_out
-        forward = _rate(lambda x=x, w=w: F.linear(x, w), flops)
-        backward = _rate(lambda g=g, w=w: g @ w, flops)
+        forward = _rate(lambda x=x, w=w: F.linear(x, w), flops, device=device)
+        backward = _rate(lambda g=g, w=w: g @ w, flops, device=device)
         rates[(d_in, d_out)] = (forward, backward)
     return max(max(r) for r in rates.values()), rates
 

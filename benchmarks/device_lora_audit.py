@@ -7,6 +7,11 @@ on ``--pairs`` synthetic pairs, and prints:
 
 - throughput: training pairs x epochs per second of training, and the influence pass's
   seconds (per-pair gradients, Gram matrix, eigendecomposition) against the training's;
+- tokens per second and MFU of the runs' training (issue 48): the tokens it processed (a
+  pair's shared prompt once, no padding) over each run's seconds outside its influence
+  pass, and their model FLOPs (``_flops.py``: 4NT + 2nT + attention) against the matmul
+  peak measured here at the model's shapes (bf16 on a GPU, fp32 on a CPU), and against the
+  GPU's nominal dense bf16 peak where ``NOMINAL`` knows it;
 - peak GPU memory (``torch.cuda.max_memory_allocated``);
 - exactness: one group of run 0 refitted exactly (the run retrained from the same seed
   without it), its pairs' p_cf against the refit's p, beside the run's own seed noise (the
@@ -31,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from _flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
 from scipy.special import expit
 
 from rmlens.data import synthesize
@@ -49,6 +55,7 @@ SIZES = {  # Llama-3.2-1B's shape (config.json of meta-llama/Llama-3.2-1B), and 
                  num_attention_heads=4, num_key_value_heads=2, vocab_size=4096,
                  max_position_embeddings=1024, tie_word_embeddings=True),
 }  # fmt: skip
+NOMINAL = {"H200": 989e12, "H100": 989e12, "A100": 312e12}  # dense bf16, NVIDIA's datasheets
 
 
 def build_model(size: str, pairs: pd.DataFrame, folder: Path) -> Path:
@@ -73,9 +80,31 @@ def build_model(size: str, pairs: pd.DataFrame, folder: Path) -> Path:
     return folder
 
 
-def exactness(pairs, config: AuditConfig, out: Path) -> dict:
+def training_work(trainer, pairs, runs: list[dict]) -> tuple[float, float, int]:
+    """Mean tokens and model FLOPs of a run's training (its pairs x the epochs it trained),
+    and the mean packed length of a pair, from a prepared trainer."""
+    ids = pairs.id.astype(str).to_numpy()
+    examples, kept = trainer.examples_, trainer.kept_
+    config = trainer.base_.model.config
+    n_all, n_trained = non_embedding(trainer.net_), trained(trainer.net_)
+    tokens, flops = [], []
+    for manifest in runs:
+        index = [i for i in np.flatnonzero(np.isin(ids, manifest["train_ids"])) if kept[i]]
+        epochs = manifest["metrics"]["epochs_trained"]
+        n = sum(examples[i].packed_length for i in index)
+        keys = sum(attended([len(s) for s in examples[i].seqs], examples[i].shared)
+                   for i in index)  # fmt: skip
+        tokens.append(n * epochs)
+        flops.append(epochs * step_flops(n_all, n_trained, n, keys, config.num_hidden_layers,
+                                         config.hidden_size))  # fmt: skip
+    mean_length = float(np.mean([ex.packed_length for ex, k in zip(examples, kept) if k]))
+    return float(np.mean(tokens)), float(np.mean(flops)), int(round(mean_length))
+
+
+def exactness(trainer, pairs, out: Path) -> dict:
     """Run 0 of the audit retrained without one training group (the exact refit), and
-    unchanged (its seed noise), from the same seed and validation pairs."""
+    unchanged (its seed noise), from the same seed and validation pairs (``trainer``
+    prepared on ``pairs``)."""
     manifest = json.loads((out / "runs" / "000" / "manifest.json").read_text())
     m = load_matrices(out)  # p_cf at the damping the audit calibrated
     scores = pd.DataFrame({"p": m.p[:, 0], "p_cf": m.p_cf[:, 0]}, index=m.ids)
@@ -86,8 +115,6 @@ def exactness(pairs, config: AuditConfig, out: Path) -> dict:
     trained_groups = pd.Series(groups[train_index]).value_counts()
     group = trained_groups.index[len(trained_groups) // 2]  # a group of median size
     without = train_index[groups[train_index] != group]
-    trainer = make_trainer(config.resolved().train)
-    trainer.prepare(pairs, quiet=True)
     refit = trainer.fit_score(without, seed=manifest["seed"], val_index=val_index)
     again = trainer.fit_score(train_index, seed=manifest["seed"], val_index=val_index)
     rows = np.flatnonzero(groups == group)
@@ -138,12 +165,26 @@ def main() -> None:
         per_run = seconds / 2
         peak = torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan")
         summary = json.loads((work / "audit" / "summary.json").read_text())
-        check = exactness(pairs, config, work / "audit")
+        trainer = make_trainer(config.resolved().train)
+        trainer.prepare(pairs, quiet=True)
+        tokens, flops, length = training_work(trainer, pairs, runs)
+        dtype = torch.bfloat16 if cuda else torch.float32
+        gemm, _ = matmul_peak(linear_shapes(trainer.net_), train.batch_size * length,
+                              dtype=dtype, device=train.device)  # fmt: skip
+        check = exactness(trainer, pairs, work / "audit")
+    training = max(per_run - influence, 1e-9)
+    name = torch.cuda.get_device_name() if cuda else "cpu"
+    nominal = next((v for k, v in NOMINAL.items() if k in name), None)
     found = {
-        "size": args.size, "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "size": args.size, "device": name,
         "pairs": args.pairs, "max_length": args.max_length, "build_seconds": built,
         "audit_seconds": seconds, "per_run_seconds": per_run, "influence_seconds": influence,
-        "training_pairs_per_second": trained / max(per_run - influence, 1e-9),
+        "training_pairs_per_second": trained / training,
+        "training_tokens_per_second": tokens / training,
+        "training_model_tflops_per_second": flops / training / 1e12,
+        "matmul_peak_tflops_per_second": gemm / 1e12,
+        "share_of_measured_peak": flops / training / gemm,
+        "mfu_nominal": None if nominal is None else flops / training / nominal,
         "peak_memory_gib": peak, "damping": (summary.get("damping") or {}).get("damping"),
         "held_out_accuracy": summary["rm_quality"]["held_out"]["accuracy"]["mean"],
         "exactness": check,

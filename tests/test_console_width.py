@@ -171,6 +171,26 @@ def test_memorize_tables_keep_mean_and_std_on_a_line():
         no_broken_interval(text)
 
 
+def test_a_one_run_audit_shows_its_accuracy_with_an_interval():
+    from rmlens.cli.memorize import quality_table
+    from rmlens.memorization import accuracy_interval
+
+    run = {"run": 0, "in_train": {"n": 77, "accuracy": 0.83, "log_loss": 0.45},
+           "validation": {"n": 19, "accuracy": 9 / 19, "log_loss": 0.71}}  # fmt: skip
+    quality = {split: {m: {"mean": run[split][m], "std": 0.0} for m in ("accuracy", "log_loss")}
+               for split in ("in_train", "validation")}  # fmt: skip
+    quality["runs"] = [run]
+    lo, hi = accuracy_interval(quality, "validation")  # Wilson, 9 of 19, by hand
+    assert abs(lo - 0.2733) < 1e-3 and abs(hi - 0.6829) < 1e-3
+    assert accuracy_interval({**quality, "runs": [run, run]}, "validation") is None
+    for width in (80, 50):
+        con = console(width)
+        con.print(quality_table(quality))
+        text = shown(con, width)
+        assert "0.474 [0.27, 0.68]" in text and "Wilson" in text, text
+        assert width < 80 or "validation (neither), 19 pairs" in text, text
+
+
 # -- rmlens evaluate, generalize, compare --
 
 def test_evaluate_keeps_probe_names_whole(monkeypatch):

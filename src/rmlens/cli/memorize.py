@@ -299,6 +299,9 @@ def quality_table(quality: dict):
     the runs were regularized or stopped is the audit's ``regime`` sentence)."""
     from rich.table import Table
 
+    # lazy: numpy loads when a table is drawn, not for --help
+    from rmlens.memorization import accuracy_interval
+
     n_runs = len(quality.get("runs", []))
     table = Table(title="Reward model: 1 run" if n_runs == 1 else
                   f"Reward models: {n_runs} runs, mean +- std over runs")  # fmt: skip
@@ -316,11 +319,17 @@ def quality_table(quality: dict):
             continue  # no such pairs (a one-checkpoint audit holds none out)
         cells = [f"{part[m]['mean']:.3f}" + ("" if n_runs == 1 else f" +- {part[m]['std']:.3f}")
                  for m in ("accuracy", "log_loss")]  # fmt: skip
+        interval = accuracy_interval(quality, split)
+        if interval is not None:
+            cells[0] += f" [{interval[0]:.2f}, {interval[1]:.2f}]"
+            name += f", {quality['runs'][0][split]['n']} pairs"
         table.add_row(name, *cells)
     from rmlens.cli._talk import keep_whole
 
     keep_whole(table, "accuracy", "log-loss")  # "mean +- std" on one line
     table.caption = f"chance: accuracy {quality.get('chance_accuracy', 0.5)}, log-loss 0.693"
+    if n_runs == 1:
+        table.caption += "; accuracy [95% Wilson interval over the pairs]"
     return table
 
 

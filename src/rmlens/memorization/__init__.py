@@ -11,8 +11,8 @@ __all__, __getattr__, __dir__ = attach(
         "_estimate": ["estimate", "memorization_scores", "ESTIMATE_COLUMNS"],
         "_plans": ["make_plan", "runs_per_repeat"],
         "_quality": [
-            "shortcut_sentence", "strongest_shortcut", "CHANCE", "NEAR_CHANCE", "WEAK_ACCURACY",
-            "WEAK_MARGIN", "WEAK_NOT_LEARNED",
+            "accuracy_interval", "shortcut_sentence", "strongest_shortcut", "CHANCE",
+            "NEAR_CHANCE", "WEAK_ACCURACY", "WEAK_MARGIN", "WEAK_NOT_LEARNED",
         ],
         "_regime": ["plan_validation", "validation_words"],
         "_execute": ["default_trainer"],

@@ -19,6 +19,7 @@ from ._quality import NEAR_CHANCE as NEAR_CHANCE
 from ._quality import WEAK_ACCURACY as WEAK_ACCURACY
 from ._quality import WEAK_MARGIN as WEAK_MARGIN
 from ._quality import WEAK_NOT_LEARNED as WEAK_NOT_LEARNED
+from ._quality import accuracy_interval as accuracy_interval
 from ._quality import shortcut_sentence as shortcut_sentence
 from ._quality import strongest_shortcut as strongest_shortcut
 from ._regime import plan_validation as plan_validation

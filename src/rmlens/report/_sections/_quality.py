@@ -14,6 +14,7 @@ from rmlens.memorization import (
     WEAK_MARGIN,
     WEAK_NOT_LEARNED,
     AuditSentences,
+    accuracy_interval,
     audit_sentences,
     plan_validation,
 )
@@ -117,10 +118,17 @@ def _quality_table(quality: dict[str, Any]) -> str:
             value = part.get(metric) or {}
             spread = "" if one_run else f" ± {fmt(value.get('std'))}"
             cells[label] = f"{fmt(value.get('mean'))}{spread}"
+        interval = accuracy_interval(quality, split)
+        if interval is not None:
+            cells["accuracy"] += f" [{fmt(interval[0])}, {fmt(interval[1])}]"
+            name = f"{name}, {quality['runs'][0][split]['n']} pairs"
         rows.append({"pairs": name, **cells})
     if not rows:
         return ""
-    return table(pd.DataFrame(rows), caption="chance: accuracy 0.5, log-loss 0.693")
+    caption = "chance: accuracy 0.5, log-loss 0.693"
+    if one_run:
+        caption += "; accuracy [95% Wilson interval over the pairs]"
+    return table(pd.DataFrame(rows), caption=caption)
 
 
 def _audit_warning(summary: dict[str, Any] | None, code: str) -> dict[str, Any] | None:

@@ -206,10 +206,16 @@ def cost(name: str, setting: dict, pairs, repeats: int = 2) -> None:
 
 
 def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
-    """The Gauss-Newton audit's own runs read by last-layer influence: each run's saved RM
-    scores the pairs again and writes its grid of last-layer counterfactuals into a copy of
-    the audit, which then finishes (calibration included) as any audit does. The same
-    trainings read two ways, at no second training."""
+    """The Gauss-Newton audit's own runs read by last-layer influence (``reread``)."""
+    return reread(gn_dir, out, pairs, influence="last-layer")
+
+
+def reread(gn_dir: Path, out: Path, pairs, **changes) -> Path:
+    """The Gauss-Newton audit's own runs read another way (``changes`` to their training
+    config: ``influence="last-layer"``, ``influence_blocks=K``): each run's saved RM scores
+    the pairs again and writes its grid of counterfactuals into a copy of the audit, which
+    then finishes (calibration included) as any audit does. The same trainings read two
+    ways, at no second training."""
     from rmlens._io import write_parquet
     from rmlens.experiment import AuditDir
     from rmlens.hub import load_rm
@@ -223,7 +229,7 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
         return out
     shutil.copytree(gn_dir, out, dirs_exist_ok=True)
     record = json.loads((out / "config.json").read_text())
-    record["audit"]["train"]["influence"] = "last-layer"
+    record["audit"]["train"].update(changes)
     (out / "config.json").write_text(json.dumps(record, indent=1))
     config = AuditConfig.from_dict(record["audit"])
     groups = group_pairs(pairs, config).groups
@@ -234,7 +240,10 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
         manifest = json.loads((run / "manifest.json").read_text())
         model = load_rm(run / "rm", device="cpu")
         model.backbone.format = model.format
-        cfg = model.config.replace(influence="last-layer")
+        cfg = model.config.replace(**changes)
+        if cfg.influence == "gauss-newton":  # what the run trained, as it trained it
+            for param_name, param in model.net.named_parameters():
+                param.requires_grad_("lora_" in param_name or param_name.startswith("head."))
         examples, kept = examples_of(pairs, model.backbone, cfg, implicit=False)
         fit = np.flatnonzero(np.isin(ids, manifest["train_ids"]))
         val = np.flatnonzero(np.isin(ids, manifest["val_ids"]))
@@ -250,7 +259,7 @@ def last_layer_of(gn_dir: Path, out: Path, pairs) -> Path:
         manifest["metrics"].update(damping_l2=lambdas.tolist(),
                                    influence_seconds=time.perf_counter() - start)
         (run / "manifest.json").write_text(json.dumps(manifest))
-    print(f"last-layer from the saved runs' RMs: rewards within {gap:.2g} of the runs' own")
+    print(f"{changes} from the saved runs' RMs: rewards within {gap:.2g} of the runs' own")
     finish(pairs, groups, config, AuditDir(out), quiet=True)
     return out
 

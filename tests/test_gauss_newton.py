@@ -163,3 +163,32 @@ def test_full_finetuning_takes_its_gradients_pair_by_pair(tiny_encoder_dir):
     assert sketch.shape[1] == jac.shape[1] // 4
     exact, approx = jac @ jac.T, sketch @ sketch.T
     assert np.corrcoef(exact.ravel(), approx.ravel())[0, 1] > 0.9
+
+
+def test_gauss_newton_through_the_last_block_reads_its_adapters_and_the_head(tiny_causal_dir):
+    from rmlens.influence import DAMPING, through_last
+    from rmlens.rewards._finetune_per_run import influence_scores
+    from rmlens.rewards._paired import bt_terms
+    from rmlens.rewards._trainer_base import inside_outside
+
+    trainer = _prepared(tiny_causal_dir, influence_blocks=1)
+    net, cfg, n = trainer.net_, trainer.config_, len(trainer.examples_)
+    groups, fit, evals = np.arange(n) // 2, np.arange(6), np.array([], dtype=int)
+    flags = [p.requires_grad for p in net.parameters()]
+    r, (_, p_cf, _) = influence_scores(net, trainer.examples_, trainer.kept_, trainer.runtime_,
+                                       cfg, groups, fit, evals)  # fmt: skip
+    assert [p.requires_grad for p in net.parameters()] == flags  # restored after the pass
+    through_last(net, 1)
+    read = [name for name, _ in trainable_linears(net)[0]]
+    jac = _autograd_rows(trainer)
+    for param, flag in zip(net.parameters(), flags):
+        param.requires_grad_(flag)
+    assert read and all(".layers.1." in name or name.startswith("head") for name in read)
+    inside, outside = inside_outside(n, trainer.kept_, fit, evals)
+    _, target = bt_terms(cfg, None)
+    _, expected, _ = gauss_newton_counterfactuals(jac, r[:, 0] - r[:, 1], groups, inside,
+                                                  outside, target=target, damping=DAMPING)
+    np.testing.assert_allclose(p_cf, expected, atol=1e-5)
+    _, (_, every, _) = influence_scores(net, trainer.examples_, trainer.kept_, trainer.runtime_,
+                                        cfg.replace(influence_blocks=0), groups, fit, evals)
+    assert np.abs(every - p_cf).max() > 1e-3  # a different estimator

@@ -277,6 +277,14 @@ class TrainConfig(ObjectiveConfig):
             "last-layer (the head alone: cheapest, leaves the backbone's change out)."
         },
     )
+    influence_blocks: int = field(
+        default=0,
+        metadata={
+            "help": "gauss-newton through the adapters of the last K transformer blocks and "
+            "the head only (0: every block): its backward pass stops at block L - K, a "
+            "cheaper and different estimator (docs/benchmarks.rst measures its agreement)."
+        },
+    )
     lora_r: int = field(default=8, metadata={"help": "LoRA rank."})
     lora_alpha: float = field(default=16.0, metadata={"help": "LoRA scaling alpha."})
     lora_dropout: float = field(default=0.0, metadata={"help": "Dropout inside LoRA layers."})
@@ -344,6 +352,7 @@ class TrainConfig(ObjectiveConfig):
         "rm_kind": ("explicit", "implicit"),
         "finetune": ("lora", "full"),
         "influence": INFLUENCE_METHODS,
+        "influence_blocks": (non_negative_int, "an int >= 0"),
         "lora_r": (positive_int, "an int > 0"),
         "lora_alpha": (positive, "a float > 0"),
         "lora_dropout": (unit_interval, "a float in [0, 1)"),

@@ -191,7 +191,8 @@ def influence_scores(
     runtime : Runtime
         Device and precision.
     config : TrainConfig
-        The run's settings (``influence``, ``batch_size``, ``seed``, the objective's terms).
+        The run's settings (``influence``, ``influence_blocks``, ``batch_size``, ``seed``,
+        the objective's terms).
     groups : ndarray of shape (n,), int
         Group codes: a counterfactual removes or adds a whole group.
     fit_index, eval_index : ndarray of int
@@ -210,7 +211,7 @@ def influence_scores(
         damping values in absolute terms (K,).
     """
     # lazy: torch, transformers load only when this runs
-    from rmlens.influence import pair_gradients
+    from rmlens.influence import pair_gradients, through_last
     from rmlens.rewards._fast import fused_layers
     from rmlens.rewards._nets import score_examples
     from rmlens.rewards._packing import length_batches
@@ -228,8 +229,19 @@ def influence_scores(
                                        batch_size=cfg.batch_size)[:, :2]  # fmt: skip
         todo = [examples[i] for i in rows]
         batches = length_batches([ex.packed_length for ex in todo], cfg.batch_size)
-        with fused_layers(net):
-            r[rows], jac = pair_gradients(net, todo, runtime, batches=batches, seed=cfg.seed)
+        trained = [p.requires_grad for p in net.parameters()]
+        try:
+            if cfg.influence_blocks:  # the last blocks' adapters and the head only
+                try:
+                    through_last(net, cfg.influence_blocks)
+                except ValueError as err:
+                    raise InputError(f"influence_blocks {cfg.influence_blocks}: {err}") from err
+            with fused_layers(net):
+                r[rows], jac = pair_gradients(net, todo, runtime, batches=batches,
+                                              seed=cfg.seed)  # fmt: skip
+        finally:
+            for param, flag in zip(net.parameters(), trained):
+                param.requires_grad_(flag)
         d = np.nan_to_num(r[:, 0] - r[:, 1])
         p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
         _, p_cf[rows], lambdas = gauss_newton_counterfactuals(

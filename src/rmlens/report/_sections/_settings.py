@@ -63,6 +63,7 @@ LABELS = {
     "curate_weight": "loss weight of pairs not learned",
     "rm_kind": "reward model",
     "influence": "paired counterfactuals of a fine-tuned run",
+    "influence_blocks": "last blocks whose adapters Gauss-Newton reads (0: all)",
     "finetune": "fine-tuning",
     "lora_r": "LoRA rank",
     "lora_alpha": "LoRA alpha",

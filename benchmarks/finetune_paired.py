@@ -169,21 +169,29 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
               f"(+{extra / brute_s:.2f} of a brute-force run)")  # fmt: skip
 
 
-def cost(name: str, setting: dict, pairs, repeats: int = 2) -> None:
-    """Seconds of one run trained and scored as brute force does, and as a paired run does
-    (the same training plus the influence pass), interleaved in this process on the same
-    pairs and seed (the plan's run 0 of seed 0)."""
+def first_run(pairs, config: AuditConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The pairs' groups, and the training and validation pairs of the plan's run 0 (seed
+    0): what a timed run trains on."""
     from rmlens.memorization._directory import group_pairs
     from rmlens.memorization._plans import carve_validation, make_plan
-    from rmlens.rewards import make_trainer
 
-    config = config_of(setting)
     groups = group_pairs(pairs, config).groups
     plan = carve_validation(make_plan(groups, n_runs=5, n_folds=5, seed=0), 0.2, seed=0)
     run = plan[plan.run == 0].set_index("group")
     label = groups.astype(str).to_numpy()
     train = np.flatnonzero(run.in_train.reindex(label).to_numpy(bool))
     val = np.flatnonzero(run.validation.reindex(label).to_numpy(bool))
+    return groups, train, val
+
+
+def cost(name: str, setting: dict, pairs, repeats: int = 2) -> None:
+    """Seconds of one run trained and scored as brute force does, and as a paired run does
+    (the same training plus the influence pass), interleaved in this process on the same
+    pairs and seed (the plan's run 0 of seed 0)."""
+    from rmlens.rewards import make_trainer
+
+    config = config_of(setting)
+    groups, train, val = first_run(pairs, config)
     seconds = {}
     for method in ("brute", *METHODS):
         trainer = make_trainer(config.resolved().train.replace(

@@ -25,7 +25,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from finetune_paired import SETTINGS, config_of, influence_seconds, pairs_of, reread
+from finetune_paired import (
+    SETTINGS,
+    config_of,
+    first_run,
+    influence_seconds,
+    pairs_of,
+    reread,
+)
 
 from rmlens.memorization import audit
 from rmlens.stats import spearman
@@ -67,17 +74,10 @@ def readings(pairs, blocks: list[int], work: Path) -> None:
 def cost(pairs, blocks: list[int], repeats: int) -> None:
     """One run (the plan's run 0 of seed 0) trained and scored as brute force does, and as a
     paired run does at each K, interleaved in this process."""
-    from rmlens.memorization._directory import group_pairs
-    from rmlens.memorization._plans import carve_validation, make_plan
     from rmlens.rewards import make_trainer
 
     config = config_of(SETTINGS[SETTING])
-    groups = group_pairs(pairs, config).groups
-    plan = carve_validation(make_plan(groups, n_runs=5, n_folds=5, seed=0), 0.2, seed=0)
-    run = plan[plan.run == 0].set_index("group")
-    label = groups.astype(str).to_numpy()
-    train = np.flatnonzero(run.in_train.reindex(label).to_numpy(bool))
-    val = np.flatnonzero(run.validation.reindex(label).to_numpy(bool))
+    groups, train, val = first_run(pairs, config)
     kinds = {"brute": None, **{f"paired, last {k} blocks" if k else "paired, every adapter": k
                                for k in [0, *blocks]}}  # fmt: skip
     timed = {}

@@ -110,31 +110,19 @@ def test_training_with_the_fused_layers_gives_peft_numbers(tiny_causal_dir, monk
     assert not np.array_equal(fused_scores, np.zeros_like(fused_scores))
 
 
-def test_training_on_flat_batches_gives_the_padded_batches_numbers(tiny_causal_dir):
+@pytest.mark.parametrize(("kind", "flat", "padded"),
+                         [("causal", "flat", "packed"), ("encoder", "encoder-flat", "encoder")])
+def test_training_on_flat_batches_gives_the_padded_batches_numbers(kind, flat, padded,
+                                                                   tiny_causal_dir,
+                                                                   tiny_encoder_dir):
     from dataclasses import replace
 
     pairs = length_pairs(24)
-    config = TrainConfig(model=str(tiny_causal_dir), epochs=2, batch_size=4, lr=5e-3,
-                         max_length=48, device="cpu")  # fmt: skip
+    model = tiny_causal_dir if kind == "causal" else tiny_encoder_dir
+    config = TrainConfig(model=str(model), epochs=2, batch_size=4, lr=5e-3, max_length=48,
+                         device="cpu")  # fmt: skip
     fits = {}
-    for mode in ("flat", "packed"):
-        trainer = ExplicitRMTrainer(config)
-        trainer._setup()
-        trainer.runtime_ = replace(trainer.runtime_, mode=mode)
-        trainer.fit(pairs, quiet=True)
-        fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
-    assert np.abs(fits["flat"] - fits["packed"]).max() < 1e-4
-    assert np.abs(fits["flat"]).max() > 1e-2
-
-
-def test_encoders_train_on_flat_batches_with_the_padded_batches_numbers(tiny_encoder_dir):
-    from dataclasses import replace
-
-    pairs = length_pairs(24)
-    config = TrainConfig(model=str(tiny_encoder_dir), epochs=2, batch_size=4, lr=5e-3,
-                         max_length=48, device="cpu")  # fmt: skip
-    fits = {}
-    for mode in ("encoder-flat", "encoder"):
+    for mode in (flat, padded):
         trainer = ExplicitRMTrainer(config)
         trainer._setup()
         if mode == "encoder-flat":
@@ -145,5 +133,5 @@ def test_encoders_train_on_flat_batches_with_the_padded_batches_numbers(tiny_enc
         trainer.runtime_ = replace(trainer.runtime_, mode=mode)
         trainer.fit(pairs, quiet=True)
         fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
-    assert np.abs(fits["encoder-flat"] - fits["encoder"]).max() < 1e-4
-    assert np.abs(fits["encoder"]).max() > 1e-2
+    assert np.abs(fits[flat] - fits[padded]).max() < 1e-4
+    assert np.abs(fits[padded]).max() > 1e-2

@@ -42,8 +42,8 @@ FLAT_ENCODERS = ("bert",)
 def flat_encoder(model) -> bool:
     """Whether ``model`` (a transformers encoder, or a peft model around one) can run its
     sequences back to back in one unpadded row: plain bidirectional attention through
-    ``AttentionInterface``, absolute positions taken from ``position_ids`` and no token
-    types that depend on the layout."""
+    ``AttentionInterface`` and absolute positions taken from ``position_ids`` (token types
+    stay 0, as rmlens's padded rows leave them)."""
     config = getattr(model, "config", None)
     if config is None or getattr(config, "model_type", None) not in FLAT_ENCODERS:
         return False

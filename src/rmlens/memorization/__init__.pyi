@@ -19,7 +19,6 @@ from ._quality import NEAR_CHANCE as NEAR_CHANCE
 from ._quality import WEAK_ACCURACY as WEAK_ACCURACY
 from ._quality import WEAK_MARGIN as WEAK_MARGIN
 from ._quality import WEAK_NOT_LEARNED as WEAK_NOT_LEARNED
-from ._quality import accuracy_interval as accuracy_interval
 from ._quality import shortcut_sentence as shortcut_sentence
 from ._quality import strongest_shortcut as strongest_shortcut
 from ._regime import plan_validation as plan_validation
@@ -33,6 +32,7 @@ from ._sentences import Sentence as Sentence
 from ._sentences import audit_sentences as audit_sentences
 from ._sides import run_sides as run_sides
 from ._sides import side_means as side_means
+from ._summary import accuracy_interval as accuracy_interval
 from ._summary import categorize as categorize
 from ._summary import memorized_note as memorized_note
 from ._summary import summarize_audit as summarize_audit

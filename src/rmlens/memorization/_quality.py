@@ -21,7 +21,7 @@ from rmlens.data import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plans import runs_needed
 from rmlens.rewards import not_learned
-from rmlens.stats import log_loss, pairwise_accuracy, wilson_interval
+from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses
 NEAR_CHANCE = 0.05  # held-out accuracy within this of chance: the RMs barely generalize
@@ -53,32 +53,6 @@ def run_quality(p: np.ndarray, member: np.ndarray, val: np.ndarray) -> dict[str,
         "validation": split_quality(p[val & scored]),
         "held_out": split_quality(p[~member & ~val & scored]),
     }
-
-
-def accuracy_interval(quality: dict, split: str) -> tuple[float, float] | None:
-    """The 95% Wilson interval of the accuracy on ``split`` of a one-run audit (the
-    one-checkpoint audit: no spread over runs to show), from its pairs; None with several
-    runs or no pairs.
-
-    Parameters
-    ----------
-    quality : dict
-        ``summary.json``'s ``rm_quality``.
-    split : {"in_train", "validation", "held_out"}
-
-    Returns
-    -------
-    (float, float) or None
-    """
-    runs = quality.get("runs") or []
-    if len(runs) != 1 or not isinstance(runs[0], dict):
-        return None
-    part = runs[0].get(split) or {}
-    n, accuracy = part.get("n") or 0, part.get("accuracy", float("nan"))
-    if not n or not np.isfinite(accuracy):
-        return None
-    lo, hi = wilson_interval(accuracy * n, n)  # a tie counts 1/2, as in the accuracy
-    return float(lo), float(hi)
 
 
 def _mean_std(values: list[float]) -> dict[str, float]:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from rmlens.experiment import AuditDir
 from rmlens.rewards import inactive_message
+from rmlens.stats import wilson_interval
 
 # In the order they are applied: a pair gets the first that holds.
 CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")
@@ -220,3 +221,25 @@ def objective_warning(record: dict) -> dict | None:
         return None
     return {"code": "objective_inactive", "message": message,
             "runs": [i["run"] for i in record["runs_inactive"]]}  # fmt: skip
+
+
+def accuracy_interval(quality: dict, split: str) -> tuple[float, float] | None:
+    """95% Wilson interval of a one-run audit's accuracy on ``split`` (a tie counts 1/2).
+
+    Parameters
+    ----------
+    quality : dict
+        ``summary.json``'s ``rm_quality``.
+    split : {"in_train", "validation", "held_out"}
+
+    Returns
+    -------
+    (float, float), or None with several runs or no pairs
+    """
+    runs = quality.get("runs") or []
+    part = (runs[0].get(split) or {}) if len(runs) == 1 and isinstance(runs[0], dict) else {}
+    n, accuracy = part.get("n") or 0, part.get("accuracy", float("nan"))
+    if not n or not np.isfinite(accuracy):
+        return None
+    lo, hi = wilson_interval(accuracy * n, n)
+    return float(lo), float(hi)

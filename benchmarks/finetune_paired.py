@@ -18,10 +18,11 @@ its damping on its own 5 runs. Where ``benchmarks/influence_blocks.py`` has read
 same runs through the last K blocks' adapters, those readings are set against the reference
 too. Printed per setting and method: CM's split-half
 reliability (each run a unit), Spearman with the reference's CM, the ceiling
-sqrt(rel * rel_ref), the share of it, mean CM; the cost of a paired run against a
-brute-force run (median seconds between runs' manifests, and the influence pass each run
-records); then the one-checkpoint audit (``rmlens memorize --rm``) of an RM trained once on
-every pair, against the paired audit and the reference.
+sqrt(rel * rel_ref), the share of it with its 95% bootstrap interval over pairs (the
+Spearman and both reliabilities recomputed on each resample), mean CM; the cost of a
+paired run against a brute-force run (median seconds between runs' manifests, and the
+influence pass each run records); then the one-checkpoint audit (``rmlens memorize
+--rm``) of an RM trained once on every pair, against the paired audit and the reference.
 
 ``--phase reference`` grows the references only; ``--phase paired`` reads them as they
 stand (their finished runs); ``--phase cost`` times one run of each kind in turn in this
@@ -118,6 +119,33 @@ def interval(a: np.ndarray, b: np.ndarray, ref: np.ndarray, draws: int = 1000) -
     return text
 
 
+def rows_of(m: RunMatrices, rows: np.ndarray) -> RunMatrices:
+    p_cf = None if m.p_cf is None else m.p_cf[rows]
+    return RunMatrices(m.ids[rows], m.runs, m.p[rows], m.member[rows], m.val[rows], p_cf)
+
+
+def share(m: RunMatrices, ref: RunMatrices, folds: int) -> float:
+    """rho / sqrt(rel rel_ref): ``m``'s CM against the reference's (rows of the same pairs),
+    over the ceiling that the two audits' own reliabilities allow."""
+    rho = spearman(cm_from(m, np.arange(len(m.runs))), cm_from(ref, np.arange(len(ref.runs))))
+    rel = reliability_at(m, len(m.runs), folds)
+    rel_ref = reliability_at(ref, len(ref.runs) // folds * folds, folds)
+    return rho / np.sqrt(rel * rel_ref) if rel > 0 and rel_ref > 0 else np.nan
+
+
+def share_interval(m: RunMatrices, ref: RunMatrices, folds: int, draws: int = 400) -> str:
+    """95% bootstrap interval over pairs of the share of the ceiling, the Spearman and both
+    reliabilities recomputed on each resample of pairs (the same pairs in both audits)."""
+    rows = m.ids.get_indexer(ref.ids)
+    ok = rows >= 0
+    m, ref = rows_of(m, rows[ok]), rows_of(ref, np.flatnonzero(ok))
+    rng = np.random.default_rng(0)
+    draws_ = [share(rows_of(m, i), rows_of(ref, i), folds)
+              for i in (rng.integers(0, len(m.ids), len(m.ids)) for _ in range(draws))]
+    lo, hi = np.nanquantile(draws_, [0.025, 0.975])
+    return f"[{lo:.2f}, {hi:.2f}] (+-{(hi - lo) / 2:.3f})"
+
+
 def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
     if not list(ref_dir.glob("runs/*/manifest.json")):
         print(f"\n## {name}: no brute-force reference yet (--phase reference grows it)")
@@ -159,6 +187,9 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
         print(f"{method} | {runs} | {rel:.3f} | {rho:.3f} | {ceiling:.3f} | {share:.2f} | "
               f"{np.nanmean(cm):.4f} | {damping}")  # fmt: skip
     print("\n".join(spreads))
+    for method, m, _, _ in rows[:-1]:
+        print(f"{method}: share of the ceiling, 95% bootstrap over pairs (rho and both "
+              f"reliabilities recomputed) {share_interval(m, ref, folds)}")
     scored = np.isfinite(ref.p) & ~ref.val
     inside, outside = ref.member & scored, ~ref.member & scored
     print(f"reference RMs: in-train accuracy {np.mean(ref.p[inside] > 0.5):.3f}, held-out "

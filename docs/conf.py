@@ -34,6 +34,7 @@ extensions = [
     "api_pages",  # docs/api/*.rst written from each package's __all__
     "config_fields",  # config reference + Parameters of config classes from field metadata
     "cli_reference",  # the CLI reference, walked from the Typer app
+    "findings_page",  # the findings page from docs/findings/*.json (benchmarks/findings.py)
 ]
 # No sphinx.ext.intersphinx: the build must not touch the network.
 

@@ -1,7 +1,7 @@
 """The audit summary's sentences have one home (issue 41, item 5): `rmlens memorize`'s console
 summary and the report print the same sentences of one summary.json, every case at once
 (paired estimator, mode note, one-checkpoint damping, paired damping, exactness, reliability,
-warnings, validation, significance, conflicts, repeats across groups)."""
+warnings, validation, significance, CM's links, conflicts, repeats across groups)."""
 
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ def every_case() -> dict:
         "dedupe": {"how": "pairs", "note": "kept the first of each repeated pair"},
         "cm_significant": {"count": 30, "memorized": 3, "note": "paired `estimator`: precise"},
         "memorized_conflicts": {"count": 1, "memorized": 3, "share": 1 / 3, "conflicts": 2},
+        "links": {"group_size": {"spearman": 0.3, "lo": 0.1, "hi": 0.5, "n_pairs": 40,
+                                 "n_groups": 4, "by_size": [{"sizes": "alone", "n_pairs": 4,
+                                                             "memorized": 0.0}]},
+                  "margin": {"spearman": 0.1, "lo": -0.2, "hi": 0.3, "n_pairs": 40,
+                             "n_groups": 4}},
         "duplicates": {"group_by": "user_id", "groups": 4, "texts": {
             "unique": 70, "responses": 80, "in_several_groups": 5}, "unique_pairs": 38,
             "repeated_pairs": 2, "pairs_sharing_text_across_groups": 6,
@@ -126,3 +131,19 @@ def test_a_regime_without_patience_keeps_the_last_epoch():
     assert "no early stopping (patience 0)" in text and "last epoch" in text
     summary["validation"]["patience"] = 2
     assert "early stopping with patience 2" in str(audit_sentences(summary).regime)
+
+
+def test_a_measured_reliability_without_notes_is_not_said_to_lack_runs(tmp_path, capsys):
+    """10 runs and no reliability note: the table, never "fewer than 2 runs"."""
+    summary = every_case()
+    summary["reliability"] = {k: v for k, v in summary["reliability"].items() if k != "note"}
+    summary["reliability"]["n_runs"] = 10
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "config.json").write_text(json.dumps({"group_note": "grouped by 'user_id'"}))
+    print_summary(tmp_path)
+    console = flat(capsys.readouterr().out)
+    assert "CM" in console and "fewer than 2 runs" not in console
+    summary["reliability"]["n_runs"] = 1
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    print_summary(tmp_path)
+    assert "Reliability: fewer than 2 runs." in flat(capsys.readouterr().out)

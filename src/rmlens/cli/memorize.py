@@ -130,7 +130,7 @@ def print_summary(out: Path) -> None:
     console.print(counts_table(summary, config["group_note"]))
     label, scores = said.outcome["mean"]
     console.print(f"{label}: {scores}", markup=False)
-    say(console, said.significant)
+    say(console, said.significant, *said.links)
     if summary["dropped_truncation"]["count"]:
         console.print(": ".join(said.outcome["dropped_truncation"]), markup=False)
     print_most_memorized(console, summary)
@@ -151,10 +151,12 @@ def print_reliability(console, summary: dict, said, max_runs: int | None) -> Non
     why there is none); then how a target reliability stands, or the flags that would reach
     0.8."""
     reliability = summary.get("reliability")
-    if reliability and (reliability.get("n_runs") or 0) >= 2:
+    measured = bool(reliability) and (reliability.get("n_runs") or 0) >= 2
+    if measured:
         console.print(reliability_table(reliability))
     if reliability:
-        say(console, *(said.reliability_notes or ["Reliability: fewer than 2 runs."]))
+        say(console, *(said.reliability_notes
+                       or ([] if measured else ["Reliability: fewer than 2 runs."])))  # fmt: skip
     if "target_reliability" in said.outcome:
         console.print(f"Run until reliable: {said.outcome['target_reliability'][1]}",
                       markup=False)  # fmt: skip

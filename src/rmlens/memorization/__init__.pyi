@@ -34,5 +34,6 @@ from ._sides import run_sides as run_sides
 from ._sides import side_means as side_means
 from ._summary import accuracy_interval as accuracy_interval
 from ._summary import categorize as categorize
+from ._summary import cm_links as cm_links
 from ._summary import memorized_note as memorized_note
 from ._summary import summarize_audit as summarize_audit

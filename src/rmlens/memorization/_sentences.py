@@ -75,6 +75,8 @@ class AuditSentences:
         ``reliability``'s ``reason`` and ``note``.
     significant : Sentence or None
         How many pairs have CM significantly above 0.
+    links : tuple of Sentence
+        What CM follows besides memory: the size of a pair's group, its margin.
     conflicts : Sentence or None
         How many memorized pairs another group judged the other way, when any did.
     duplicates : Sentence or None
@@ -99,6 +101,7 @@ class AuditSentences:
     reliability: Sentence | None = None
     reliability_notes: tuple[Sentence, ...] = ()
     significant: Sentence | None = None
+    links: tuple[Sentence, ...] = ()
     conflicts: Sentence | None = None
     duplicates: Sentence | None = None
     outcome: dict[str, tuple[str, str]] = field(default_factory=dict)
@@ -153,6 +156,7 @@ def audit_sentences(
         reliability_notes=tuple(_reliability_note(reliability[k]) for k in ("reason", "note")
                                 if reliability.get(k)),  # fmt: skip
         significant=_significant(summary),
+        links=_links(summary.get("links")),
         conflicts=_conflicts(summary.get("memorized_conflicts")),
         duplicates=_duplicates(summary.get("duplicates")),
         outcome=_outcome(summary),
@@ -319,6 +323,39 @@ def _significant(summary: dict[str, Any]) -> Sentence | None:
         words += " {note}."
         values["note"] = significant["note"][0].upper() + significant["note"][1:]
     return Sentence(words, values)
+
+
+# What each link says of CM where its interval excludes 0 (the findings page measures both)
+LINK_WORDS = {
+    "group_size": ("the size of a pair's group", " A run holds a group out whole, so a pair's "
+                   "CM counts what its group-mates teach the RM about it; size itself barely "
+                   "moved CM where measured (the documentation's Findings page: random groups, "
+                   "questions cut at random), so this link says how this data's large and "
+                   "small groups differ."),
+    "margin": ("the pair's margin", " Which way depends on the data and on what a run holds "
+               "out with each pair (the documentation's Findings page: on SQuALITY, held out "
+               "alone, the small-margin pairs were those that annotators judged both ways)."),
+}  # fmt: skip
+
+
+def _links(links: Any) -> tuple[Sentence, ...]:
+    """CM's Spearman with group size and margin, with its interval, and what a link means."""
+    said = []
+    for key, (what, meaning) in LINK_WORDS.items():
+        link = links.get(key) if isinstance(links, dict) else None
+        if not isinstance(link, dict):
+            continue
+        way = "rises with" if link["lo"] > 0 else "falls with" if link["hi"] < 0 else None
+        shares = [f"{b['memorized']:.0%} of {b['n_pairs']} pairs {b['sizes']}"
+                  for b in link.get("by_size", []) if b["n_pairs"]]  # fmt: skip
+        said.append(Sentence(
+            "CM {way} {what} (Spearman {rho}, 95% interval over groups {lo} to {hi}{shares})."
+            + (meaning if way else ""),
+            {"way": way or "does not follow", "what": what, "rho": f"{link['spearman']:.2f}",
+             "lo": f"{link['lo']:.2f}", "hi": f"{link['hi']:.2f}",
+             "shares": "; memorized: " + ", ".join(shares) if shares else ""},
+        ))  # fmt: skip
+    return tuple(said)
 
 
 def _conflicts(conflicts: Any) -> Sentence | None:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from rmlens.experiment import AuditDir
 from rmlens.rewards import inactive_message
-from rmlens.stats import wilson_interval
+from rmlens.stats import percentile_interval, spearman, wilson_interval
 
 # In the order they are applied: a pair gets the first that holds.
 CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")
@@ -97,6 +97,71 @@ def memorized_conflicts(table: pd.DataFrame) -> dict | None:
     }
 
 
+# Group sizes in which the share of memorized pairs is given (the upper bound inclusive)
+SIZE_BINS = ((1, 1, "alone"), (2, 5, "in groups of 2 to 5"), (6, None, "in groups of 6 or more"))
+
+
+def cm_links(
+    table: pd.DataFrame, *, min_groups: int = 10, n_boot: int = 400, seed: int = 0
+) -> dict:
+    """What CM follows besides memory: its Spearman correlation across pairs with the size
+    of each pair's group (the pairs of the audit in it) and with the pair's ``margin``.
+
+    A run holds a group out whole, so a pair's TG is measured without any of its group-mates
+    and its TM mostly with all of them: in groups whose pairs share a prompt or a response,
+    CM counts what the group taught the RM together. Each interval is a 95% bootstrap over
+    groups (the pairs of a group are not independent).
+
+    Parameters
+    ----------
+    table : DataFrame
+        The memorization table: ``cm``, ``group``, ``category`` and, if present, ``margin``.
+    min_groups : int, default=10
+        Fewest groups whose bootstrap gives a link an interval worth stating.
+    n_boot : int, default=400
+        Bootstrap draws over groups.
+    seed : int, default=0
+        Seed of the draws.
+
+    Returns
+    -------
+    dict
+        Empty under ``min_groups`` groups; else ``group_size`` when the groups differ in
+        size, ``margin`` when the table has a margin that varies; each ``spearman``, ``lo``,
+        ``hi``, ``n_pairs`` and ``n_groups``.
+        ``group_size`` adds ``by_size``: per size bin (``SIZE_BINS``: alone, in groups of 2
+        to 5, of 6 or more) its pairs, mean CM and share categorized memorized.
+    """
+    ok = np.isfinite(table.cm.to_numpy(float))
+    frame = table.loc[ok, [c for c in ("cm", "group", "category", "margin") if c in table]]
+    if "group" not in frame or frame.group.nunique() < min_groups:
+        return {}
+    frame = frame.assign(size=frame.groupby("group").cm.transform("size"))
+    rows = frame.groupby("group").indices
+    keys = list(rows)
+    rng = np.random.default_rng(seed)
+    draws = [np.concatenate([rows[keys[g]] for g in rng.integers(0, len(keys), len(keys))])
+             for _ in range(n_boot)]  # fmt: skip
+    links: dict = {}
+    for name, column in (("group_size", "size"), ("margin", "margin")):
+        if column not in frame or frame[column].nunique() < 2:
+            continue
+        x, cm = frame[column].to_numpy(float), frame.cm.to_numpy(float)
+        lo, hi = percentile_interval([spearman(x[i], cm[i]) for i in draws])
+        links[name] = {"spearman": spearman(x, cm), "lo": lo, "hi": hi,
+                       "n_pairs": int(len(frame)), "n_groups": len(keys)}  # fmt: skip
+    if "group_size" in links:
+        links["group_size"]["by_size"] = [
+            {"sizes": label, "n_pairs": int(inside.sum()),
+             "mean_cm": float(frame.cm[inside].mean()) if inside.any() else None,
+             "memorized": float((frame.category[inside] == "memorized").mean())
+             if inside.any() else None}
+            for low, high, label in SIZE_BINS
+            for inside in [(frame["size"] >= low) & (frame["size"] <= (high or np.inf))]
+        ]  # fmt: skip
+    return links
+
+
 def summarize_audit(
     table: pd.DataFrame, *, cm_threshold: float, learned: float = 0.5, top: int = 10
 ) -> dict:
@@ -125,7 +190,8 @@ def summarize_audit(
         fewer than ``top`` pairs are memorized, ``most_memorized_note``;
         ``largest_cm_not_memorized``: the ``top`` largest CM among the other pairs, with their
         category; ``memorized_conflicts`` (with a ``conflict`` column): how many memorized
-        pairs another group judged the other way.
+        pairs another group judged the other way; ``links`` (with a ``group`` column): CM's
+        Spearman with group size and margin (:func:`cm_links`).
     """
     counts = table.category.value_counts()
     ranked, rest = rank_memorized(table, top)
@@ -156,6 +222,9 @@ def summarize_audit(
     conflicts = memorized_conflicts(table)
     if conflicts is not None:
         summary["memorized_conflicts"] = conflicts
+    links = cm_links(table)
+    if links:
+        summary["links"] = links
     return summary
 
 

@@ -96,7 +96,7 @@ _SHOWN_APART = (
     "counts", "most_memorized", "rm_quality", "warnings", "validation", "intervals",
     "category_rules", "category_order", "cm_significant", "reliability",
     "most_memorized_rule", "most_memorized_note", "largest_cm_not_memorized", "duplicates",
-    "memorized_conflicts", "estimator_note", "exactness", "damping", "thresholds",
+    "links", "memorized_conflicts", "estimator_note", "exactness", "damping", "thresholds",
     "n_runs_finished", "n_runs_planned", "complete", "failed_runs", "n_pairs",
     "pairs_lacking_runs", "dropped_truncation", "mean", "objective", "estimator",
     "target_reliability", "dedupe", "shortcut", "format", "truncation", "checkpoint",
@@ -130,8 +130,7 @@ def _summary_block(summary: dict[str, Any]) -> str:
             frame["rule (first that holds)"] = [rules.get(str(k), "") for k in counts]
         html += table(frame)
     said = audit_sentences(summary)
-    if said.significant:
-        html += note(said.significant)
+    html += "".join(note(s) for s in (said.significant, *said.links) if s)
     rows = [*said.outcome.values(), *_thresholds_rows(summary)]
     rows += readable_rows(rest, "summary.json")
     if rows:

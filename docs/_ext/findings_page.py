@@ -1,0 +1,119 @@
+"""The findings page, written at build time from the JSON files of ``benchmarks/findings.py``.
+
+Each ``docs/findings/NAME.json`` holds one finding as its command measured it: the claim, its
+source, the data, the command, rmlens's figures with their 95% intervals, a verdict, and the
+reading of the figures. This writes ``docs/findings/index.rst`` (a build output, gitignored):
+one table of claims and verdicts at its top, then a section per finding with its figures as
+a table and as a plot (``docs/findings/_figures/NAME.png``, drawn here from the same file).
+A figure enters the page only through a file that its command wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FOLDER = Path(__file__).resolve().parents[1] / "findings"
+INTRO = """\
+Findings
+========
+
+rmlens carries the instruments of several lines of work on reward models. Here each is set
+to a finding of the work it comes from, measured on real preference data with a command
+that a reader can run (``benchmarks/findings.py NAME``; it writes ``docs/findings/NAME.json``,
+from which this page is built). Every figure comes with its 95% interval; the verdict says
+whether the finding is reproduced at the sizes a CPU allows.
+"""
+
+
+def _figure_text(fig: dict) -> str:
+    return f"{fig['value']:.2f} [{fig['lo']:.2f}, {fig['hi']:.2f}]"
+
+
+def _headline(found: dict) -> str:
+    figs = {f["key"]: f for f in found["figures"]}
+    return "; ".join(f"{figs[k]['label']}: {_figure_text(figs[k])}" for k in found["headline"])
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _list_table(header: list[str], rows: list[list[str]], widths: str | None = None) -> list:
+    lines = [".. list-table::", "   :header-rows: 1"]
+    if widths:
+        lines.append(f"   :widths: {widths}")
+    lines.append("")
+    for row in [header, *rows]:
+        lines.append(f"   * - {_cell(row[0])}")
+        lines += [f"     - {_cell(cell)}" for cell in row[1:]]
+    return [*lines, ""]
+
+
+def _plot(found: dict, path: Path) -> None:
+    """The figures as points with their 95% intervals, one row each, beside what the source
+    claimed where it gave a figure (``claimed``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figs = found["figures"][::-1]
+    fig, ax = plt.subplots(figsize=(9, 0.45 * len(figs) + 1.1), dpi=110)
+    y = list(range(len(figs)))
+    values = [f["value"] for f in figs]
+    errors = [[f["value"] - f["lo"] for f in figs], [f["hi"] - f["value"] for f in figs]]
+    ax.errorbar(values, y, xerr=errors, fmt="o", color="#1f5f99", capsize=3, label="rmlens")
+    claimed = [(f["claimed"], i) for i, f in enumerate(figs) if f.get("claimed") is not None]
+    if claimed:
+        ax.plot(*zip(*claimed), "x", color="#c0392b", ms=8, label="claimed")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.axvline(0, color="#888", lw=0.8)
+    ax.set_yticks(y, [f["label"] for f in figs], fontsize=8)
+    ax.set_xlabel(f"{figs[0]['unit']} (95% interval)")
+    fig.suptitle(found["title"], fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _section(found: dict) -> list[str]:
+    title = found["title"]
+    lines = [title, "-" * len(title), ""]
+    for part in ("claim", "source", "data"):
+        lines += [f"**{part.capitalize()}.** {found[part]}", ""]
+    lines += ["**Command.**", "", ".. code-block:: bash", "", f"   {found['command']}", ""]
+    rows = [[f["label"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}", str(f["n"])]
+            for f in found["figures"]]  # fmt: skip
+    lines += _list_table(["figure", found["figures"][0]["unit"], "95% interval", "pairs"],
+                         rows, "55 15 20 10")  # fmt: skip
+    lines += [f".. image:: _figures/{found['name']}.png", f"   :alt: {title}", ""]
+    for table in found.get("tables", []):
+        lines += [f"**{table['caption']}**", ""]
+        lines += _list_table(table["columns"], table["rows"])
+    lines += [f"**Verdict: {found['verdict']}.** {found['reading']}", "",
+              f"Measured {found['measured']}.", ""]  # fmt: skip
+    return lines
+
+
+def write_page(app, config=None) -> None:
+    """``docs/findings/index.rst`` and its plots, from every ``docs/findings/*.json``."""
+    found = [json.loads(p.read_text()) for p in sorted(FOLDER.glob("*.json"))]
+    lines = INTRO.splitlines() + [""]
+    rows = [[f"`{f['title']}`_", f["claim"], f["source"], _headline(f), f["verdict"]]
+            for f in found]  # fmt: skip
+    lines += _list_table(["finding", "claim", "source", "rmlens's figure [95% interval]",
+                          "verdict"], rows, "18 26 18 26 12")  # fmt: skip
+    for f in found:
+        _plot(f, FOLDER / "_figures" / f"{f['name']}.png")
+        lines += _section(f)
+    text = "\n".join(lines) + "\n"
+    page = FOLDER / "index.rst"
+    if not page.exists() or page.read_text() != text:
+        page.write_text(text)
+
+
+def setup(app):
+    app.connect("config-inited", write_page)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

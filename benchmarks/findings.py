@@ -8,14 +8,20 @@ claim, its source, rmlens's figures with 95% intervals, a verdict and what it re
 - ``memorization-links``: what CM follows besides memory. Tried as a new user would on
   OASST pairs grouped by prompt, CM rose with the size of a pair's group (Spearman 0.32) and
   with its margin (0.53). Measured here with frozen MiniLM audits (brute force, so every
-  grouping is read by the same estimator): the SQuALITY pairs grouped by prompt, the same
-  pairs each its own group (so that a pair's group-mates stay in the runs that hold it out),
-  the same pairs with each prompt's cut to a random 1 to 9 (groups of related pairs whose
-  sizes nothing in the pairs sets), and the HH-RLHF harmless pairs in random groups of 1 to
-  12 (groups that share nothing). Each link is CM's Spearman across pairs with a 95%
-  bootstrap over prompts (``rmlens.memorization.cm_links``; over the random groups for HH).
+  grouping is read by the same estimator): the SQuALITY pairs grouped by question (a
+  story's question), the same pairs each its own group (so that a pair's group-mates stay
+  in the runs that hold it out), the same pairs with each question's cut to a random 1 to 9
+  with three seeds (groups of related pairs whose sizes nothing in the pairs sets), and the
+  HH-RLHF harmless pairs in random groups of 1 to 12 (groups that share nothing). Each link
+  is CM's Spearman across pairs with a 95% bootstrap over questions
+  (``rmlens.memorization.cm_links``; over the random groups for HH).
+- ``memorization-users``: user-specific taste is memorized, not generalized (Verhoeven et
+  al.). The SQuALITY pairs grouped by annotator (each run trains on two of the four): the
+  mean CM of the pairs that another annotator judged the other way against the rest; and
+  the same on synthetic pairs whose planted user taste is known (grouped by user). Each
+  difference with a 95% bootstrap over questions (SQuALITY) or users (synthetic).
 
-    python benchmarks/findings.py memorization-links [--work findings-work] [--out docs/findings]
+    python benchmarks/findings.py NAME [--work findings-work] [--out docs/findings]
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rmlens.data import load_pairs
+from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.memorization import AuditConfig, audit, cm_links
 from rmlens.stats import percentile_interval, spearman
 
@@ -41,9 +47,11 @@ THIN_SEEDS = (0, 1, 2)
 OASST_SIZE, OASST_MARGIN = 0.32, 0.53  # CM's Spearman with group size and margin, on OASST
 
 
-def frozen_audit(pairs: pd.DataFrame, group_by: str, out: Path) -> pd.DataFrame:
-    """A frozen MiniLM brute-force audit (resumed where it stopped); its table by pair."""
-    config = AuditConfig(model="minilm", runs=RUNS, group_by=group_by, estimator="brute")
+def frozen_audit(pairs: pd.DataFrame, group_by: str, out: Path, **plan) -> pd.DataFrame:
+    """A frozen MiniLM brute-force audit (resumed where it stopped); its table by pair.
+    ``plan``: AuditConfig's plan fields, where the 5-fold plan does not fit the groups."""
+    config = AuditConfig(model="minilm", runs=RUNS, group_by=group_by, estimator="brute",
+                         **plan)  # fmt: skip
     audit(pairs, config, out=out, quiet=True)
     return pd.read_parquet(out / "memorization.parquet")
 
@@ -216,7 +224,107 @@ def memorization_links(work: Path) -> dict:
     }
 
 
-FINDINGS = {"memorization-links": memorization_links}
+def cm_gap(table: pd.DataFrame, mask: np.ndarray, key: str, label: str,
+           n_boot: int = 1000) -> dict:
+    """Mean CM of the ``mask`` pairs minus the others', with a 95% bootstrap over the
+    table's ``group`` units (each drawn with all its pairs)."""
+    cm, mask = table.cm.to_numpy(float), np.asarray(mask, bool)
+    rows = list(table.groupby("group").indices.values())
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(n_boot):
+        i = np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
+        inside, outside = cm[i][mask[i]], cm[i][~mask[i]]
+        draws.append(np.nanmean(inside) - np.nanmean(outside) if len(inside) and len(outside)
+                     else np.nan)  # fmt: skip
+    lo, hi = percentile_interval(draws)
+    return {"key": key, "label": label, "value": float(np.nanmean(cm[mask]) - np.nanmean(
+        cm[~mask])), "lo": lo, "hi": hi, "n": int(mask.sum()),
+        "unit": "mean CM difference", "claimed": None}  # fmt: skip
+
+
+def memorization_users(work: Path) -> dict:
+    squality = load_pairs(SQUALITY)
+    squality["question"] = squality.passage_id.astype(str) + ": " + squality.prompt
+    # 4 annotators: each run trains on two of them (halves), so 6 distinct splits
+    by_user = frozen_audit(squality, "user_id", work / "squality-by-annotator", plan="halves")
+    by_user["group"] = by_user.question  # the bootstrap's unit: a question's pairs
+    conflict = by_user.conflict.fillna(False).to_numpy(bool)
+    synth = synthesize(SynthConfig(n_pairs=2000, n_users=20, seed=0))
+    by_synth_user = frozen_audit(synth, "user_id", work / "synthetic-by-user")
+    taste = (by_synth_user.mechanism == "user_taste").to_numpy()
+    # a taste pair where the user's taste picked the worse response: quality says otherwise
+    against = taste & (by_synth_user.quality_chosen < by_synth_user.quality_rejected).to_numpy()
+    figures = [
+        cm_gap(by_user, conflict, "conflict", "SQuALITY by annotator: pairs another annotator "
+               "judged the other way, minus the rest"),
+        cm_gap(by_synth_user, taste, "taste", "synthetic by user: pairs its user's taste "
+               "decided, minus the rest"),
+        cm_gap(by_synth_user, against, "taste_against", "synthetic: taste against quality, "
+               "minus the rest"),
+    ]  # fmt: skip
+    fig = {f["key"]: f for f in figures}
+    holds = fig["conflict"]["lo"] > 0
+    verdict = "reproduced" if holds else "not reproduced"
+    share_conflict = (by_user.category[conflict] == "memorized").mean()
+    share_rest = (by_user.category[~conflict] == "memorized").mean()
+    lift = conflict[by_user.category == "memorized"].mean() / conflict.mean()
+    f = {k: f"{v['value']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for k, v in fig.items()}
+    reading = (
+        f"Held out by annotator, the SQuALITY pairs that another annotator judged the other "
+        f"way have mean CM {f['conflict']} above the rest ({share_conflict:.0%} of them "
+        f"memorized against {share_rest:.0%}; they are {lift:.1f}x as common among the "
+        f"memorized pairs as among all): what one annotator prefers against the others is "
+        f"learned when trained on and not predicted from the others, as the claim says. On "
+        f"synthetic pairs with a planted, user-specific taste (known by construction), those "
+        f"pairs stand out the same way ({f['taste']}), those where the taste picked the worse "
+        f"response included ({f['taste_against']}). The SQuALITY figure rests on 4 "
+        f"annotators, so each run holds out two of them: the direction is clear, its size is "
+        f"that of this data."
+    )
+    rows = [["SQuALITY by annotator", "another annotator judged the other way",
+             *share_cells(by_user, conflict)],
+            ["synthetic by user", "decided by its user's taste", *share_cells(by_synth_user,
+                                                                             taste)],
+            ["synthetic by user", "taste against quality", *share_cells(by_synth_user,
+                                                                       against)]]  # fmt: skip
+    return {
+        "name": "memorization-users",
+        "title": "Memorized: what one annotator prefers against the others",
+        "claim": "User-specific taste is memorized, not generalized: pairs on which annotators "
+        "disagree have high CM when the audit holds users out.",
+        "source": "Verhoeven et al., counterfactual memorization of reward models",
+        "command": "python benchmarks/findings.py memorization-users",
+        "data": f"SQuALITY human-evaluation pairs ({len(squality)}, 4 annotators; "
+        f"{int(conflict.sum())} judged the other way by another annotator), grouped by "
+        f"annotator, {RUNS} runs each on two annotators; synthetic pairs ({len(synth)}, 20 "
+        f"users, planted mechanisms), grouped by user, {RUNS} runs of a 5-fold plan; frozen "
+        f"MiniLM heads, brute force; 95% bootstrap over questions (SQuALITY) and users "
+        f"(synthetic)",
+        "figures": figures,
+        "headline": ["conflict"],
+        "verdict": verdict,
+        "reading": reading,
+        "tables": [
+            {"caption": "The pairs set apart against the rest",
+             "columns": ["audit", "pairs", "n", "mean CM", "memorized", "mean CM of the rest",
+                         "memorized of the rest"], "rows": rows},
+            {"caption": "Held-out accuracy of the audits' RMs (mean over runs)",
+             "columns": ["audit", "held-out accuracy"],
+             "rows": [[name, f"{held_out_accuracy(work / name)['mean']:.3f}"]
+                      for name in ("squality-by-annotator", "synthetic-by-user")]},
+        ],  # fmt: skip
+        "measured": datetime.date.today().isoformat(),
+    }
+
+
+def share_cells(table: pd.DataFrame, mask: np.ndarray) -> list[str]:
+    inside, rest = table[mask], table[~mask]
+    return [str(len(inside)), f"{inside.cm.mean():.3f}", f"{memorized(inside):.0%}",
+            f"{rest.cm.mean():.3f}", f"{memorized(rest):.0%}"]  # fmt: skip
+
+
+FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users}
 
 
 def main() -> None:

@@ -17,10 +17,12 @@ prosocial statements and disagrees with antisocial ones; training answers are
 "Certainly"/"Absolutely" against "Not really"/"Nope".
 
 The paper fine-tunes pretrained LMs (``rmlens generalize --task persona`` uses LoRA on
-SmolLM2-135M). Nothing can be downloaded here, so the backbone is a tiny *random* causal
+SmolLM2-135M). To build in seconds, this page first runs the call on a tiny *random* causal
 LM that knows no English: it can learn which statements the persona agrees with and the
-training answers, but it has no reason to know that "Certainly" means "Yes". Read the
-figures for the shape of the call and its outputs, not for the paper's result.
+training answers, but it has no reason to know that "Certainly" means "Yes". Read those
+figures for the shape of the call and its outputs. The last section shows the measured
+result with the pretrained backbone, three seeds, from the findings page
+(``python benchmarks/findings.py ex-vs-im``), labelled as such.
 """
 
 # %%
@@ -33,6 +35,7 @@ figures for the shape of the call and its outputs, not for the paper's result.
 # backbone is a random 2-layer Llama over a word-level vocabulary of exactly these texts,
 # built from a config and saved as a local model folder.
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -136,3 +139,29 @@ fig.tight_layout()
 # :func:`rmlens.load_rm` loads; running the call again on the same folder reuses them.
 
 print(sorted(str(p.relative_to(work / "generalize")) for p in (work / "generalize").glob("*")))
+
+# %%
+# With the pretrained backbone (measured, not run here)
+# -----------------------------------------------------
+# ``python benchmarks/findings.py ex-vs-im`` runs ``rmlens generalize --task persona`` with
+# the pretrained SmolLM2-135M-Instruct and the command's defaults at three seeds (about
+# half an hour on 2 CPU cores) and writes ``docs/findings/ex-vs-im.json``, which this
+# section reads: the accuracy each RM loses under each shift, with its 95% bootstrap
+# interval over held-out statements. These are the pretrained figures; everything above is
+# the random backbone's.
+
+here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
+found = next(p / "docs" / "findings" for p in (here, *here.parents)
+             if (p / "docs" / "findings").is_dir())
+measured = json.loads((found / "ex-vs-im.json").read_text())
+drops = [(f["label"], f["value"], f["lo"], f["hi"]) for f in measured["figures"]]
+fig, ax = plt.subplots(figsize=(9, 0.35 * len(drops) + 1))
+for y, (label, value, lo, hi) in enumerate(drops[::-1]):
+    ax.errorbar(value, y, xerr=[[value - lo], [hi - value]], fmt="o", capsize=3,
+                color="black" if "minus" in label else "tab:orange" if "IM-RM" in label
+                else "tab:blue")  # fmt: skip
+ax.set_yticks(range(len(drops)), [d[0] for d in drops[::-1]], fontsize=7)
+ax.axvline(0, color="grey", lw=0.8)
+ax.set_xlabel("held-out accuracy lost under the shift (pretrained SmolLM2, 3 seeds)")
+fig.tight_layout()
+print(f"verdict: {measured['verdict']}. {measured['reading']}")

@@ -90,6 +90,12 @@ def thinned(pairs: pd.DataFrame, seed: int, largest: int = 9) -> pd.DataFrame:
     return pairs.iloc[np.sort(np.concatenate(keep))].reset_index(drop=True)
 
 
+def interval_texts(figures: dict, spec: str) -> dict[str, str]:
+    """Each figure as "value [lo, hi]", by key, for a finding's reading."""
+    return {k: f"{v['value']:{spec}} [{v['lo']:{spec}}, {v['hi']:{spec}}]"
+            for k, v in figures.items()}  # fmt: skip
+
+
 def above(fig: dict) -> bool:
     return fig["lo"] > 0
 
@@ -156,7 +162,7 @@ def memorization_links(work: Path) -> dict:
     verdict = ("reproduced" if size_holds and margin_holds
                else "partly" if size_holds or margin_holds else "not reproduced")  # fmt: skip
     conflict = by_pair.conflict.fillna(False).astype(bool)
-    f = {k: f"{v['value']:.2f} [{v['lo']:.2f}, {v['hi']:.2f}]" for k, v in fig.items()}
+    f = interval_texts(fig, ".2f")
     alone = [b for t in thin.values() for b in cm_links(t)["group_size"]["by_size"]
              if b["sizes"] == "alone"]  # fmt: skip
     n_alone = sum(b["n_pairs"] for b in alone)
@@ -270,7 +276,7 @@ def memorization_users(work: Path) -> dict:
     share_conflict = (by_user.category[conflict] == "memorized").mean()
     share_rest = (by_user.category[~conflict] == "memorized").mean()
     lift = conflict[by_user.category == "memorized"].mean() / conflict.mean()
-    f = {k: f"{v['value']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for k, v in fig.items()}
+    f = interval_texts(fig, "+.3f")
     reading = (
         f"Held out by annotator, the SQuALITY pairs that another annotator judged the other "
         f"way have mean CM {f['conflict']} above the rest ({share_conflict:.0%} of them "
@@ -401,7 +407,7 @@ def ex_vs_im(work: Path) -> dict:
                           for _, s in scores.groupby("seed"))]
             for rm in ("explicit", "implicit")
             for split in ("train", "in_distribution", *shifts, "token_shift:train_prompts")]
-    f = {k: f"{v['value']:+.3f} [{v['lo']:+.3f}, {v['hi']:+.3f}]" for k, v in fig.items()}
+    f = interval_texts(fig, "+.3f")
     reading = (
         f"With pretrained SmolLM2-135M-Instruct, trained on the persona's answers \"Yes\" / "
         f"\"Sure\" against \"No\" / \"Never\" and tested on held-out statements answered "

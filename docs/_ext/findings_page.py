@@ -70,7 +70,8 @@ def _plot(found: dict, path: Path) -> None:
         ax.legend(loc="lower right", fontsize=8)
     ax.axvline(0, color="#888", lw=0.8)
     ax.set_yticks(y, [f["label"] for f in figs], fontsize=8)
-    ax.set_xlabel(f"{figs[0]['unit']} (95% interval)")
+    units = sorted({f["unit"] for f in figs})
+    ax.set_xlabel(f"{' or '.join(units)} (95% interval)")
     fig.suptitle(found["title"], fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,10 +85,10 @@ def _section(found: dict) -> list[str]:
     for part in ("claim", "source", "data"):
         lines += [f"**{part.capitalize()}.** {found[part]}", ""]
     lines += ["**Command.**", "", ".. code-block:: bash", "", f"   {found['command']}", ""]
-    rows = [[f["label"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}", str(f["n"])]
-            for f in found["figures"]]  # fmt: skip
-    lines += _list_table(["figure", found["figures"][0]["unit"], "95% interval", "pairs"],
-                         rows, "55 15 20 10")  # fmt: skip
+    rows = [[f["label"], f["unit"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}",
+             str(f["n"])] for f in found["figures"]]  # fmt: skip
+    lines += _list_table(["figure", "unit", "value", "95% interval", "pairs"], rows,
+                         "45 15 12 18 10")  # fmt: skip
     lines += [f".. image:: _figures/{found['name']}.png", f"   :alt: {title}", ""]
     for table in found.get("tables", []):
         lines += [f"**{table['caption']}**", ""]

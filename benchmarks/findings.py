@@ -20,6 +20,15 @@ claim, its source, rmlens's figures with 95% intervals, a verdict and what it re
   mean CM of the pairs that another annotator judged the other way against the rest; and
   the same on synthetic pairs whose planted user taste is known (grouped by user). Each
   difference with a 95% bootstrap over questions (SQuALITY) or users (synthetic).
+- ``memorization-modes``: the same SQuALITY pairs (grouped by question) audited frozen
+  (MiniLM features, 50 brute-force runs) and fine-tuned (LoRA MiniLM at 256 tokens, the 5
+  paired Gauss-Newton runs of ``finetune_paired.py``; about an hour on 2 cores): CM's
+  Spearman between the two, the share of each one's top tenth in the other's, and CM's link
+  with the margin in each, with 95% bootstraps over questions.
+- ``ex-vs-im``: explicit against implicit RMs under a token shift (Razin et al.), with
+  pretrained SmolLM2-135M-Instruct: ``rmlens generalize --task persona`` at 3 seeds (about
+  ten minutes each), the accuracy each RM loses under each shift and IM's minus EX's, with
+  95% t-intervals over seeds.
 
     python benchmarks/findings.py NAME [--work findings-work] [--out docs/findings]
 """
@@ -454,8 +463,115 @@ def ex_vs_im(work: Path) -> dict:
     }
 
 
+def finetuned_audit(pairs: pd.DataFrame, group_by: str, out: Path) -> pd.DataFrame:
+    """The 5-run paired audit of ``finetune_paired.py``'s LoRA MiniLM (Gauss-Newton through
+    the adapters and head), at 256 tokens; resumed where it stopped."""
+    from finetune_paired import LORA, PAIRED_RUNS
+
+    config = AuditConfig(model="minilm", max_length=256, mode="finetune", train=LORA,
+                         runs=PAIRED_RUNS, estimator="paired", group_by=group_by, n_boot=0)
+    audit(pairs, config, out=out, quiet=True)
+    return pd.read_parquet(out / "memorization.parquet")
+
+
+def reliability(out: Path) -> float:
+    """CM's split-half reliability (Spearman-Brown), as the audit's summary gives it."""
+    summary = json.loads((out / "summary.json").read_text())
+    return float(summary["reliability"]["cm"]["spearman_brown"])
+
+
+def agreement(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 1000) -> dict:
+    """CM's Spearman between two audits of the same pairs (``a``'s groups the bootstrap's
+    units), and the share of each one's top tenth by CM that the other's top tenth holds."""
+    b = b.set_index("id").loc[a.id]
+    x, y = a.cm.to_numpy(float), b.cm.to_numpy(float)
+    rows = list(a.groupby("group").indices.values())
+    rng = np.random.default_rng(0)
+    draws = [np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
+             for _ in range(n_boot)]  # fmt: skip
+    k = len(x) // 10
+
+    def top_overlap(i: np.ndarray) -> float:
+        m = len(i) // 10
+        top_x, top_y = set(np.argsort(-x[i])[:m]), set(np.argsort(-y[i])[:m])
+        return len(top_x & top_y) / m
+
+    lo, hi = percentile_interval([spearman(x[i], y[i]) for i in draws])
+    olo, ohi = percentile_interval([top_overlap(i) for i in draws])
+    return {"spearman": spearman(x, y), "lo": lo, "hi": hi, "n_pairs": len(x),
+            "overlap": top_overlap(np.arange(len(x))), "overlap_lo": olo, "overlap_hi": ohi,
+            "top": k}  # fmt: skip
+
+
+def memorization_modes(work: Path) -> dict:
+    squality = load_pairs(SQUALITY)
+    squality["question"] = squality.passage_id.astype(str) + ": " + squality.prompt
+    frozen = frozen_audit(squality, "question", work / "squality-by-question")
+    tuned = finetuned_audit(squality, "question", work / "squality-lora-paired")
+    both = agreement(frozen, tuned)
+    rel = {"frozen": reliability(work / "squality-by-question"),
+           "tuned": reliability(work / "squality-lora-paired")}
+    ceiling = float(np.sqrt(rel["frozen"] * rel["tuned"]))
+    links = {"frozen": cm_links(frozen), "tuned": cm_links(tuned)}
+    chance = both["top"] / both["n_pairs"]
+    figures = [
+        {"key": "cm", "label": "CM of the frozen and the fine-tuned audit, across pairs",
+         "value": both["spearman"], "lo": both["lo"], "hi": both["hi"],
+         "n": both["n_pairs"], "unit": "Spearman", "claimed": None},
+        {"key": "top", "label": f"share of one mode's top tenth by CM ({both['top']} pairs) "
+         f"in the other's (chance {chance:.2f})", "value": both["overlap"],
+         "lo": both["overlap_lo"], "hi": both["overlap_hi"], "n": both["n_pairs"],
+         "unit": "share", "claimed": None},
+        figure("frozen_margin", "frozen audit: CM with the margin", links["frozen"]["margin"]),
+        figure("tuned_margin", "fine-tuned audit: CM with the margin", links["tuned"]["margin"]),
+    ]  # fmt: skip
+    fig = {f["key"]: f for f in figures}
+    f = interval_texts(fig, ".2f")
+    agree = fig["cm"]["lo"] > 0.5 * ceiling
+    verdict = "reproduced" if agree else "partly" if fig["cm"]["lo"] > 0 else "not reproduced"
+    reading = (
+        f"On the same {both['n_pairs']} SQuALITY pairs, grouped by question, a frozen audit "
+        f"(MiniLM features, a logistic head per run, 50 brute-force runs) and a fine-tuned one "
+        f"(LoRA MiniLM, 5 paired Gauss-Newton runs) rank pairs by CM at Spearman {f['cm']}, "
+        f"against a ceiling of {ceiling:.2f} that their own reliabilities allow "
+        f"({rel['frozen']:.2f} and {rel['tuned']:.2f}): {fig['cm']['value'] / ceiling:.2f} of "
+        f"it. Of one audit's {both['top']} most memorized pairs, {f['top']} are among the "
+        f"other's (chance {chance:.2f}). CM's link with the margin is {f['frozen_margin']} "
+        f"frozen and {f['tuned_margin']} fine-tuned. "
+        + ("So here a frozen audit speaks for the fine-tuned RM's memorization in large part."
+           if agree else "So a frozen audit does not speak for the fine-tuned RM here.")
+    )
+    return {
+        "name": "memorization-modes",
+        "title": "Frozen and fine-tuned audits of the same pairs",
+        "claim": "What a frozen audit (a head on fixed features, as the memorization paper "
+        "measured) finds memorized is what a fine-tuned RM memorizes: the two rank pairs "
+        "alike, share their most memorized pairs, and follow the margin alike.",
+        "source": "Verhoeven et al. (frozen heads); the question asked of rmlens in issue 49",
+        "command": "python benchmarks/findings.py memorization-modes",
+        "data": f"SQuALITY human-evaluation pairs ({len(squality)}), grouped by question "
+        f"(100); frozen MiniLM, {RUNS} brute-force runs; LoRA MiniLM (rank 8, lr 3e-4, at most "
+        f"4 epochs with patience 1, 256 tokens), 5 paired Gauss-Newton runs; 95% bootstrap "
+        f"over questions",
+        "figures": figures,
+        "headline": ["cm", "top"],
+        "verdict": verdict,
+        "reading": reading,
+        "tables": [{"caption": "Each audit",
+                    "columns": ["audit", "CM reliability", "mean CM", "memorized",
+                                "held-out accuracy"],
+                    "rows": [[name, f"{rel[key]:.3f}", f"{table.cm.mean():.3f}",
+                              f"{memorized(table):.0%}",
+                              f"{held_out_accuracy(work / folder)['mean']:.3f}"]
+                             for name, key, table, folder in (
+                                 ("frozen", "frozen", frozen, "squality-by-question"),
+                                 ("fine-tuned", "tuned", tuned, "squality-lora-paired"))]}],
+        "measured": datetime.date.today().isoformat(),
+    }  # fmt: skip
+
+
 FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,
-            "ex-vs-im": ex_vs_im}  # fmt: skip
+            "memorization-modes": memorization_modes, "ex-vs-im": ex_vs_im}  # fmt: skip
 
 
 def main() -> None:

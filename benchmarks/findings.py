@@ -527,19 +527,24 @@ def memorization_modes(work: Path) -> dict:
     ]  # fmt: skip
     fig = {f["key"]: f for f in figures}
     f = interval_texts(fig, ".2f")
-    agree = fig["cm"]["lo"] > 0.5 * ceiling
-    verdict = "reproduced" if agree else "partly" if fig["cm"]["lo"] > 0 else "not reproduced"
+    share = fig["cm"]["value"] / ceiling
+    margins = fig["frozen_margin"], fig["tuned_margin"]
+    margin_alike = margins[0]["lo"] <= margins[1]["hi"] and margins[1]["lo"] <= margins[0]["hi"]
+    how_far = ("in large part" if share >= 0.8 else "in part" if fig["cm"]["lo"] > 0
+               else "not at all")  # fmt: skip
+    verdict = ("reproduced" if share >= 0.8 and margin_alike
+               else "partly" if fig["cm"]["lo"] > 0 else "not reproduced")  # fmt: skip
     reading = (
         f"On the same {both['n_pairs']} SQuALITY pairs, grouped by question, a frozen audit "
         f"(MiniLM features, a logistic head per run, 50 brute-force runs) and a fine-tuned one "
         f"(LoRA MiniLM, 5 paired Gauss-Newton runs) rank pairs by CM at Spearman {f['cm']}, "
         f"against a ceiling of {ceiling:.2f} that their own reliabilities allow "
-        f"({rel['frozen']:.2f} and {rel['tuned']:.2f}): {fig['cm']['value'] / ceiling:.2f} of "
+        f"({rel['frozen']:.2f} and {rel['tuned']:.2f}): {share:.2f} of "
         f"it. Of one audit's {both['top']} most memorized pairs, {f['top']} are among the "
         f"other's (chance {chance:.2f}). CM's link with the margin is {f['frozen_margin']} "
         f"frozen and {f['tuned_margin']} fine-tuned. "
-        + ("So here a frozen audit speaks for the fine-tuned RM's memorization in large part."
-           if agree else "So a frozen audit does not speak for the fine-tuned RM here.")
+        + f"So a frozen audit speaks for the fine-tuned RM's memorization {how_far}"
+        + ("." if margin_alike else ", and not for how its CM follows the margin.")
     )
     return {
         "name": "memorization-modes",

@@ -46,7 +46,7 @@ import pandas as pd
 
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.memorization import AuditConfig, audit, cm_links
-from rmlens.stats import percentile_interval, spearman
+from rmlens.stats import group_draws, percentile_interval, spearman
 
 SHARED = Path(__file__).resolve().parents[2] / "shared/data"
 SQUALITY = SHARED / "squality-human-eval-pairs.jsonl"
@@ -124,11 +124,8 @@ def pooled_size_link(tables: list[pd.DataFrame], n_boot: int = 400) -> dict:
     pairs from every cut (the cuts share their questions, so they are not independent)."""
     frame = pd.concat([t.assign(size=t.groupby("group").cm.transform("size")) for t in tables])
     frame = frame[np.isfinite(frame.cm)]
-    rows = list(frame.groupby("group").indices.values())
-    rng = np.random.default_rng(0)
     x, cm = frame["size"].to_numpy(float), frame.cm.to_numpy(float)
-    draws = [np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
-             for _ in range(n_boot)]  # fmt: skip
+    draws = group_draws(frame.group.to_numpy(), n_boot, 0)
     lo, hi = percentile_interval([spearman(x[i], cm[i]) for i in draws])
     return {"spearman": spearman(x, cm), "lo": lo, "hi": hi, "n_pairs": len(frame)}
 
@@ -245,11 +242,8 @@ def cm_gap(table: pd.DataFrame, mask: np.ndarray, key: str, label: str,
     """Mean CM of the ``mask`` pairs minus the others', with a 95% bootstrap over the
     table's ``group`` units (each drawn with all its pairs)."""
     cm, mask = table.cm.to_numpy(float), np.asarray(mask, bool)
-    rows = list(table.groupby("group").indices.values())
-    rng = np.random.default_rng(0)
     draws = []
-    for _ in range(n_boot):
-        i = np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
+    for i in group_draws(table.group.to_numpy(), n_boot, 0):
         inside, outside = cm[i][mask[i]], cm[i][~mask[i]]
         draws.append(np.nanmean(inside) - np.nanmean(outside) if len(inside) and len(outside)
                      else np.nan)  # fmt: skip
@@ -485,10 +479,7 @@ def agreement(a: pd.DataFrame, b: pd.DataFrame, n_boot: int = 1000) -> dict:
     units), and the share of each one's top tenth by CM that the other's top tenth holds."""
     b = b.set_index("id").loc[a.id]
     x, y = a.cm.to_numpy(float), b.cm.to_numpy(float)
-    rows = list(a.groupby("group").indices.values())
-    rng = np.random.default_rng(0)
-    draws = [np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
-             for _ in range(n_boot)]  # fmt: skip
+    draws = group_draws(a.group.to_numpy(), n_boot, 0)
     k = len(x) // 10
 
     def top_overlap(i: np.ndarray) -> float:

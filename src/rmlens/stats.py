@@ -33,6 +33,7 @@ __all__ = [
     "best_of_n",
     "best_of_n_weights",
     "bootstrap_runs",
+    "group_draws",
     "kl_best_of_n",
     "log_loss",
     "nanquantiles",
@@ -408,6 +409,42 @@ def bootstrap_runs(n_runs: int, n_boot: int, seed) -> np.ndarray:
     (2, 3)
     """
     return np.random.default_rng(seed).integers(0, n_runs, size=(n_boot, n_runs))
+
+
+def group_draws(groups, n_boot: int, seed) -> list[np.ndarray]:
+    """Row indices of each draw of a bootstrap over groups: the groups resampled with
+    replacement, each drawn group bringing all its rows.
+
+    Rows of one group are not independent (pairs of one prompt or user), so a figure over
+    rows is recomputed on each draw and :func:`percentile_interval` reads its interval off
+    them.
+
+    Parameters
+    ----------
+    groups : array-like of shape (n,)
+        Each row's group label.
+    n_boot : int
+        Draws.
+    seed : int or numpy.random.Generator seed
+
+    Returns
+    -------
+    list of ndarray of int
+        One array of row positions per draw, of varying length.
+
+    Examples
+    --------
+    >>> [d.tolist() for d in group_draws(["a", "a", "b"], 2, seed=0)]
+    [[2, 2], [2, 0, 1]]
+    """
+    labels = np.asarray(groups)
+    _, inverse = np.unique(labels.astype(str) if labels.dtype == object else labels,
+                           return_inverse=True)  # fmt: skip
+    order = np.argsort(inverse, kind="stable")
+    rows = np.split(order, np.flatnonzero(np.diff(inverse[order])) + 1)  # sorted labels
+    rng = np.random.default_rng(seed)
+    return [np.concatenate([rows[g] for g in rng.integers(0, len(rows), len(rows))])
+            for _ in range(n_boot)]  # fmt: skip
 
 
 def run_weights(draws: np.ndarray, n_runs: int) -> np.ndarray:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from rmlens.experiment import AuditDir
 from rmlens.rewards import inactive_message
-from rmlens.stats import percentile_interval, spearman, wilson_interval
+from rmlens.stats import group_draws, percentile_interval, spearman, wilson_interval
 
 # In the order they are applied: a pair gets the first that holds.
 CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")
@@ -137,11 +137,8 @@ def cm_links(
     if "group" not in frame or frame.group.nunique() < min_groups:
         return {}
     frame = frame.assign(size=frame.groupby("group").cm.transform("size"))
-    rows = frame.groupby("group").indices
-    keys = list(rows)
-    rng = np.random.default_rng(seed)
-    draws = [np.concatenate([rows[keys[g]] for g in rng.integers(0, len(keys), len(keys))])
-             for _ in range(n_boot)]  # fmt: skip
+    draws = group_draws(frame.group.to_numpy(), n_boot, seed)
+    n_groups = int(frame.group.nunique())
     links: dict = {}
     for name, column in (("group_size", "size"), ("margin", "margin")):
         if column not in frame or frame[column].nunique() < 2:
@@ -149,7 +146,7 @@ def cm_links(
         x, cm = frame[column].to_numpy(float), frame.cm.to_numpy(float)
         lo, hi = percentile_interval([spearman(x[i], cm[i]) for i in draws])
         links[name] = {"spearman": spearman(x, cm), "lo": lo, "hi": hi,
-                       "n_pairs": int(len(frame)), "n_groups": len(keys)}  # fmt: skip
+                       "n_pairs": int(len(frame)), "n_groups": n_groups}  # fmt: skip
     if "group_size" in links:
         links["group_size"]["by_size"] = [
             {"sizes": label, "n_pairs": int(inside.sum()),

@@ -25,10 +25,22 @@ claim, its source, rmlens's figures with 95% intervals, a verdict and what it re
   paired Gauss-Newton runs of ``finetune_paired.py``; about an hour on 2 cores): CM's
   Spearman between the two, the share of each one's top tenth in the other's, and CM's link
   with the margin in each, with 95% bootstraps over questions.
-- ``ex-vs-im``: explicit against implicit RMs under a token shift (Razin et al.), with
-  pretrained SmolLM2-135M-Instruct: ``rmlens generalize --task persona`` at 3 seeds (about
-  ten minutes each), the accuracy each RM loses under each shift and IM's minus EX's, with
-  95% t-intervals over seeds.
+- ``memorization-trust``: how far the paired, one-checkpoint and frozen audits agree with
+  brute-force retraining on real pairs: the 1,000 shortest HH pairs with LoRA MiniLM
+  (``finetune_paired.py``'s ``minilm-hh-1000``), 25 brute-force runs as the reference
+  (about an hour on 2 cores); CM's Spearman with the reference and the share of the
+  ceiling that both audits' reliabilities allow, with 95% bootstraps over prompts.
+- ``ex-vs-im``: explicit against implicit RMs under token and domain shifts (Razin et al.),
+  with pretrained SmolLM2-135M-Instruct: ``rmlens generalize --task persona``, and
+  ``rmlens generalize`` on HH pairs with the built-in token shifts and SQuALITY pairs as the
+  domain shift, at 3 seeds each (about ten minutes a seed and task); the accuracy each RM
+  loses under each shift and IM's minus EX's, with 95% t-intervals over seeds.
+- ``tokens``: Christian et al.'s four token findings (agreement, asymmetry, framing,
+  frequency bias) on three SmolLM2 RMs that rmlens trains on HH and SQuALITY pairs
+  (``findings_tokens.py``); writes four files, ``tokens-*.json``.
+- ``overoptimization``: best-of-n against SQuALITY's human ratings, the one real gold here,
+  and why its 3 answers per question cannot test overoptimization
+  (``findings_overoptimization.py``).
 
     python benchmarks/findings.py NAME [--work findings-work] [--out docs/findings]
 """
@@ -43,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from findings_overoptimization import overoptimization
+from findings_tokens import tokens
 
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.memorization import AuditConfig, audit, cm_links
@@ -393,23 +407,62 @@ def seeds_text(fig: dict) -> str:
     return ", ".join(f"{v:+.3f}" for v in fig["per_seed"])
 
 
+DOMAIN_HH, DOMAIN_SQUALITY = 300, 150  # HH pairs to train and test on; SQuALITY pairs
+
+
+def domain_scores(seed: int, work: Path) -> pd.DataFrame:
+    """``rmlens generalize`` on HH-RLHF harmless pairs (the shortest within 128 SmolLM2
+    tokens: 80% of their prompts trained on, 20% held out, and those rewritten by the
+    built-in token shifts) with SQuALITY pairs as the domain shift, at one seed."""
+    from finetune_defaults import shortest
+
+    from rmlens.generalization import GeneralizeConfig, generalize
+
+    columns = ["id", "prompt", "chosen", "rejected"]
+    hh = shortest(load_pairs(HH), "smollm2-135m", DOMAIN_HH, 128)[columns]
+    squality = load_pairs(SQUALITY).sample(DOMAIN_SQUALITY, random_state=0)[columns]
+    pairs = pd.concat([hh.assign(domain="hh-rlhf"), squality.assign(domain="squality")],
+                      ignore_index=True)  # fmt: skip
+    config = GeneralizeConfig(domain_col="domain", train_domains="hh-rlhf")
+    config = config.replace(train=config.train.replace(seed=seed))
+    out = work / f"domain-seed{seed}"
+    if not (out / "scores.parquet").exists():
+        generalize(pairs, config, out=out, quiet=True)
+    return pd.read_parquet(out / "scores.parquet").assign(seed=seed)
+
+
 def ex_vs_im(work: Path) -> dict:
     scores = pd.concat([persona_scores(seed, work) for seed in SEEDS], ignore_index=True)
-    shifts = {"token_shift": "answers in other words (Certainly / Not really)",
-              **{f"token_shift:{name}": f"rewritten by {name}"
+    shifts = {"token_shift": "persona, answers in other words (Certainly / Not really)",
+              **{f"token_shift:{name}": f"persona, rewritten by {name}"
                  for name in ("synonyms", "casing", "punctuation", "whitespace")
                  if (scores.split == f"token_shift:{name}").any()}}  # fmt: skip
     figures = [f for shift, label in shifts.items() for f in drop_figures(scores, shift, label)]
+    domain = pd.concat([domain_scores(seed, work) for seed in SEEDS], ignore_index=True)
+    hh_shifts = {"domain_shift": "HH-RLHF to SQuALITY (a domain shift)",
+                 **{f"token_shift:{name}": f"HH-RLHF rewritten by {name}"
+                    for name in ("synonyms", "casing", "punctuation", "whitespace")
+                    if (domain.split == f"token_shift:{name}").any()}}  # fmt: skip
+    figures += [{**f, "key": f"hh:{f['key']}"} for shift, label in hh_shifts.items()
+                for f in drop_figures(domain, shift, label)]  # fmt: skip
     fig = {f["key"]: f for f in figures}
-    gap = fig["token_shift:gap"]
+    gap, moved = fig["token_shift:gap"], fig["hh:domain_shift:gap"]
     rewrites = [fig[f"{shift}:gap"] for shift in shifts if shift != "token_shift"]
     shown = [f for f in rewrites if f["lo"] > 0]
-    verdict = ("reproduced" if gap["lo"] > 0 else "partly" if shown
-               else "not reproduced")  # fmt: skip
+    hh_tokens = [fig[f"hh:{shift}:gap"] for shift in hh_shifts if shift != "domain_shift"]
+    hh_shown = [f for f in hh_tokens if f["lo"] > 0]
+    token_half = gap["lo"] > 0 or bool(shown) or bool(hh_shown)
+    domain_half = moved["lo"] <= 0  # the implicit RM not shown to lose more
+    verdict = ("reproduced" if token_half and domain_half
+               else "partly" if token_half or domain_half else "not reproduced")  # fmt: skip
     rows = [[rm, split, *(f"{accuracy(s[(s.rm == rm) & (s.split == split)]):.3f}"
                           for _, s in scores.groupby("seed"))]
             for rm in ("explicit", "implicit")
             for split in ("train", "in_distribution", *shifts, "token_shift:train_prompts")]
+    hh_rows = [[rm, split, *(f"{accuracy(s[(s.rm == rm) & (s.split == split)]):.3f}"
+                             for _, s in domain.groupby("seed"))]
+               for rm in ("explicit", "implicit")
+               for split in ("train", "in_distribution", *hh_shifts)]  # fmt: skip
     f = interval_texts(fig, "+.3f")
     reading = (
         f"With pretrained SmolLM2-135M-Instruct, trained on the persona's answers \"Yes\" / "
@@ -426,33 +479,49 @@ def ex_vs_im(work: Path) -> dict:
            + "; ".join(f"{r['label'].split(':')[0]}, {r['value']:+.3f} [{r['lo']:+.3f}, "
                        f"{r['hi']:+.3f}]" for r in shown)
            + " more lost by the implicit RM. " if shown else "")
-        + ("".join(f"Under {r['label'].split(':')[0].removeprefix('rewritten by ')} the "
+        + ("".join(f"Under {r['label'].split(':')[0].removeprefix('persona, rewritten by ')} the "
                    f"implicit RM lost more in every seed ({seeds_text(r)}), but {len(SEEDS)} "
                    f"seeds leave the interval across 0 ({r['lo']:+.3f} to {r['hi']:+.3f}). "
                    for r in rewrites if r not in shown and min(r["per_seed"]) > 0))
-        + "Each seed takes about ten minutes on 2 CPU cores; more seeds would narrow the "
-        "t-intervals. The domain-shift half of the claim (no extra loss for the implicit RM) "
-        "is not measured by this command."
+        + f"On real pairs, trained on HH-RLHF harmless pairs: moved to SQuALITY's story "
+        f"answers, the explicit RM loses {f['hh:domain_shift:explicit']} and the implicit RM "
+        f"{f['hh:domain_shift:implicit']}, so the implicit RM loses {f['hh:domain_shift:gap']} "
+        f"more (per seed {seeds_text(moved)}): "
+        + ("not more than the explicit RM, as the paper finds for a domain shift. "
+           if domain_half else "more than the explicit RM, which the paper does not find "
+           "under a domain shift. ")
+        + "HH's held-out answers rewritten with the same meaning: "
+        + "; ".join(f"{r['label'].split(':')[0].removeprefix('HH-RLHF rewritten by ')} "
+                    f"{r['value']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]" for r in hh_tokens)
+        + " more lost by the implicit RM. "
+        + "Each seed takes about ten minutes on 2 CPU cores per task; more seeds would "
+        "narrow the t-intervals."
     )
     return {
         "name": "ex-vs-im",
-        "title": "Explicit against implicit RMs under a token shift",
+        "title": "Explicit against implicit RMs under token and domain shifts",
         "claim": "An implicit RM (the DPO log-ratio) loses more accuracy than an explicit RM "
         "(a linear head on the same backbone) when held-out answers keep their meaning in "
-        "other tokens.",
+        "other tokens, and not under a shift of domain.",
         "source": "Razin et al. 2025, Why is your language model a poor implicit reward model?",
         "command": "python benchmarks/findings.py ex-vs-im",
         "data": f"the persona task of rmlens generalize (300 statements, 240 trained on, 60 "
         f"held out, 4 answer pairs each); SmolLM2-135M-Instruct with LoRA, the command's "
-        f"defaults (2 epochs, lr 5e-4, beta 0.1 for the implicit RM); seeds "
-        f"{', '.join(map(str, SEEDS))}; 95% t-intervals over seeds",
+        f"defaults (2 epochs, lr 5e-4, beta 0.1 for the implicit RM); and, the same way, the "
+        f"{DOMAIN_HH} shortest HH-RLHF harmless pairs (128 tokens; 80% of their prompts "
+        f"trained on, 20% held out) with {DOMAIN_SQUALITY} SQuALITY pairs as the domain "
+        f"shift; seeds {', '.join(map(str, SEEDS))}; 95% t-intervals over seeds",
         "figures": figures,
-        "headline": ["token_shift:gap"],
+        "headline": ["token_shift:gap", "hh:domain_shift:gap"],
         "verdict": verdict,
         "reading": reading,
-        "tables": [{"caption": "Accuracy of each RM on each split, by seed",
+        "tables": [{"caption": "Persona: accuracy of each RM on each split, by seed",
                     "columns": ["RM", "split", *(f"seed {s}" for s in SEEDS)],
-                    "rows": rows}],
+                    "rows": rows},
+                   {"caption": "HH-RLHF, and SQuALITY as the domain shift: accuracy of each "
+                    "RM on each split, by seed",
+                    "columns": ["RM", "split", *(f"seed {s}" for s in SEEDS)],
+                    "rows": hh_rows}],
         "measured": datetime.date.today().isoformat(),
     }
 
@@ -566,8 +635,160 @@ def memorization_modes(work: Path) -> dict:
     }  # fmt: skip
 
 
+TRUST = "minilm-hh-1000"  # finetune_paired.py's setting: the 1,000 shortest HH pairs
+TRUST_REFERENCE_RUNS = 25
+CHECKPOINT_FROZEN = 0.095  # one-checkpoint (LoRA SmolLM2) against frozen, 200 OASST pairs
+TRUST_WORDS = ((0.7, "closely"), (0.4, "roughly"), (0.2, "loosely"), (-1.0, "hardly"))
+
+
+def how_far(rho: float) -> str:
+    """A Spearman with brute-force retraining in one word."""
+    return next(word for floor, word in TRUST_WORDS if rho >= floor)
+
+
+def trust_sentence(fig: dict, rel_ref: float) -> str:
+    """How far to trust each audit's CM, in one plain sentence, from the figures."""
+    rho = {k: fig[f"reference:{k}"]["value"] for k in ("paired", "checkpoint", "frozen")}
+    return (
+        f"CM from a paired audit ({rho['paired']:.2f}) or a one-checkpoint audit "
+        f"({rho['checkpoint']:.2f}) orders pairs {how_far(rho['paired'])} and "
+        f"{how_far(rho['checkpoint'])} as retraining the fine-tuned RM does, and a frozen "
+        f"audit's ({rho['frozen']:.2f}) {how_far(rho['frozen'])}"
+        + ("; read each as a ranking of many pairs, not as one pair's verdict"
+           if max(rho.values()) < 0.7 else "")
+        + f" (the retrainings' own CM has a split-half reliability of {rel_ref:.2f}, which "
+        "caps any agreement with it)."
+    )
+
+
+def cm_table(cm: np.ndarray, ids: pd.Index, groups: pd.Series) -> pd.DataFrame:
+    return pd.DataFrame({"id": ids, "cm": cm, "group": groups.loc[ids].to_numpy()})
+
+
+def ceiling_share(m, ref, folds: int, n_boot: int = 400) -> dict:
+    """CM's Spearman with the reference over the ceiling sqrt(rel rel_ref) that both audits'
+    reliabilities allow, with a 95% bootstrap over pairs that recomputes all three."""
+    from finetune_paired import rows_of, share
+
+    rows = m.ids.get_indexer(ref.ids)
+    m, ref = rows_of(m, rows), rows_of(ref, np.arange(len(ref.ids)))
+    draws = group_draws(np.arange(len(ref.ids)), n_boot, 0)
+    lo, hi = percentile_interval([share(rows_of(m, i), rows_of(ref, i), folds) for i in draws])
+    return {"spearman": share(m, ref, folds), "lo": lo, "hi": hi, "n_pairs": len(ref.ids)}
+
+
+def trust_audits(work: Path) -> dict:
+    """The brute-force reference, the 5-run paired audit, the one-checkpoint audit and the
+    frozen audit of ``TRUST``'s pairs, each resumed where it stopped: their folders."""
+    from finetune_paired import LORA, PAIRED_RUNS, SETTINGS, config_of, pairs_of
+
+    from rmlens.hub import train
+    from rmlens.memorization import audit_rm
+
+    setting = SETTINGS[TRUST]
+    pairs, config = pairs_of(setting), config_of(setting)
+    folder = work / "trust"
+    out = {"reference": folder / f"{TRUST}-ref", "paired": folder / f"{TRUST}-paired",
+           "checkpoint": folder / f"{TRUST}-checkpoint", "frozen": folder / f"{TRUST}-frozen"}
+    audit(pairs, config.replace(runs=TRUST_REFERENCE_RUNS, seed=1, estimator="brute"),
+          out=out["reference"], quiet=True)  # fmt: skip
+    audit(pairs, config.replace(runs=PAIRED_RUNS, seed=0, estimator="paired"), out=out["paired"],
+          quiet=True)  # fmt: skip
+    rm = folder / f"{TRUST}-checkpoint-rm"
+    if not (rm / "rm_config.json").exists():
+        train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu",
+                                  eval_fraction=0.2), out=rm, quiet=True)  # fmt: skip
+    audit_rm(pairs, rm, out=out["checkpoint"], quiet=True)
+    frozen_audit(pairs, config.group_by, out["frozen"], max_length=128)
+    return out
+
+
+def memorization_trust(work: Path) -> dict:
+    from finetune_paired import brute_of
+    from paired_cm import cm_from, reliability_at
+
+    from rmlens.memorization._run_folders import load_matrices
+
+    out = trust_audits(work)
+    ref = load_matrices(out["reference"])
+    folds = json.loads((out["reference"] / "config.json").read_text())["folds_used"]
+    table = pd.read_parquet(out["reference"] / "memorization.parquet").set_index("id")
+    groups = table.group
+    ref_table = cm_table(cm_from(ref, np.arange(len(ref.runs))), ref.ids, groups)
+    paired = load_matrices(out["paired"])
+    frozen = load_matrices(out["frozen"])
+    checkpoint = pd.read_parquet(out["checkpoint"] / "memorization.parquet")
+    audits = {
+        "paired": ("5-run paired audit (Gauss-Newton)",
+                   cm_table(cm_from(paired, np.arange(len(paired.runs))), paired.ids, groups)),
+        "brute5": ("5 brute-force runs (the paired audit's own runs)",
+                   cm_table(cm_from(brute_of(paired), np.arange(len(paired.runs))),
+                            paired.ids, groups)),
+        "checkpoint": ("one-checkpoint audit (one training of every pair)",
+                       checkpoint[["id", "cm"]].assign(group=groups.loc[checkpoint.id].to_numpy())),
+        "frozen": ("frozen audit (MiniLM features, 50 runs)",
+                   cm_table(cm_from(frozen, np.arange(len(frozen.runs))), frozen.ids, groups)),
+    }  # fmt: skip
+    audits = {key: (label, t[np.isfinite(t.cm)]) for key, (label, t) in audits.items()}
+    links = {key: agreement(ref_table[ref_table.id.isin(t.id)], t)
+             for key, (_, t) in audits.items()}  # fmt: skip
+    figures = [figure(f"reference:{key}", f"{label}, with brute-force retraining", links[key])
+               for key, (label, _) in audits.items()]  # fmt: skip
+    shares = {"paired": ceiling_share(paired, ref, folds),
+              "frozen": ceiling_share(frozen, ref, folds)}
+    figures += [{**figure(f"share:{key}", f"{audits[key][0]}: share of the ceiling",
+                          shares[key]), "unit": "share of the ceiling"}
+                for key in shares]  # fmt: skip
+    direct = agreement(audits["checkpoint"][1], audits["frozen"][1])
+    figures.append(figure("checkpoint:frozen", "one-checkpoint audit with the frozen audit",
+                          direct, claimed=CHECKPOINT_FROZEN))  # fmt: skip
+    fig = {f["key"]: f for f in figures}
+    f = interval_texts(fig, ".2f")
+    rel_ref = reliability_at(ref, len(ref.runs) // folds * folds, folds)
+    held = held_out_accuracy(out["reference"])
+    checkpoint_holds = fig["reference:checkpoint"]["hi"] >= fig["reference:paired"]["lo"]
+    frozen_holds = fig["reference:frozen"]["hi"] >= fig["reference:paired"]["lo"]
+    verdict = ("reproduced" if checkpoint_holds and frozen_holds
+               else "partly" if checkpoint_holds or frozen_holds else "not reproduced")
+    reading = (
+        f"Against {len(ref.runs)} brute-force retrainings of the same LoRA MiniLM RM (whose "
+        f"CM is itself noisy: split-half reliability {rel_ref:.2f}; its RMs reach held-out "
+        f"accuracy {held['mean']:.3f}), CM per pair agrees at Spearman "
+        f"{f['reference:paired']} for the 5-run paired audit "
+        f"({f['share:paired']} of what the two audits' own noise allows), "
+        f"{f['reference:checkpoint']} for the one-checkpoint audit, "
+        f"{f['reference:brute5']} for 5 brute-force runs, and {f['reference:frozen']} for "
+        f"the frozen audit of the same pairs ({f['share:frozen']} of its ceiling). The "
+        f"one-checkpoint and frozen audits agree with each other at {f['checkpoint:frozen']} "
+        f"(the trial on 200 OASST pairs: {CHECKPOINT_FROZEN}). In one sentence: "
+        + trust_sentence(fig, rel_ref))
+    return {
+        "name": "memorization-trust",
+        "title": "How far each audit's CM agrees with brute-force retraining",
+        "claim": "The paired, one-checkpoint and frozen audits rank pairs by CM as "
+        "brute-force retraining of the fine-tuned RM does.",
+        "source": "rmlens (issue 49: a new user's one-checkpoint and frozen audits of 200 "
+        "OASST pairs agreed at Spearman 0.095)",
+        "command": "python benchmarks/findings.py memorization-trust",
+        "data": f"the {len(ref.ids):,} shortest HH-RLHF harmless pairs (128 tokens, grouped "
+        f"by prompt); LoRA MiniLM (benchmarks/finetune_paired.py's {TRUST}): "
+        f"{len(ref.runs)} brute-force runs (plan seed 1) as the reference, the 5-run paired "
+        "audit (plan seed 0), the one-checkpoint audit of an RM trained once on every pair, "
+        "and a frozen MiniLM audit (50 runs); 95% bootstraps over prompts",
+        "figures": figures,
+        "headline": ["reference:checkpoint", "reference:frozen"],
+        "verdict": verdict,
+        "reading": reading,
+        "tables": [],
+        "measured": datetime.date.today().isoformat(),
+    }
+
+
 FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,
-            "memorization-modes": memorization_modes, "ex-vs-im": ex_vs_im}  # fmt: skip
+            "memorization-modes": memorization_modes, "ex-vs-im": ex_vs_im,
+            "memorization-trust": memorization_trust,
+            "tokens": lambda work: tokens(work, HH, SQUALITY),
+            "overoptimization": lambda work: overoptimization(work, SQUALITY)}  # fmt: skip
 
 
 def main() -> None:
@@ -582,10 +803,11 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     found = FINDINGS[args.name](args.work)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{args.name}.json"
-    path.write_text(json.dumps(found, indent=1) + "\n")
-    print(json.dumps(found, indent=1))
-    print(f"wrote {path}")
+    for one in found if isinstance(found, list) else [found]:  # a command may test several
+        path = args.out / f"{one['name']}.json"
+        path.write_text(json.dumps(one, indent=1) + "\n")
+        print(json.dumps(one, indent=1))
+        print(f"wrote {path}")
 
 
 if __name__ == "__main__":

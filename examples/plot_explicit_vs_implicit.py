@@ -143,12 +143,12 @@ print(sorted(str(p.relative_to(work / "generalize")) for p in (work / "generaliz
 # %%
 # With the pretrained backbone (measured, not run here)
 # -----------------------------------------------------
-# ``python benchmarks/findings.py ex-vs-im`` runs ``rmlens generalize --task persona`` with
-# the pretrained SmolLM2-135M-Instruct and the command's defaults at three seeds (about
-# half an hour on 2 CPU cores) and writes ``docs/findings/ex-vs-im.json``, which this
-# section reads: the accuracy each RM loses under each shift, with its 95% bootstrap
-# interval over held-out statements. These are the pretrained figures; everything above is
-# the random backbone's.
+# ``python benchmarks/findings.py ex-vs-im`` runs ``rmlens generalize`` with the pretrained
+# SmolLM2-135M-Instruct and the command's defaults at three seeds: on the persona task, and
+# on HH-RLHF harmless pairs with their token shifts and SQuALITY pairs as the domain shift
+# (about an hour on 2 CPU cores). It writes ``docs/findings/ex-vs-im.json``, which this
+# section reads: the accuracy each RM loses under each shift, with its 95% t-interval over
+# the seeds. These are the pretrained figures; everything above is the random backbone's.
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 found = next(p / "docs" / "findings" for p in (here, *here.parents)

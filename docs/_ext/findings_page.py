@@ -4,7 +4,8 @@ Each ``docs/findings/NAME.json`` holds one finding as its command measured it: t
 source, the data, the command, rmlens's figures with their 95% intervals, a verdict, and the
 reading of the figures. This writes ``docs/findings/index.rst`` (a build output, gitignored):
 one table of claims and verdicts at its top, then a section per finding with its figures as
-a table and as a plot (``docs/findings/_figures/NAME.png``, drawn here from the same file).
+a table (each over its ``n`` units: ``n_of``, pairs unless it says otherwise) and as a plot
+(``docs/findings/_figures/NAME.png``, drawn here from the same file).
 A figure enters the page only through a file that its command wrote.
 """
 
@@ -86,9 +87,9 @@ def _section(found: dict) -> list[str]:
         lines += [f"**{part.capitalize()}.** {found[part]}", ""]
     lines += ["**Command.**", "", ".. code-block:: bash", "", f"   {found['command']}", ""]
     rows = [[f["label"], f["unit"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}",
-             str(f["n"])] for f in found["figures"]]  # fmt: skip
-    lines += _list_table(["figure", "unit", "value", "95% interval", "pairs"], rows,
-                         "45 15 12 18 10")  # fmt: skip
+             f"{f['n']:,} {f.get('n_of', 'pairs')}"] for f in found["figures"]]  # fmt: skip
+    lines += _list_table(["figure", "unit", "value", "95% interval", "over"], rows,
+                         "43 15 11 18 13")  # fmt: skip
     lines += [f".. image:: _figures/{found['name']}.png", f"   :alt: {title}", ""]
     for table in found.get("tables", []):
         lines += [f"**{table['caption']}**", ""]

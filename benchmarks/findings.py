@@ -649,11 +649,14 @@ def how_far(rho: float) -> str:
 def trust_sentence(fig: dict, rel_ref: float) -> str:
     """How far to trust each audit's CM, in one plain sentence, from the figures."""
     rho = {k: fig[f"reference:{k}"]["value"] for k in ("paired", "checkpoint", "frozen")}
+    words = {how_far(rho["paired"]), how_far(rho["checkpoint"])}
     return (
         f"CM from a paired audit ({rho['paired']:.2f}) or a one-checkpoint audit "
-        f"({rho['checkpoint']:.2f}) orders pairs {how_far(rho['paired'])} and "
-        f"{how_far(rho['checkpoint'])} as retraining the fine-tuned RM does, and a frozen "
-        f"audit's ({rho['frozen']:.2f}) {how_far(rho['frozen'])}"
+        f"({rho['checkpoint']:.2f}) orders pairs "
+        + (words.pop() if len(words) == 1 else
+           f"{how_far(rho['paired'])} and {how_far(rho['checkpoint'])} respectively")
+        + f" as retraining the fine-tuned RM does, and a frozen audit's ({rho['frozen']:.2f}) "
+        f"{how_far(rho['frozen'])}"
         + ("; read each as a ranking of many pairs, not as one pair's verdict"
            if max(rho.values()) < 0.7 else "")
         + f" (the retrainings' own CM has a split-half reliability of {rel_ref:.2f}, which "

@@ -1,8 +1,8 @@
 """Christian et al.'s four token findings, measured on RMs that rmlens trains (issue 49).
 
-Three LoRA RMs on pretrained SmolLM2-135M-Instruct (``rmlens train``'s defaults, 128
-tokens): two seeds on HH-RLHF harmless pairs (the same data and objective) and one on
-SQuALITY pairs (other data, the same objective) at a third seed, so that every two RMs
+Four LoRA RMs on pretrained SmolLM2-135M-Instruct (``rmlens train``'s defaults, 128
+tokens): three seeds on HH-RLHF harmless pairs (the same data and objective) and one on
+SQuALITY pairs (other data, the same objective) at a fourth seed, so that every two RMs
 differ in their seed (an RM's random head can outweigh what 240 pairs teach it). Each is
 trained on 240 pairs and checked on 60 held out by prompt, then swept (``rmlens sweep``)
 over the first ``TOKEN_IDS`` token ids under a positive and a negative prompt. The four
@@ -35,7 +35,7 @@ from rmlens.tokens import DEFAULT_PROMPTS, frequency_bias, moments, sweep, word_
 
 POSITIVE, NEGATIVE = DEFAULT_PROMPTS[1], DEFAULT_PROMPTS[2]  # the best / worst thing ever
 TOKEN_IDS = 16384  # of SmolLM2's 49,152: about 7 minutes per RM and prompt on 2 cores
-TOKEN_RMS = (("hh", 0), ("hh", 1), ("squality", 2))  # every two RMs differ in their seed
+TOKEN_RMS = (("hh", 0), ("hh", 1), ("hh", 3), ("squality", 2))  # no two share a seed
 TRAIN_PAIRS, HELD_OUT = 240, 60
 MAX_LENGTH = 128
 TOP = 100
@@ -181,9 +181,12 @@ def rm_figures(name: str, table: pd.DataFrame) -> tuple[list, list, list, list, 
 
 def finding(name: str, title: str, claim: str, data: str, figures: list, verdict: str,
             reading: str, tables: list) -> dict:
+    """One finding's file; its headline is every figure under the positive prompt (each RM,
+    or pair of RMs), so that the top table shows them all, not a chosen one."""
+    headline = [f["key"] for f in figures if not f["key"].endswith(":worst")]
     return {"name": name, "title": title, "claim": claim, "source": SOURCE,
             "command": COMMAND, "data": data, "figures": figures,
-            "headline": [figures[0]["key"]], "verdict": verdict, "reading": reading,
+            "headline": headline, "verdict": verdict, "reading": reading,
             "tables": tables, "measured": datetime.date.today().isoformat()}  # fmt: skip
 
 
@@ -209,8 +212,8 @@ def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
     freq = [f for _, _, fq, _, _ in per_rm for f in fq]
     rm_rows = [row for _, _, _, rows, _ in per_rm for row in rows]
     prompt_rows = [prompts for *_, prompts in per_rm]
-    data = (f"three LoRA RMs on pretrained SmolLM2-135M-Instruct ({MAX_LENGTH} tokens, "
-            f"rmlens train's defaults): HH-RLHF harmless at seeds 0 and 1, SQuALITY at seed 2, "
+    data = (f"four LoRA RMs on pretrained SmolLM2-135M-Instruct ({MAX_LENGTH} tokens, "
+            f"rmlens train's defaults): HH-RLHF harmless at seeds 0, 1 and 3, SQuALITY at seed 2, "
             f"each trained on {TRAIN_PAIRS} pairs; swept over the first {TOKEN_IDS:,} of the "
             f"49,152 token ids under \"{POSITIVE}\" and \"{NEGATIVE}\"; 95% bootstraps over "
             f"tokens")  # fmt: skip
@@ -220,7 +223,7 @@ def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
 
 
 def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> dict:
-    same = [f for f in figures if f["key"].startswith("agreement:hh-seed0:hh-seed1")]
+    same = [f for f in figures if f["key"].count(":hh-") == 2]  # agreement:hh-..:hh-..:word
     other = [f for f in figures if "squality" in f["key"]]
     low = max(f["hi"] for f in same) < 0.9
     verdict = "reproduced" if low else "partly" if max(f["hi"] for f in other) < 0.9 else \
@@ -228,16 +231,19 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> di
     text = "; ".join(f"{f['label']} {f['value']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]"
                      for f in figures)  # fmt: skip
     reading = (
-        f"Token scores' Spearman between RMs, per prompt: {text}. Two RMs trained on the same "
+        f"Token scores' Spearman between RMs, per prompt: {text}. RMs trained on the same "
         f"HH pairs with the same objective, differing only in their seed, "
         + ("rank the vocabulary differently (Spearman below 0.9 under both prompts), as the "
-           "paper finds across RMs trained on similar objectives. " if low else
+           f"paper finds across RMs trained on similar objectives "
+           f"({min(f['value'] for f in same):.2f} to {max(f['value'] for f in same):.2f}): "
+           "at this size the seed alone moves the "
+           "vocabulary's ranking. " if low else
            "rank the vocabulary nearly alike; ")
         + "An RM trained on other data (SQuALITY) agrees with them "
         f"at {min(f['value'] for f in other):.2f} to {max(f['value'] for f in other):.2f}. "
         "The intervals are over tokens: they say how well the sweep fixes each Spearman, "
         "not how much another seed would move it. The paper compares ten public RMs of 2B "
-        "to 27B parameters over whole vocabularies; here three 135M RMs trained on 240 pairs "
+        "to 27B parameters over whole vocabularies; here four 135M RMs trained on 240 pairs "
         f"each, over a third of the vocabulary.")
     return finding("tokens-agreement", "Agreement between RMs over the vocabulary",
                    "RMs trained on similar objectives disagree about which tokens score "

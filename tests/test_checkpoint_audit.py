@@ -50,6 +50,9 @@ def test_one_checkpoint_audit_reads_the_rm_and_removes_each_group(trained, tmp_p
     np.testing.assert_allclose(scores.r_chosen, r[0], atol=1e-4)
     summary = json.loads((out / "summary.json").read_text())
     assert "standing" in summary["reliability"]["reason"] and summary["mode_note"] is None
+    # how far to trust it, as measured against brute-force retraining on real pairs
+    assert "0.47 for the one-checkpoint audit" in summary["reliability"]["reason"]
+    assert "Findings page" in summary["checkpoint"]["standing"]
     assert summary["validation"]["pairs_words"].startswith("the RM's own evaluation split")
     # the damping: where the trained pairs' mean TG meets the evaluation pairs' mean p
     assert summary["checkpoint"]["damping_how"].startswith("calibrated on the RM's own")
@@ -180,6 +183,8 @@ def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():
     assert note.startswith("frozen audit") and "'Frozen and fine-tuned'" in note
     assert "0.73 (0.96 corrected) for frozen smollm2-135m" in note
     assert "0.35 (0.48 corrected) for frozen minilm" in note
+    # and how far to trust it against brute-force retraining on real pairs (Findings page)
+    assert "0.27 for a frozen audit" in note and "as one pair's verdict" in note
     assert mode_note(AuditConfig(mode="finetune")) is None
 
 

@@ -30,7 +30,7 @@ from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import blend, choose_damping
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
 from rmlens.memorization._finish import finish
-from rmlens.memorization._notes import say_summary
+from rmlens.memorization._notes import TRUST, say_summary
 from rmlens.memorization._plans import write_plan
 from rmlens.memorization._quality import run_quality
 from rmlens.memorization._regime import objective_words
@@ -49,11 +49,10 @@ STANDING = (
     "at 0.66 (MiniLM, 300 pairs), 0.85 (MiniLM, 1,000 pairs) and 0.65 (SmolLM2-135M, 120 "
     "pairs) on the shortest HH-RLHF pairs, which the RMs barely generalize; with brute-force "
     "references it agreed at 0.77 (synthetic, 40 runs), 0.54 (MiniLM on 300 HH pairs, 40 "
-    "runs, as the paired audit), 0.48 (MiniLM on 1,000 HH pairs, 26 runs, against the paired "
-    "audit's 0.49) and 0.28 (SmolLM2 on HH, 24 runs, against the paired audit's 0.47); its "
-    "damping sets CM's size, "
-    "so its mean CM rests on how well the RM's evaluation split measures its held-out p "
-    "(without one, on the benchmark's damping)"
+    "runs, as the paired audit) and 0.28 (SmolLM2 on HH, 24 runs, against the paired audit's "
+    "0.47); its damping sets CM's size, so its mean CM rests on how well the RM's evaluation "
+    "split measures its held-out p (without one, on the benchmark's damping); "
+    + TRUST
 )
 
 # The cheaper reading (``blocks``) against every weight (benchmarks/checkpoint_blocks.py)

@@ -27,6 +27,18 @@ TRANSFER_PAIRS = "the 120 shortest HH-RLHF harmless pairs"
 TRANSFER = {"smollm2-135m": (0.73, 0.96), "minilm": (0.35, 0.48)}
 
 
+# Each audit's CM against brute-force retraining of a fine-tuned RM on real pairs, and how far
+# to trust it (benchmarks/findings.py memorization-trust; the documentation's Findings page).
+TRUST = (
+    "on real pairs (the documentation's Findings page: 1,000 HH-RLHF harmless pairs), CM per "
+    "pair agreed with 25 brute-force retrainings of a LoRA MiniLM RM at Spearman 0.48 for a "
+    "5-run paired audit (0.88 of what the retrainings' own noise allows), 0.47 for the "
+    "one-checkpoint audit and 0.27 for a frozen audit of the same pairs: trust a fine-tuned "
+    "audit's CM to order many pairs roughly as retraining would, a frozen audit's only loosely "
+    "for a fine-tuned RM, and none of them as one pair's verdict"
+)
+
+
 def mode_note(config) -> str | None:
     """What a frozen audit measures, and how far it was found to speak for a fine-tuned RM
     of the same pairs (``TRANSFER``); None for a fine-tuned audit."""
@@ -39,7 +51,7 @@ def mode_note(config) -> str | None:
         "a probe of these features memorizes. Against a LoRA-tuned SmolLM2-135M audit of "
         f"{TRANSFER_PAIRS}, CM per pair agreed at Spearman {figures}, corrected for "
         "reliability; that LoRA RM moved little from its base. Table: the documentation, "
-        "Method > Memorization, 'Frozen and fine-tuned'"
+        f"Method > Memorization, 'Frozen and fine-tuned'. How far to trust it: {TRUST}"
     )
 
 

@@ -76,7 +76,8 @@ def test_the_standing_sentence_opens_with_a_capital(audited) -> None:
     standing = [n for n in _notes(_section(page, "quality")) if "its standing instead" in n]
     assert len(standing) == 1
     assert standing[0].startswith("Reliability: one training run, so no split-half")
-    assert standing[0].endswith("(without one, on the benchmark's damping).")
+    assert "(without one, on the benchmark's damping); on real pairs" in standing[0]
+    assert standing[0].endswith("and none of them as one pair's verdict.")
 
 
 def test_the_summary_and_settings_show_words_not_keys(audited) -> None:

@@ -797,8 +797,9 @@ FINDINGS = {"memorization-links": memorization_links, "memorization-users": memo
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=list(FINDINGS))
-    parser.add_argument("--work", type=Path, default=Path("findings-work"))
-    parser.add_argument("--out", type=Path, default=Path("docs/findings"))
+    root = Path(__file__).resolve().parents[1]  # the defaults hold from any folder
+    parser.add_argument("--work", type=Path, default=root / "findings-work")
+    parser.add_argument("--out", type=Path, default=root / "docs" / "findings")
     args = parser.parse_args()
     if not SQUALITY.exists() or not HH.exists():
         print(f"skipped: the shared data is absent ({SHARED})")

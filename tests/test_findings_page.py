@@ -41,7 +41,7 @@ def test_page_lists_every_finding_with_its_figure_and_verdict(tmp_path):
     _page_module(tmp_path).write_page(None)
     page = (tmp_path / "index.rst").read_text()
     top = page[: page.index("Title of one\n---")]
-    assert "IM minus EX: 0.12 [-0.05, 0.30]" in top  # the headline in the top table
+    assert "IM minus EX: 0.12 [-0.05, 0.30] (accuracy drop)" in top  # the headline, its unit
     assert "     - partly" in top and "     - not testable here" in top
     assert "0.123" in page and "-0.050 to 0.300" in page and "60 pairs" in page
     assert "**Verdict: not testable here.** Reading of two." in page

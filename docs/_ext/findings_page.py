@@ -32,8 +32,11 @@ def _figure_text(fig: dict) -> str:
 
 
 def _headline(found: dict) -> str:
+    """The finding's headline figures, then their units once."""
     figs = {f["key"]: f for f in found["figures"]}
-    return "; ".join(f"{figs[k]['label']}: {_figure_text(figs[k])}" for k in found["headline"])
+    units = ", ".join(dict.fromkeys(figs[k]["unit"] for k in found["headline"]))
+    text = "; ".join(f"{figs[k]['label']}: {_figure_text(figs[k])}" for k in found["headline"])
+    return f"{text} ({units})" if text else "\u2013"
 
 
 def _cell(text: str) -> str:

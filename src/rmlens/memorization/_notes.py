@@ -32,7 +32,7 @@ TRANSFER = {"smollm2-135m": (0.73, 0.96), "minilm": (0.35, 0.48)}
 TRUST = (
     "on real pairs (the documentation's Findings page: 1,000 HH-RLHF harmless pairs), CM per "
     "pair agreed with 25 brute-force retrainings of a LoRA MiniLM RM at Spearman 0.48 for a "
-    "5-run paired audit (0.88 of what the retrainings' own noise allows), 0.47 for the "
+    "5-run paired audit (0.88 of what both audits' own noise allows), 0.47 for the "
     "one-checkpoint audit and 0.27 for a frozen audit of the same pairs: trust a fine-tuned "
     "audit's CM to order many pairs roughly as retraining would, a frozen audit's only loosely "
     "for a fine-tuned RM, and none of them as one pair's verdict"

@@ -28,15 +28,15 @@ claim, its source, rmlens's figures with 95% intervals, a verdict and what it re
 - ``memorization-trust``: how far the paired, one-checkpoint and frozen audits agree with
   brute-force retraining on real pairs: the 1,000 shortest HH pairs with LoRA MiniLM
   (``finetune_paired.py``'s ``minilm-hh-1000``), 25 brute-force runs as the reference
-  (about an hour on 2 cores); CM's Spearman with the reference and the share of the
+  (about 1.5 hours on 2 cores); CM's Spearman with the reference and the share of the
   ceiling that both audits' reliabilities allow, with 95% bootstraps over prompts.
 - ``ex-vs-im``: explicit against implicit RMs under token and domain shifts (Razin et al.),
   with pretrained SmolLM2-135M-Instruct: ``rmlens generalize --task persona``, and
   ``rmlens generalize`` on HH pairs with the built-in token shifts and SQuALITY pairs as the
-  domain shift, at 3 seeds each (about ten minutes a seed and task); the accuracy each RM
+  domain shift, at 3 seeds each (10 to 20 minutes a seed and task); the accuracy each RM
   loses under each shift and IM's minus EX's, with 95% t-intervals over seeds.
 - ``tokens``: Christian et al.'s four token findings (agreement, asymmetry, framing,
-  frequency bias) on three SmolLM2 RMs that rmlens trains on HH and SQuALITY pairs
+  frequency bias) on four SmolLM2 RMs that rmlens trains on HH and SQuALITY pairs
   (``findings_tokens.py``); writes four files, ``tokens-*.json``.
 - ``overoptimization``: best-of-n against SQuALITY's human ratings, the one real gold here,
   and why its 3 answers per question cannot test overoptimization
@@ -410,19 +410,24 @@ def seeds_text(fig: dict) -> str:
 DOMAIN_HH, DOMAIN_SQUALITY = 300, 150  # HH pairs to train and test on; SQuALITY pairs
 
 
-def domain_scores(seed: int, work: Path) -> pd.DataFrame:
-    """``rmlens generalize`` on HH-RLHF harmless pairs (the shortest within 128 SmolLM2
-    tokens: 80% of their prompts trained on, 20% held out, and those rewritten by the
-    built-in token shifts) with SQuALITY pairs as the domain shift, at one seed."""
+def domain_pairs() -> pd.DataFrame:
+    """The HH-RLHF harmless pairs (the shortest within 128 SmolLM2 tokens) and the SQuALITY
+    pairs of the domain shift, each with its ``domain``."""
     from finetune_defaults import shortest
-
-    from rmlens.generalization import GeneralizeConfig, generalize
 
     columns = ["id", "prompt", "chosen", "rejected"]
     hh = shortest(load_pairs(HH), "smollm2-135m", DOMAIN_HH, 128)[columns]
     squality = load_pairs(SQUALITY).sample(DOMAIN_SQUALITY, random_state=0)[columns]
-    pairs = pd.concat([hh.assign(domain="hh-rlhf"), squality.assign(domain="squality")],
-                      ignore_index=True)  # fmt: skip
+    return pd.concat([hh.assign(domain="hh-rlhf"), squality.assign(domain="squality")],
+                     ignore_index=True)  # fmt: skip
+
+
+def domain_scores(seed: int, work: Path, pairs: pd.DataFrame) -> pd.DataFrame:
+    """``rmlens generalize`` on ``domain_pairs``' HH pairs (80% of their prompts trained on,
+    20% held out, and those rewritten by the built-in token shifts) with the SQuALITY pairs
+    as the domain shift, at one seed."""
+    from rmlens.generalization import GeneralizeConfig, generalize
+
     config = GeneralizeConfig(domain_col="domain", train_domains="hh-rlhf")
     config = config.replace(train=config.train.replace(seed=seed))
     out = work / f"domain-seed{seed}"
@@ -438,7 +443,8 @@ def ex_vs_im(work: Path) -> dict:
                  for name in ("synonyms", "casing", "punctuation", "whitespace")
                  if (scores.split == f"token_shift:{name}").any()}}  # fmt: skip
     figures = [f for shift, label in shifts.items() for f in drop_figures(scores, shift, label)]
-    domain = pd.concat([domain_scores(seed, work) for seed in SEEDS], ignore_index=True)
+    pairs = domain_pairs()
+    domain = pd.concat([domain_scores(seed, work, pairs) for seed in SEEDS], ignore_index=True)
     hh_shifts = {"domain_shift": "HH-RLHF to SQuALITY (a domain shift)",
                  **{f"token_shift:{name}": f"HH-RLHF rewritten by {name}"
                     for name in ("synonyms", "casing", "punctuation", "whitespace")
@@ -683,9 +689,8 @@ def ceiling_share(m, ref, folds: int, n_boot: int = 400) -> dict:
 def trust_audits(work: Path) -> dict:
     """The brute-force reference, the 5-run paired audit, the one-checkpoint audit and the
     frozen audit of ``TRUST``'s pairs, each resumed where it stopped: their folders."""
-    from finetune_paired import LORA, PAIRED_RUNS, SETTINGS, config_of, pairs_of
+    from finetune_paired import PAIRED_RUNS, SETTINGS, checkpoint_rm, config_of, pairs_of
 
-    from rmlens.hub import train
     from rmlens.memorization import audit_rm
 
     setting = SETTINGS[TRUST]
@@ -697,10 +702,7 @@ def trust_audits(work: Path) -> dict:
           out=out["reference"], quiet=True)  # fmt: skip
     audit(pairs, config.replace(runs=PAIRED_RUNS, seed=0, estimator="paired"), out=out["paired"],
           quiet=True)  # fmt: skip
-    rm = folder / f"{TRUST}-checkpoint-rm"
-    if not (rm / "rm_config.json").exists():
-        train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu",
-                                  eval_fraction=0.2), out=rm, quiet=True)  # fmt: skip
+    rm = checkpoint_rm(setting, pairs, folder / f"{TRUST}-checkpoint-rm")
     audit_rm(pairs, rm, out=out["checkpoint"], quiet=True)
     frozen_audit(pairs, config.group_by, out["frozen"], max_length=128)
     return out

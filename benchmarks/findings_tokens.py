@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,7 @@ TAILS = {1.0: "positive: a long tail of high-scoring tokens",
          -1.0: "negative: a long tail of low-scoring tokens"}
 
 
+@cache  # the HH pairs are chosen by token count: tokenized once, not once per seed
 def token_pairs(data: str, hh: Path, squality: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``TRAIN_PAIRS + HELD_OUT`` pairs of ``data``, split by prompt: HH's shortest within
     ``MAX_LENGTH`` SmolLM2 tokens; SQuALITY's drawn at random (their answers cut there)."""

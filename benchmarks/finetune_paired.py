@@ -309,17 +309,24 @@ def reread(gn_dir: Path, out: Path, pairs, **changes) -> Path:
     return out
 
 
-def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
-    """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
-    paired audit (Gauss-Newton) and the brute-force reference."""
+def checkpoint_rm(setting: dict, pairs, rm: Path) -> Path:
+    """The RM the one-checkpoint audit reads: trained once on every pair (its own
+    evaluation split aside), with the audit's LoRA settings; kept where it was trained."""
     from rmlens.hub import train
-    from rmlens.memorization import audit_rm
 
-    rm = work / f"{name}-checkpoint-rm"
     if not (rm / "rm_config.json").exists():
         train(pairs, LORA.replace(model=setting["model"], max_length=128, device="cpu",
                                   eval_fraction=0.2),
               out=rm, quiet=True)  # fmt: skip
+    return rm
+
+
+def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
+    """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
+    paired audit (Gauss-Newton) and the brute-force reference."""
+    from rmlens.memorization import audit_rm
+
+    rm = checkpoint_rm(setting, pairs, work / f"{name}-checkpoint-rm")
     out = work / f"{name}-checkpoint"
     table = audit_rm(pairs, rm, out=out, quiet=True).set_index("id")
     paired = pd.read_parquet(work / f"{name}-paired-gauss-newton" / "memorization.parquet")

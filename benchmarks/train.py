@@ -2,19 +2,24 @@
 
 Same backbone (SmolLM2-135M-Instruct with a LoRA of rank 8 on every linear layer and a
 linear score head), same pairs, same token ids (both get the output of
-``encode_pair_text``), same batch size, maximum length, learning rate, precision (fp32)
-and one epoch; TRL with gradient checkpointing off, as rmlens. rmlens encodes each pair's
+``encode_pair_text``), same batch size, maximum length, learning rate and one epoch. TRL
+runs at three settings: bf16 without gradient checkpointing (rmlens's settings: the equal
+comparison), its own defaults (``RewardConfig``: bf16 with gradient checkpointing, TRL
+1.16), and fp32; rmlens in bf16 (its ``auto`` on hardware that multiplies bf16 natively)
+and in fp32. rmlens encodes each pair's
 shared prompt once (block mask) and groups batches by length; TRL runs chosen and rejected
 as two padded sequences. Pairs longer than the maximum length are left out for both (TRL
 drops them). Prints pairs per second and the ratio, and the share of the machine's matmul
 peak that rmlens's fine-tuning reaches: model FLOPs as ``benchmarks/_flops.py`` counts them
-(4NT + 2nT + attention) over the seconds of its whole ``fit``, against the fastest fp32 GEMM
-at the model's shapes, timed before and after the runs. ``--profile`` also times a few
+(4NT + 2nT + attention) over the seconds of its whole ``fit``, against the fastest GEMM at
+the model's shapes in the fastest precision the machine multiplies natively (bf16 on a CPU
+with AMX or AVX512-BF16), timed before and after the runs. ``--profile`` also times a few
 rmlens steps piece by piece (``torch.profiler``): matmuls, attention, other tensor ops, the
 optimizer, Python, and building batches. Needs ``pip install trl`` (not an rmlens
 dependency). Not part of the tests.
 
     python benchmarks/train.py [--pairs 32] [--max-length 256] [--batch-size 8] [--profile]
+                               [--trl bf16,defaults,fp32]
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import pandas as pd
 import torch
 from _flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
 
-from rmlens.backbones import resolve_model
+from rmlens.backbones import native_bf16, resolve_model, torch_dtype
 from rmlens.backbones._tokenize import encode_pair_text
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.rewards import ExplicitRMTrainer, TrainConfig
@@ -57,8 +62,9 @@ def pick_pairs(args, tokenizer) -> tuple[pd.DataFrame, list[list[int]], list[lis
     return pairs.iloc[rows].reset_index(drop=True), chosen, rejected
 
 
-def rmlens_trainer(args) -> ExplicitRMTrainer:
+def rmlens_trainer(args, precision: str) -> ExplicitRMTrainer:
     config = TrainConfig(
+        precision=precision,
         model=args.model,
         epochs=1,
         batch_size=args.batch_size,
@@ -148,10 +154,20 @@ def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 
         print(f"  {name:22s} {seconds:6.2f} s  {seconds / total:6.1%}")
 
 
+TRL_SETTINGS = {
+    # name: (bf16, gradient checkpointing); None leaves TRL's own default
+    "bf16": (True, False),
+    "defaults": (None, None),
+    "fp32": (False, False),
+}
+
+
 def trl_run(
-    args, chosen: list[list[int]], rejected: list[list[int]], source: str
+    args, chosen: list[list[int]], rejected: list[list[int]], source: str, setting: str
 ) -> tuple[float, float]:
-    """Wall seconds of ``train()`` and TRL's own ``train_runtime`` (its inner loop only)."""
+    """Wall seconds of ``train()`` and TRL's own ``train_runtime`` (its inner loop only) at
+    ``setting`` (:data:`TRL_SETTINGS`): bf16 without gradient checkpointing (rmlens's
+    settings), TRL's own defaults (bf16 with gradient checkpointing, in TRL 1.16), or fp32."""
     from datasets import Dataset
     from peft import LoraConfig
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -166,15 +182,16 @@ def trl_run(
     )
     model.config.pad_token_id = tokenizer.pad_token_id
     data = Dataset.from_dict({"chosen_ids": chosen, "rejected_ids": rejected})
+    bf16, checkpointing = TRL_SETTINGS[setting]
+    precision = {} if bf16 is None else {"bf16": bf16, "fp16": False}
+    if checkpointing is not None:
+        precision["gradient_checkpointing"] = checkpointing
     config = RewardConfig(
         output_dir=str(Path(args.tmp) / "trl"),
         per_device_train_batch_size=args.batch_size,
         num_train_epochs=1,
         learning_rate=args.lr,
         max_length=args.max_length,
-        gradient_checkpointing=False,
-        bf16=False,
-        fp16=False,
         use_cpu=True,
         report_to="none",
         save_strategy="no",
@@ -185,6 +202,7 @@ def trl_run(
         max_grad_norm=1.0,
         seed=0,
         dataloader_num_workers=0,
+        **precision,
     )
     peft = LoraConfig(
         r=8, lora_alpha=16, lora_dropout=0.0, target_modules="all-linear", task_type="SEQ_CLS"
@@ -211,6 +229,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--tmp", default="/tmp/rmlens-bench-train")
+    parser.add_argument("--trl", default="bf16,defaults,fp32",
+                        help="TRL settings to time (bf16, defaults, fp32; '' for none)")
     parser.add_argument("--profile", action="store_true", help="profile a few rmlens steps")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
@@ -227,34 +247,54 @@ def main() -> None:
         f"{args.batch_size}, {torch.get_num_threads()} CPU threads; mean chosen+rejected "
         f"tokens {lengths.mean():.0f}"
     )
-    trainer = rmlens_trainer(args)
-    shapes = linear_shapes(trainer.net_)
-    peak_tokens = int(args.batch_size * np.mean([ex.packed_length for ex in
-                                                  trainer._examples(pairs)[0]]))  # fmt: skip
-    before = matmul_peak(shapes, peak_tokens)[0]
-    trl_seconds, trl_inner = trl_run(args, chosen, rejected, source)
-    print(
-        f"TRL RewardTrainer: {trl_seconds:7.1f} s  {n / trl_seconds:6.2f} pairs/s "
-        f"(its own train_runtime {trl_inner:.1f} s: {n / trl_inner:.2f} pairs/s)"
-    )
-    ours = rmlens_run(trainer, pairs, args.batch_size)
-    print(f"rmlens:            {ours:7.1f} s  {n / ours:6.2f} pairs/s")
-    peak, rates = matmul_peak(shapes, peak_tokens)
-    peak = max(before, peak)
-    flops, tokens = model_flops(trainer, pairs)
-    print(f"matmul peak at the model's shapes ({peak_tokens} rows): {peak / 1e9:.1f} GFLOP/s ("
-          + ", ".join(f"{i}x{o} {f / 1e9:.0f}/{b / 1e9:.0f}" for (i, o), (f, b) in rates.items())
-          + " forward/backward)")
-    print(f"rmlens: {tokens} tokens (prompt once per pair, no padding), {tokens / ours:.0f} "
-          f"tokens/s, {flops / 1e12:.2f} TFLOP of model FLOPs")
+    native = native_bf16("cpu")
+    fast = "bf16" if native else "fp32"
+    print(f"native bf16 matmuls: {native or 'none'}; the peak is stated in {fast}")
+    trainers = {p: rmlens_trainer(args, p) for p in dict.fromkeys([fast, "fp32"])}
+    shapes = linear_shapes(trainers["fp32"].net_)
+    packed = [ex.packed_length for ex in trainers["fp32"]._examples(pairs)[0]]
+    peak_tokens = int(args.batch_size * np.mean(packed))
+    dtypes = {p: torch_dtype(p) for p in trainers}
+    before = {p: matmul_peak(shapes, peak_tokens, dtype=d)[0] for p, d in dtypes.items()}
+    trl = {}
+    for setting in [s for s in args.trl.split(",") if s]:
+        trl[setting] = trl_run(args, chosen, rejected, source, setting)
+        seconds, inner = trl[setting]
+        print(f"TRL RewardTrainer {setting:9s}: {seconds:7.1f} s  {n / seconds:6.2f} pairs/s "
+              f"(its own train_runtime {inner:.1f} s: {n / inner:.2f} pairs/s)")
+    ours = {}
+    for precision, trainer in trainers.items():
+        ours[precision] = rmlens_run(trainer, pairs, args.batch_size)
+        print(f"rmlens {precision:14s}: {ours[precision]:7.1f} s  "
+              f"{n / ours[precision]:6.2f} pairs/s")
+    peaks = {}
+    for precision, dtype in dtypes.items():
+        peak, rates = matmul_peak(shapes, peak_tokens, dtype=dtype)
+        peaks[precision] = max(before[precision], peak)
+        print(f"{precision} matmul peak at the model's shapes ({peak_tokens} rows): "
+              f"{peaks[precision] / 1e9:.1f} GFLOP/s (" + ", ".join(
+                  f"{i}x{o} {f / 1e9:.0f}/{b / 1e9:.0f}" for (i, o), (f, b) in rates.items())
+              + " forward/backward)")  # fmt: skip
+    flops, tokens = model_flops(trainers[fast], pairs)
+    print(f"rmlens: {tokens} tokens (prompt once per pair, no padding), "
+          f"{tokens / ours[fast]:.0f} tokens/s in {fast}, {flops / 1e12:.2f} TFLOP of model FLOPs")
     if args.profile:
-        profile_steps(trainer, pairs)
-    print(f"fine-tuning step: {flops / ours / peak:.0%} of the measured matmul peak "
-          f"({flops / ours / 1e9:.0f} of {peak / 1e9:.0f} GFLOP/s)")
-    print(
-        f"ratio rmlens / TRL (pairs per second): {trl_seconds / ours:.2f}x "
-        f"({trl_inner / ours:.2f}x against TRL's train_runtime)"
-    )
+        profile_steps(trainers[fast], pairs)
+    rate = flops / ours[fast]
+    print(f"fine-tuning step: {rate / peaks[fast]:.0%} of the measured {fast} matmul peak "
+          f"({rate / 1e9:.0f} of {peaks[fast] / 1e9:.0f} GFLOP/s)")
+    if "bf16" in trl:
+        seconds, inner = trl["bf16"]
+        print(f"ratio rmlens / TRL (pairs per second): {seconds / ours[fast]:.2f}x "
+              f"({inner / ours[fast]:.2f}x against TRL's train_runtime; both in {fast}, "
+              "TRL without gradient checkpointing)")
+    if "defaults" in trl:
+        print(f"ratio rmlens / TRL at its defaults: {trl['defaults'][0] / ours[fast]:.2f}x "
+              f"(rmlens in {fast}; TRL in bf16 with gradient checkpointing)")
+    if "fp32" in trl:
+        print(f"ratio rmlens / TRL in fp32: {trl['fp32'][0] / ours['fp32']:.2f}x "
+              f"(rmlens fp32 {ours['fp32']:.1f} s; rmlens {fast} runs "
+              f"{ours['fp32'] / ours[fast]:.2f}x its fp32 speed)")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+# `precision auto` resolves to fp32 in every process the suite starts, whatever the machine
+# multiplies natively: results do not depend on the CPU's flags; the bf16 paths are tested
+# with `precision="bf16"` given (tests/test_precision.py)
+os.environ["RMLENS_AUTO_PRECISION"] = "fp32"
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WORDS = [
     "the",

@@ -64,8 +64,18 @@ def test_finetune_takes_every_training_option(pairs_file, tmp_path, captured, ca
     assert (config.mode, config.model, config.max_length) == ("finetune", "tiny", 64)
     t = config.train
     assert (t.lr, t.lora_r, t.epochs, t.batch_size, t.beta) == (0.002, 4, 3, 2, 0.5)
-    assert (t.bf16, t.finetune, t.rm_kind, t.use_margin) == (True, "full", "implicit", True)
+    assert (t.finetune, t.rm_kind, t.use_margin) == ("full", "implicit", True)
+    # --bf16: the older spelling of --precision bf16, the audit's own, which its runs share
+    assert config.precision == config.resolved().train.precision == "bf16"
     assert config.head.epochs == AuditConfig().head.epochs  # the frozen head is untouched
+
+
+def test_bf16_and_another_precision_are_refused_together(pairs_file, tmp_path, captured, capsys):
+    args = ["memorize", "--data", pairs_file, "--out", tmp_path / "a", "--mode", "finetune",
+            "--bf16", "--precision", "fp32"]  # fmt: skip
+    code, _, err = run(args, capsys)
+    assert code == 2 and "--bf16 means --precision bf16; --precision fp32" in err
+    assert not captured
 
 
 def test_shared_option_goes_to_the_chosen_mode(pairs_file, tmp_path, captured, capsys):

@@ -1,6 +1,7 @@
 """A command lists only the options it reads (issue 47): ``train`` and ``generalize`` train
-RMs with ``fit``, which never reads the audit's paired estimator (``influence``) nor its
-per-run learning-rate grid (``lr_grid``); ``generalize`` sets ``rm_kind`` itself."""
+RMs with ``fit``, which never reads the audit's paired estimator (``influence``, and the
+blocks it reads, ``influence_blocks``: issue 57) nor its per-run learning-rate grid
+(``lr_grid``); ``generalize`` sets ``rm_kind`` itself."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _help(*command: str) -> str:
 @pytest.mark.parametrize("command", ["train", "generalize"])
 def test_training_commands_do_not_list_the_audits_options(command):
     text = _help(command)
-    for flag in ("--influence", "--lr-grid"):
+    for flag in ("--influence", "--influence-blocks", "--lr-grid"):
         assert f"{flag} " not in text
     assert "--head-lr" in text and "--lora-r" in text
 
@@ -30,10 +31,10 @@ def test_generalize_does_not_list_the_rm_kind_it_sets_itself():
 
 def test_the_audit_still_lists_them():
     text = _help("memorize")
-    assert "--influence" in text and "--lr-grid" in text
+    assert "--influence " in text and "--influence-blocks" in text and "--lr-grid" in text
 
 
-@pytest.mark.parametrize("flag", ["--influence", "--lr-grid"])
+@pytest.mark.parametrize("flag", ["--influence", "--influence-blocks", "--lr-grid"])
 def test_train_refuses_them(flag, tmp_path):
     result = run_cli(["train", "--data", tmp_path / "d.jsonl", "--out", tmp_path / "o", flag, "x"])
     assert result.exit_code == 2 and f"No such option: {flag}" in result.stderr

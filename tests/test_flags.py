@@ -65,7 +65,7 @@ COMMANDS = {
     ),
     # the audit's per-run settings, which training one RM never reads
     "train": (
-        [(TrainConfig, ("influence", "lr_grid"))],
+        [(TrainConfig, ("influence", "influence_blocks", "lr_grid"))],
         {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export"},
     ),
     "export": ([(ExportConfig, ())], {"--out", "--quiet"}),
@@ -103,6 +103,8 @@ def _field_options(cls: type, skip: tuple[str, ...]) -> dict[str, str]:
         alias = f.metadata.get("alias", ())
         names += [alias] if isinstance(alias, str) else list(alias)
         options |= dict.fromkeys(names, f.name)
+        for decl, value in f.metadata.get("flag_alias", {}).items():  # --bf16: precision bf16
+            options[decl] = f"{f.name}__{value}"
     return options
 
 

@@ -19,10 +19,16 @@ __all__, __getattr__, __dir__ = attach(
             "truncation_message", "truncation_of", "warn_truncation",
         ],
         "_load": ["Backbone", "load_backbone", "default_max_length", "is_causal", "model_identity"],
+        # light: the configs read PRECISION_CONSTRAINT and precision_field
+        "_precision": [
+            "AUTO_BF16", "PRECISIONS", "PRECISION_CONSTRAINT", "native_bf16", "precision_field",
+            "precision_note", "resolve_precision", "torch_dtype",
+        ],
         "_presets": [
             "PRESETS", "resolve_model", "check_base", "check_hub_id", "portable_name", "unloadable",
         ],
         "_quiet": ["quiet_bars"],
+        "_sdpa": ["attention"],
         # token ids of (prompt, response) pairs, for the RMs that tokenize themselves
         "_tokenize": [
             "NO_LIMIT", "encode_pair", "encode_pair_text", "format_or_default", "pair_encoding",

@@ -28,6 +28,14 @@ from ._load import default_max_length as default_max_length
 from ._load import is_causal as is_causal
 from ._load import load_backbone as load_backbone
 from ._load import model_identity as model_identity
+from ._precision import AUTO_BF16 as AUTO_BF16
+from ._precision import PRECISION_CONSTRAINT as PRECISION_CONSTRAINT
+from ._precision import PRECISIONS as PRECISIONS
+from ._precision import native_bf16 as native_bf16
+from ._precision import precision_field as precision_field
+from ._precision import precision_note as precision_note
+from ._precision import resolve_precision as resolve_precision
+from ._precision import torch_dtype as torch_dtype
 from ._presets import PRESETS as PRESETS
 from ._presets import check_base as check_base
 from ._presets import check_hub_id as check_hub_id
@@ -35,6 +43,7 @@ from ._presets import portable_name as portable_name
 from ._presets import resolve_model as resolve_model
 from ._presets import unloadable as unloadable
 from ._quiet import quiet_bars as quiet_bars
+from ._sdpa import attention as attention
 from ._tokenize import NO_LIMIT as NO_LIMIT
 from ._tokenize import encode_pair as encode_pair
 from ._tokenize import encode_pair_text as encode_pair_text

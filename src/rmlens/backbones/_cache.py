@@ -32,11 +32,13 @@ def ids_key(ids: list[int]) -> bytes:
 
 class EmbeddingCache:
     """Vectors keyed by token-id hash, in one folder per (model identity, pooling, max length,
-    format)."""
+    format, precision)."""
 
     def __init__(self, root: str | Path | None, *, identity: str, pooling: str, max_length: int,
-                 format: str = "chat"):  # fmt: skip
+                 format: str = "chat", precision: str = "fp32"):  # fmt: skip
         key = f"{identity}|{pooling}|{max_length}|{format}"
+        if precision != "fp32":  # fp32's folders keep the key they had before precisions
+            key += f"|{precision}"
         space = hashlib.sha1(key.encode()).hexdigest()[:16]
         self.dir = Path(root or default_cache_dir()) / space
         self._index: dict[bytes, tuple[int, int]] | None = None

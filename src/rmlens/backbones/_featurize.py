@@ -116,7 +116,7 @@ def encode_ids(
             hidden = backbone.model(
                 input_ids=ids.to(device), attention_mask=mask.to(device), **extra
             ).last_hidden_state
-            out[rows] = pool(hidden, mask.to(device), backbone.pooling).float().cpu().numpy()
+            out[rows] = pool(hidden.float(), mask.to(device), backbone.pooling).cpu().numpy()
             advance(len(rows))
             done = start + len(rows)
             if store is not None and (done - stored >= every or done == len(seqs)):
@@ -148,8 +148,8 @@ def encode_texts(
     cache = None
     if cache_dir is not False:
         cache = EmbeddingCache(cache_dir, identity=backbone.identity, pooling=backbone.pooling,
-                               max_length=backbone.max_length,
-                               format=format or backbone.format)  # fmt: skip
+                               max_length=backbone.max_length, format=format or backbone.format,
+                               precision=backbone.precision)  # fmt: skip
     missing = [k for k in unique if cache is None or k not in cache]
     store = None if cache is None else (
         lambda rows, vectors: cache.put([missing[i] for i in rows], vectors))  # fmt: skip

@@ -64,6 +64,12 @@ class Backbone:
             self.max_length = limit
 
     @property
+    def precision(self) -> str:
+        """The precision its weights are held in: bf16 or fp32."""
+        held = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
+        return "bf16" if held == torch.bfloat16 else "fp32"
+
+    @property
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
 

@@ -164,6 +164,12 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
                 name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
             )
         )
+        for decl, value in meta.get("flag_alias", {}).items():
+            alias = typer.Option(False, decl, help=f"The same as {flag(name)} {value}.")
+            params.append(inspect.Parameter(
+                _alias_key(name, value), inspect.Parameter.KEYWORD_ONLY, default=alias,
+                annotation=bool,
+            ))  # fmt: skip
     params.append(
         inspect.Parameter(
             CONFIG_FILE,
@@ -178,6 +184,29 @@ def config_parameters(sections: list[Section]) -> list[inspect.Parameter]:
         )
     )
     return params
+
+
+def _alias_key(name: str, value: str) -> str:
+    """The parameter of a flag that sets ``name`` to ``value`` (``--bf16``: precision bf16)."""
+    return f"{name}__{value}"
+
+
+def _flag_aliases(ctx: typer.Context, owner: dict[str, Section], options: dict[str, Any],
+                  given: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    """``given`` with the value of each typed flag alias (``--bf16`` -> precision bf16); an
+    alias and its option typed with other values are refused."""
+    out = dict(given)
+    for name, section in owner.items():
+        meta = {f.name: f for f in fields(section.cls)}[name].metadata
+        for decl, value in meta.get("flag_alias", {}).items():
+            key = _alias_key(name, value)
+            if not typed_flags(ctx, {key: options.get(key)}).get(key):
+                continue
+            if name in out and out[name] != value:
+                raise InputError(f"{decl} means {flag(name)} {value}; "
+                                 f"{flag(name)} {out[name]} was typed too")  # fmt: skip
+            out[name] = value
+    return out
 
 
 def _declarations(name: str, hint: Any, meta: Any) -> list[str]:
@@ -256,6 +285,7 @@ def resolve(
     owner = {n: s for s in reversed(sections) for n in s.names()}
     given = typed_flags(ctx, {k: v for k, v in options.items() if k in owner})
     given = {k: _parsed(_listed(v, owner[k], k), owner[k], k) for k, v in given.items()}
+    given = _flag_aliases(ctx, owner, options, given)
 
     values = _defaults(top)
     origin: dict[tuple[str | None, str], str] = {}

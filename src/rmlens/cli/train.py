@@ -25,8 +25,9 @@ from rmlens.cli._talk import echo_json
 from rmlens.rewards import ScoreConfig, TrainConfig
 
 # read by an audit's runs only (`rmlens memorize --mode finetune`), never by training one RM:
-# the paired counterfactuals' estimator, and the learning rates chosen on validation pairs
-NOT_READ = ("influence", "lr_grid")
+# the paired counterfactuals' estimator and the blocks it reads, and the learning rates chosen
+# on validation pairs
+NOT_READ = ("influence", "influence_blocks", "lr_grid")
 TRAIN = sections(TrainConfig, skip=NOT_READ)
 SCORE = sections(ScoreConfig)
 
@@ -108,6 +109,7 @@ def score(
             device=config.device,
             score_index=config.score_index,
             trust_remote_code=config.trust_remote_code,
+            precision=config.precision,
         )
     except InputError as err:
         raise InputError(f"--rm {err}") from None

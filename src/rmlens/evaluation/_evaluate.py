@@ -215,6 +215,7 @@ def evaluate(
             device=config.device,
             score_index=config.score_index,
             trust_remote_code=config.trust_remote_code,
+            precision=config.precision,
         )
     missing = [c for c in ("prompt", "chosen", "rejected") if c not in pairs]
     if missing:

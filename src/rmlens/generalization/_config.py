@@ -60,9 +60,10 @@ class GeneralizeConfig(Config):
     train: TrainConfig = field(default_factory=default_train)
 
     # generalize sets `rm_kind` (explicit, then implicit) and trains one RM on pairs each
-    # time; `influence` and `lr_grid` are read by an audit's runs only, never by `fit`
+    # time; `influence`, `influence_blocks` and `lr_grid` are read by an audit's runs only,
+    # never by `fit`
     _nested = {"train": Nested(owned=("rm_kind", "ensemble", "loss", "save_steps", "influence",
-                                      "lr_grid"))}
+                                      "influence_blocks", "lr_grid"))}
     _constraints = {
         "task": (None, "persona"),
         "shifts": (lambda x: isinstance(x, str), "comma-separated shift names, or none"),

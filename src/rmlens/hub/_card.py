@@ -119,6 +119,18 @@ def _base_id(name: str) -> str | None:
     return None if Path(name).expanduser().exists() or name.startswith((".", "/")) else name
 
 
+def _precision_row(rm: Any) -> str:
+    """The precision the RM was trained in (a fine-tuned RM's resolved ``precision``; a
+    frozen head's, its backbone's encoding), and how this folder holds it."""
+    trained = getattr(getattr(rm, "config", None), "precision", None)
+    made = trained if trained in ("fp32", "bf16") else rm.backbone.precision
+    if made == "bf16":
+        return ("trained in bf16 by rmlens (frozen weights in bfloat16; adapters, head and "
+                "statistics fp32); saved here in fp32: the bf16 base weights widened exactly, "
+                "the adapters merged in fp32")  # fmt: skip
+    return "trained in fp32"
+
+
 def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
                run: str | None = None) -> str:  # fmt: skip
     """``README.md`` of an exported RM: hub metadata, usage, how it was made."""
@@ -140,6 +152,7 @@ def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
     rows = {
         "base model": f"`{bb.name}` (identity {bb.identity})",
         **facts,
+        "precision": _precision_row(rm),
         "formatting": formats[exported.format],
         "truncation": f"rmlens kept the last {exported.max_length} tokens of each sequence "
                       "(prompt cut from the left); this folder's tokenizer does the same "
@@ -162,7 +175,7 @@ def model_card(rm: Any, exported: Exported, *, source: str | Path | None = None,
         "## Check at export",
         "",
         f"Rewards of probe pairs, reloaded from this folder with transformers, plus the offset, "
-        f"differ from rmlens's by at most {exported.max_abs_diff:.2e}.",
+        f"differ from rmlens's (read in fp32) by at most {exported.max_abs_diff:.2e}.",
         "",
     ]
     return "\n".join(meta + [""] + body)

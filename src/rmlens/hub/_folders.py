@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
-from rmlens.backbones import Backbone, check_base, load_backbone
+from rmlens.backbones import Backbone, check_base, load_backbone, resolve_precision, torch_dtype
 from rmlens.rewards import (
     RM_CONFIG,
     ExplicitHeadRM,
@@ -33,13 +33,13 @@ KINDS = ("explicit_head", "explicit_finetuned", "implicit", "ensemble")
 
 def rm_options(
     *, device: str = "auto", cache_dir: Any = None, score_index: int = 0,
-    trust_remote_code: bool = False,
+    trust_remote_code: bool = False, precision: str = "auto",
 ) -> dict:  # fmt: skip
     """The options of :func:`load_rm` as every loader takes them: the device resolved, and
     one dict of loaded backbones that explicit heads naming the same backbone share."""
     return {"device": resolve_device(device), "cache_dir": cache_dir,
             "score_index": score_index, "trust_remote_code": trust_remote_code,
-            "backbones": {}}  # fmt: skip
+            "precision": precision, "backbones": {}}  # fmt: skip
 
 
 def read_rm_config(folder: Path) -> dict:
@@ -58,7 +58,8 @@ def read_rm_config(folder: Path) -> dict:
 
 def _load_explicit(
     path: Path, config: dict, *, device: str = "cpu", cache_dir: Any = None,
-    backbones: dict | None = None, trust_remote_code: bool = False, **_: Any,
+    backbones: dict | None = None, trust_remote_code: bool = False, precision: str = "auto",
+    **_: Any,
 ) -> ExplicitHeadRM:  # fmt: skip
 
     if "backbone" not in config:
@@ -69,10 +70,11 @@ def _load_explicit(
                          f"got {pooling!r}")
     check_base(config["backbone"], str(path / RM_CONFIG))
     backbones = {} if backbones is None else backbones
-    key = (config["backbone"], config.get("max_length"), pooling, device)
+    held = resolve_precision(precision, device, task="encode")
+    key = (config["backbone"], config.get("max_length"), pooling, device, held)
     if key not in backbones:
         backbone = load_backbone(config["backbone"], device=device,
-                                 max_length=config.get("max_length"),
+                                 max_length=config.get("max_length"), dtype=torch_dtype(held),
                                  trust_remote_code=trust_remote_code)
         backbone.pooling = pooling or backbone.pooling
         backbones[key] = backbone
@@ -80,10 +82,11 @@ def _load_explicit(
     return ExplicitHeadRM(backbone, read_head(path, backbone), cache_dir=cache_dir)
 
 
-def _load_tuned(path: Path, config: dict, *, device: str = "cpu", **kwargs: Any):
+def _load_tuned(path: Path, config: dict, *, device: str = "cpu", precision: str = "auto",
+                **kwargs: Any):  # fmt: skip
     if config["kind"] == "implicit" and "policy" in config:
         return _load_implicit_pair(path, config, device=device, **kwargs)
-    return load_tuned(path, config, device=device)
+    return load_tuned(path, config, device=device, precision=precision)
 
 
 def _load_implicit_pair(
@@ -106,7 +109,7 @@ def _load_implicit_pair(
     backbone = Backbone(name=config["reference"], identity=reference.identity,
                         tokenizer=policy.tokenizer, model=policy.model, kind="causal",
                         pooling="last", max_length=policy.max_length)  # fmt: skip
-    return TunedRM(net, backbone, train)
+    return TunedRM(net, backbone, train, precision="fp32")
 
 
 SINGLE_LOADERS: dict[str, Callable[..., RewardModel]] = {

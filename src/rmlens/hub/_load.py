@@ -56,6 +56,7 @@ def load_rm(
     cache_dir: Any = None,
     score_index: int = 0,
     trust_remote_code: bool = False,
+    precision: str = "auto",
 ) -> RewardModel:
     """Load a reward model of any kind (module docstring) as an object that scores texts.
 
@@ -72,6 +73,10 @@ def load_rm(
         Logit read as the reward of a sequence classifier (``logits[:, score_index]``).
     trust_remote_code : bool, default=False
         Run a hub model's own code; only for models you trust.
+    precision : {"auto", "fp32", "bf16"}, default="auto"
+        The precision it scores in (``rmlens.backbones.resolve_precision``): rmlens's
+        fine-tuned RMs and the backbones of explicit heads. A Hugging Face sequence
+        classifier scores in fp32.
 
     Returns
     -------
@@ -90,7 +95,7 @@ def load_rm(
     >>> ensemble = load_rm("runs/demo")  # an experiment directory  # doctest: +SKIP
     """
     options = rm_options(device=device, cache_dir=cache_dir, score_index=score_index,
-                         trust_remote_code=trust_remote_code)
+                         trust_remote_code=trust_remote_code, precision=precision)
     return _load(path_or_preset, options)
 
 

@@ -1,8 +1,8 @@
 """``rmlens train``: fine-tune an RM (or a seed ensemble) into a folder, resuming if stopped.
 
 DIR/train.json          resolved TrainConfig, version, data fingerprint, pair counts, the
-                        format the texts were tokenized in and what ``max_length`` cut
-                        (``format``, ``truncation``)
+                        precision it ran in, the format the texts were tokenized in and what
+                        ``max_length`` cut (``precision``, ``format``, ``truncation``)
 DIR/rm_config.json      written last: the folder is a finished RM (``load_rm(DIR)``)
 DIR/history.json        metrics per epoch (one list per member for an ensemble)
 DIR/loss_weights.*      low_margin, complementary, curate: the training pairs' loss weights
@@ -21,10 +21,11 @@ import rmlens
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import RmlensWarning
 from rmlens._io import write_atomic, write_json
+from rmlens.backbones import precision_note, resolve_precision
 from rmlens.data import data_sha1
 from rmlens.experiment import ExperimentDir
 from rmlens.progress import status
-from rmlens.rewards import TrainConfig, make_trainer
+from rmlens.rewards import TrainConfig, make_trainer, resolve_device
 
 
 def train(
@@ -79,6 +80,7 @@ def train(
     record = {
         "version": rmlens.__version__,
         "train_config": config.to_dict(),
+        "precision": resolve_precision(config.precision, resolve_device(config.device)),
         "data_sha1": data_sha1(data),
         "eval_sha1": None if eval_data is None else data_sha1(eval_data),
         "n_train": len(data),
@@ -86,7 +88,7 @@ def train(
     }
     exp = ExperimentDir(out, record="train.json").create()
     saved = exp.resume(
-        record, what="an RM", settings=lambda r: TrainConfig.upgrade(r.get("train_config") or {}),
+        record, what="an RM", settings=resolved_settings,
         data_keys=("data_sha1", "eval_sha1", "n_eval"), size_key="n_train",
         defaults=TrainConfig().to_dict(),
     )  # fmt: skip
@@ -94,6 +96,8 @@ def train(
         status(f"{out}: already trained; loading it")
         return load_rm(out, device=config.device)
     exp.write_record(record)
+    if not quiet:
+        status(precision_note(config.precision, resolve_device(config.device)))
     trainer = make_trainer(config, bias=bias)
     histories, members = [], []
     for i in range(config.ensemble):
@@ -132,6 +136,14 @@ def train(
         out / "rm_config.json",
     )
     return load_rm(out, device=config.device)
+
+
+def resolved_settings(record: dict) -> dict:
+    """The settings of a ``train.json`` as compared on resume: its precision as resolved
+    (bf16 or fp32; fp32 for a record saved before there was bf16, or its ``bf16`` flag)."""
+    settings = TrainConfig.upgrade(record.get("train_config") or {})
+    typed = settings.get("precision", "fp32")
+    return {**settings, "precision": record.get("precision", "fp32" if typed == "auto" else typed)}
 
 
 def save_loss_weights(table: pd.DataFrame, folder: Path) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._errors import InputError
+from rmlens.backbones import portable_name, precision_note, resolve_precision
 from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
 from rmlens.influence import DAMPING
@@ -160,6 +161,7 @@ def audit_rm(
     if blocks is not None and blocks < 1:
         raise InputError(f"`blocks`: {blocks}; expected a number of blocks, 1 or more")
     config = _config_of(config, ckpt.train)
+    precision = resolve_precision(config.precision, resolve_device(device), task="gradients")
     grouping = group_pairs(pairs, config, plan=False)
     grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
                       "one training")  # fmt: skip
@@ -177,13 +179,19 @@ def audit_rm(
             f"{through}, damping {how}")  # fmt: skip
     record = make_record(pairs, config, grouping, "paired", note)
     record["regime"] = f"{checkpoint_regime(ckpt)}; estimator {note}"
-    record["checkpoint"] = {"rm": str(folder), "damping": damping, "blocks": blocks,
+    record["precision"] = precision
+    # the RM by its resolved path (the same folder typed two ways is one audit); a hub id
+    # stays as typed
+    record["checkpoint"] = {"rm": portable_name(str(folder)), "damping": damping, "blocks": blocks,
                             "standing": STANDING, "training_pairs": ckpt.pairs_note}  # fmt: skip
     with output_errors(exp):
         saved = check_resume(exp, record)
     # what was audited; its standing is words
     which = ("rm", "damping", "blocks", "training_pairs")
-    if saved is not None and {k: (saved.get("checkpoint") or {}).get(k) for k in which} != {
+    was = {k: (saved.get("checkpoint") or {}).get(k) for k in which} if saved else {}
+    if was.get("rm") == str(folder):  # saved before RMs were named by their resolved path
+        was["rm"] = record["checkpoint"]["rm"]
+    if saved is not None and was != {
             k: json.loads(json.dumps(record["checkpoint"][k])) for k in which}:  # fmt: skip
         raise InputError(
             f"`out` {exp.path} holds the audit of another checkpoint, damping or blocks "
@@ -192,8 +200,9 @@ def audit_rm(
     if saved is None or not exp.run_done(0):
         start = time.perf_counter()
         if not quiet:
-            status(f"{folder}: gradients of {len(pairs)} pairs through {through}")
-        net, backbone, runtime = ckpt.load(device)
+            status(f"{folder}: gradients of {len(pairs)} pairs through {through}; "
+                   + precision_note(config.precision, resolve_device(device), task="gradients"))
+        net, backbone, runtime = ckpt.load(device, precision)
         if blocks is not None:
             try:
                 through_last(net, blocks)
@@ -274,11 +283,11 @@ class _RmlensRM:
         self.trained = ("every weight" if self.train.finetune == "full"
                         else "its LoRA adapters and head")  # fmt: skip
 
-    def load(self, device: str):
+    def load(self, device: str, precision: str):
         # lazy: torch, transformers load only when this runs
         from rmlens.hub import load_rm
 
-        model = load_rm(self.folder, device=device)
+        model = load_rm(self.folder, device=device, precision=precision)
         for name, param in model.net.named_parameters():  # what training moved
             param.requires_grad_(self.train.finetune == "full" or "lora_" in name
                                  or name.startswith("head."))  # fmt: skip
@@ -361,7 +370,7 @@ class _ClassifierRM:
         pair counts as trained on."""
         return self.record is not None and bool(self.train.eval_fraction)
 
-    def load(self, device: str):
+    def load(self, device: str, precision: str):
         # lazy: torch, transformers load only when this runs
         # private: a classifier checkpoint as the fine-tuned loop's net and runtime (rewards'
         # torch internals)
@@ -379,7 +388,8 @@ class _ClassifierRM:
         self.train = self.train.replace(format=backbone.format, max_length=backbone.max_length)
         self.pooled = partial(as_pooled,
                               pad_id=getattr(self.classifier.config, "pad_token_id", None))
-        return net, backbone, runtime_for(backbone, self.train, dev)
+        self.precision = precision
+        return net, backbone, runtime_for(backbone, self.train, dev, precision)
 
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if self.has_eval:
@@ -401,7 +411,7 @@ class _ClassifierRM:
                                           format=self.backbone.format,
                                           offset=reward_offset(self.classifier.config))  # fmt: skip
         r_c, r_r = classifier.score_pairs(pairs[kept])
-        check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1))
+        check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1), self.precision)
 
 
 def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray, dict]:
@@ -455,7 +465,8 @@ def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:
             "one-checkpoint audit reads them as they are (`dedupe` none)"
         )
     return config.replace(
-        mode="finetune", train=train, model=train.model, max_length=train.max_length,
-        format=train.format, seed=train.seed, estimator="paired", check_exact=None, runs=1,
-        n_boot=0,  # one run: no run to resample
+        mode="finetune", model=train.model, max_length=train.max_length,
+        format=train.format, precision=config.precision, seed=train.seed,
+        train=train.replace(precision=config.precision), estimator="paired", check_exact=None,
+        runs=1, n_boot=0,  # one run: no run to resample
     )  # fmt: skip

@@ -14,7 +14,14 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.backbones import FORMAT_CONSTRAINT, format_field
+from rmlens.backbones import (
+    FORMAT_CONSTRAINT,
+    PRECISION_CONSTRAINT,
+    format_field,
+    precision_field,
+    precision_note,
+    resolve_precision,
+)
 from rmlens.data import DEDUPE
 from rmlens.memorization._regime import (
     audit_head,
@@ -23,7 +30,7 @@ from rmlens.memorization._regime import (
     planned_validation,
     validation_words,
 )
-from rmlens.rewards import MODEL_HELP, HeadConfig, TrainConfig
+from rmlens.rewards import MODEL_HELP, HeadConfig, TrainConfig, resolve_device
 from rmlens.rewards.objectives import names_where, objective_of
 
 BACKENDS = ("local", "ray")
@@ -33,9 +40,10 @@ EXECUTION_FIELDS = (
     "backend", "address", "cpus_per_run", "gpus_per_run", "retries", "abort_after",
     "encode_batch_size", "check_exact",
 )  # fmt: skip
-# Compared as resolved (config.json's ``estimator``), not as typed: an unset estimator that
-# resolves to brute force is the same audit as ``--estimator brute``.
-RESOLVED_FIELDS = ("estimator",)
+# Compared as resolved (config.json's ``estimator`` and ``precision``), not as typed: an unset
+# estimator that resolves to brute force is the same audit as ``--estimator brute``, and
+# ``auto`` that resolves to bf16 the same as ``--precision bf16``.
+RESOLVED_FIELDS = ("estimator", "precision")
 # When an audit with a target reliability stops adding repeats: they decide how many runs
 # there are, never what a run does (the plan's first R runs are the same whatever its
 # length), so an audit may be resumed with other values of them. ``runs`` is the saved
@@ -106,6 +114,7 @@ class AuditConfig(Config):
         default=None, metadata={"help": "Tokens per prompt+response.", "unset": "the model's limit"}
     )
     format: str = format_field()
+    precision: str = precision_field()
     encode_batch_size: int = field(default=32, metadata={"help": "Texts per encoding batch."})
     n_boot: int = field(default=1000, metadata={"help": "Bootstrap resamples over runs."})
     cm_threshold: float = field(
@@ -170,13 +179,14 @@ class AuditConfig(Config):
         },
     )
 
-    # The trainer of the mode: the audit's model, max_length, format and seed are used for
-    # every run (each run's seed is drawn from the audit's), so the nested configs may only
-    # leave them at their defaults or repeat them; a run is one RM, never an ensemble.
+    # The trainer of the mode: the audit's model, max_length, format, precision and seed are
+    # used for every run (each run's seed is drawn from the audit's), so the nested configs
+    # may only leave them at their defaults or repeat them; a run is one RM, never an ensemble.
     _nested = {
         "head": Nested(when=("mode", "frozen"), shared=("seed",)),
         "train": Nested(
-            when=("mode", "finetune"), shared=("model", "max_length", "format", "seed"),
+            when=("mode", "finetune"),
+            shared=("model", "max_length", "format", "precision", "seed"),
             owned=("ensemble",),
         ),
     }
@@ -198,6 +208,7 @@ class AuditConfig(Config):
         "max_runs": (lambda r: positive_int(r) and r >= 2, "an int >= 2"),
         "max_length": (lambda x: x is None or (positive_int(x) and x >= 2), "None or an int >= 2"),
         "format": FORMAT_CONSTRAINT,
+        "precision": PRECISION_CONSTRAINT,
         "encode_batch_size": (positive_int, "an int > 0"),
         "n_boot": (non_negative_int, "an int >= 0"),
         "cm_threshold": (non_negative, "a float >= 0"),
@@ -402,9 +413,22 @@ class AuditConfig(Config):
                 self.train.eval_fraction,
             )
 
+    def resolved_precision(self) -> str:
+        """The precision the runs' model passes take here: the frozen backbone's encoding,
+        or the fine-tuned runs' training and scoring (``backbones.resolve_precision``)."""
+        if self.mode == "finetune":
+            return resolve_precision(self.train.precision, resolve_device(self.train.device))
+        return resolve_precision(self.precision, "cpu", task="encode")
+
+    def precision_words(self) -> str:
+        """The console's line on :meth:`resolved_precision`: which, and why."""
+        if self.mode == "finetune":
+            return precision_note(self.train.precision, resolve_device(self.train.device))
+        return precision_note(self.precision, "cpu", task="encode")
+
     def resolved(self) -> AuditConfig:
-        """A copy whose ``head`` and ``train`` carry the audit's model, max_length, format and
-        seed.
+        """A copy whose ``head`` and ``train`` carry the audit's shared settings (model,
+        max_length, format, precision, seed: ``_nested``).
 
         What the runs use (each run still draws its own seed from ``seed``), and what
         ``config.json`` records.

@@ -187,6 +187,7 @@ def make_record(
                   f"estimator {note}",
         "estimator": estimator,
         "estimator_note": note,
+        "precision": config.resolved_precision(),
         "data_sha1": audit_data_sha1(pairs, grouping.column),
         "n_pairs": len(pairs),
         "group_by": grouping.column,
@@ -220,6 +221,7 @@ def comparable(record: dict, *, fixed: bool) -> dict:
     settings = _results_part(saved_audit(record), runs=fixed)
     settings["grouping column"] = record.get("group_by")
     settings["estimator"] = record.get("estimator", "brute")  # saved before there was a choice
+    settings["precision"] = record.get("precision", "fp32")  # saved before there was bf16
     return settings
 
 
@@ -246,7 +248,8 @@ def _results_part(audit_record: dict, *, runs: bool = True) -> dict:
     """The settings that make the tables: all but execution and growth settings; ``runs``
     left out too when the audit has a target (it is then where the audit starts from)."""
     skip = {*EXECUTION_FIELDS, *GROWTH_FIELDS, *RESOLVED_FIELDS, *(() if runs else ("runs",))}
-    return {k: v for k, v in audit_record.items() if k not in skip}
+    return {k: {n: x for n, x in v.items() if n not in RESOLVED_FIELDS} if isinstance(v, dict)
+            else v for k, v in audit_record.items() if k not in skip}  # fmt: skip
 
 
 def _os_errno(err: OSError) -> int | None:

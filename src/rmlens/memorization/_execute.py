@@ -42,7 +42,8 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
     Parameters
     ----------
     config : AuditConfig
-        The audit's settings (its model, max length, format and seed are resolved first).
+        The audit's settings (its shared settings, model and precision among them, are
+        resolved first).
     bias : ndarray or None, default=None
         The pairs' shortcut feature differences, for the ``poe`` and ``reweight``
         objectives.
@@ -51,7 +52,7 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
     -------
     Trainer
     """
-    config = config.resolved()  # the audit's model, max_length, format and seed, said once
+    config = config.resolved()  # the audit's shared settings, said once
     if config.mode == "finetune":
         return make_trainer(config.train, bias=bias)
     return FrozenHeadTrainer(
@@ -59,6 +60,7 @@ def default_trainer(config: AuditConfig, bias=None) -> PairTrainer:
         model=config.model,
         max_length=config.max_length,
         format=config.format,
+        precision=config.precision,
         batch_size=config.encode_batch_size,
         bias=bias,
     )

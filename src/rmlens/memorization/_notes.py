@@ -56,12 +56,14 @@ def mode_note(config) -> str | None:
 
 
 def say_start(pairs: pd.DataFrame, groups: pd.Series, group_note: str, estimator_note: str,
-              warning: dict | None, quiet: bool) -> None:  # fmt: skip
-    """The data, its groups and the estimator as status lines; an explicit paired estimator
-    with large groups as a warning (at ``audit``'s caller)."""
+              warning: dict | None, quiet: bool, precision: str = "") -> None:  # fmt: skip
+    """The data, its groups, the estimator and the precision as status lines; an explicit
+    paired estimator with large groups as a warning (at ``audit``'s caller)."""
     if not quiet:
         status(f"{len(pairs)} pairs, {groups.nunique()} groups: {group_note}")
         status(f"estimator: {estimator_note}")
+        if precision:
+            status(precision)
     if warning:
         warnings.warn(warning["message"], RmlensWarning, stacklevel=3)
 

@@ -157,7 +157,8 @@ def audit(
             status(f"{exp.path}: every run is finished and the tables are up to date")
         say_summary(exp.read_json("summary.json"))
         return exp.read_table("memorization.parquet")
-    say_start(pairs, grouping.groups, grouping.note, estimator_note, warning, quiet)
+    say_start(pairs, grouping.groups, grouping.note, estimator_note, warning, quiet,
+              config.precision_words())
     with ExitStack() as session:
         executor = Executor(exp, pairs, grouping.groups, config, estimator, session=session,
                             trainer=trainer, bias=bias, quiet=quiet)  # fmt: skip

@@ -34,6 +34,15 @@ def disable_dropout(model: nn.Module) -> None:
             module.p = 0.0
 
 
+def hold_frozen(model: nn.Module, precision: str) -> nn.Module:
+    """The frozen base weights held in bf16 once (``precision`` resolved to bf16), before
+    LoRA adapters are added: peft keeps the adapters fp32 (its ``autocast_adapter_dtype``),
+    and the head is made fp32 after. fp32: ``model`` as it is."""
+    if precision == "bf16":
+        model.to(torch.bfloat16)
+    return model
+
+
 def lora_config(config: TrainConfig):
     from peft import LoraConfig
 
@@ -239,19 +248,26 @@ def head_update(net: nn.Module, start: dict[str, torch.Tensor]) -> float:
 
 
 def _lora_updates(net: nn.Module):
+    """(|dW|^2, |W|^2) per adapter, with |s B A|_F^2 = s^2 sum((B'B) * (A A')) (two r x r
+    products: no d_out x d_in update formed, no fp32 copy of a bf16 base weight)."""
     from peft.tuners.lora import LoraLayer
 
     for module in net.modules():
         if isinstance(module, LoraLayer):
-            weight = module.get_base_layer().weight.detach().float().cpu()
+            weight = module.get_base_layer().weight.detach()
+            reference = float(torch.linalg.vector_norm(weight, dtype=torch.float32)) ** 2
             for name in module.lora_A:
-                yield module.get_delta_weight(name).detach().float().cpu(), weight
+                a = module.lora_A[name].weight.detach().float()
+                b = module.lora_B[name].weight.detach().float()
+                s = float(module.scaling[name])
+                yield s * s * float(((b.t() @ b) * (a @ a.t())).sum()), reference
 
 
 def _relative(pairs) -> float:
-    """``sqrt(sum |d|^2 / sum |w|^2)`` over (change, reference) tensor pairs; 0 without any."""
+    """``sqrt(sum |d|^2 / sum |w|^2)`` over (change, reference) pairs, each a tensor or its
+    squared norm already; 0 without any."""
     change = reference = 0.0
     for delta, weight in pairs:
-        change += float(delta.pow(2).sum())
-        reference += float(weight.pow(2).sum())
+        change += delta if isinstance(delta, float) else float(delta.pow(2).sum())
+        reference += weight if isinstance(weight, float) else float(weight.pow(2).sum())
     return (change / reference) ** 0.5 if reference > 0 else 0.0

@@ -20,7 +20,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.backbones import FORMAT_CONSTRAINT, format_field
+from rmlens.backbones import FORMAT_CONSTRAINT, PRECISION_CONSTRAINT, format_field, precision_field
 from rmlens.rewards.objectives import OBJECTIVES, names_where, objective_help, objective_of
 
 SCORE_FORMAT_HELP = (
@@ -343,11 +343,21 @@ class TrainConfig(ObjectiveConfig):
         metadata={"help": "Causal LMs: encode the shared prompt once per pair (block mask)."},
     )
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
-    bf16: bool = field(default=False, metadata={"help": "bfloat16 mixed precision (autocast)."})
+    precision: str = precision_field()
     ensemble: int = field(default=1, metadata={"help": "rmlens train: members of a seed ensemble."})
     seed: int = field(default=0, metadata={"help": "Seed of initialisation and batch order."})
 
     _renamed = {"rm": "rm_kind"}  # ``rm`` now names an RM folder on every command
+
+    @classmethod
+    def upgrade(cls, data):
+        """Also ``bf16 = true/false``, saved before ``precision``: bf16 or fp32."""
+        if isinstance(data, dict) and "bf16" in data:
+            bf16 = data["bf16"]
+            data = {k: v for k, v in data.items() if k != "bf16"}
+            data.setdefault("precision", "bf16" if bf16 else "fp32")
+        return super().upgrade(data)
+
     _constraints = {
         "rm_kind": ("explicit", "implicit"),
         "finetune": ("lora", "full"),
@@ -382,7 +392,7 @@ class TrainConfig(ObjectiveConfig):
             lambda x: isinstance(x, str) and x.split(":")[0] in ("auto", "cpu", "cuda", "mps"),
             "auto, cpu, cuda, cuda:N or mps",
         ),
-        "bf16": (True, False),
+        "precision": PRECISION_CONSTRAINT,
         "ensemble": (positive_int, "an int > 0"),
         "seed": (non_negative_int, "an int >= 0"),
         **ObjectiveConfig._constraints,
@@ -420,6 +430,7 @@ class ScoreConfig(Config):
     """How a saved reward model is loaded to score (``score``, ``evaluate``, ``sweep``)."""
 
     device: str = field(default="auto", metadata={"help": "auto, cpu, cuda, cuda:1, mps."})
+    precision: str = precision_field()
     score_index: int = field(
         default=0,
         metadata={"help": "Logit read as the reward of a sequence classifier: logits[:, INDEX]."},
@@ -438,6 +449,7 @@ class ScoreConfig(Config):
 
     _constraints = {
         "device": DEVICES,
+        "precision": PRECISION_CONSTRAINT,
         "score_index": (non_negative_int, "an int >= 0"),
         "trust_remote_code": (True, False),
         "format": FORMAT_CONSTRAINT,

@@ -259,7 +259,8 @@ class ExplicitNet(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        return self.head(self.pooled(batch)).squeeze(-1).float()  # (B, K)
+        h = self.pooled(batch).to(self.head.weight.dtype)  # the head stays fp32 under bf16
+        return self.head(h).squeeze(-1).float()  # (B, K)
 
     def pooled(self, batch: Batch) -> torch.Tensor:
         """What the head reads, per sequence of each example.
@@ -282,6 +283,7 @@ class ExplicitNet(nn.Module):
         ).last_hidden_state  # (R, T, d)
         if self.pooling == "last":
             return hidden.flatten(0, 1)[batch.last]  # (B, K, d)
+        hidden = hidden.float()  # means summed in fp32
         if batch.spans is not None:  # encoder-flat: each sequence's own tokens
             sizes = [n for _, _, tails in batch.spans for n, _ in tails]
             means = torch.stack([h.mean(0) for h in hidden[0].split(sizes)])  # (S, d)
@@ -441,28 +443,37 @@ def flat_pays(examples: list[Example]) -> bool:
 
 @dataclass
 class Runtime:
-    """How batches are laid out and where they run."""
+    """How batches are laid out, where they run and in which precision.
+
+    ``precision`` is the resolved one (fp32 or bf16). In bf16 a network whose frozen weights
+    are held in bf16 (``_base_model.hold_frozen``: LoRA) runs as it is; one whose weights
+    are trained in full keeps them fp32 and runs under autocast (``amp``).
+    """
 
     # "packed" | "flat" | "auto" (flat or packed, per batch) | "causal" | "encoder" |
     # "encoder-flat"
     mode: str
     pad_id: int
     device: str = "cpu"
-    bf16: bool = False
+    precision: str = "fp32"
     side: str = "right"
+    amp: bool = False
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.precision == "bf16" else torch.float32
 
     def batch(self, examples: list[Example], index):
-        dtype = torch.bfloat16 if self.bf16 else torch.float32
         chosen = [examples[i] for i in index]
         mode = self.mode
         if mode == "auto":
             mode = "flat" if flat_pays(chosen) else "packed"
         return collate(
-            chosen, index, pad_id=self.pad_id, mode=mode, side=self.side, dtype=dtype
+            chosen, index, pad_id=self.pad_id, mode=mode, side=self.side, dtype=self.dtype
         ).to(self.device)
 
     def autocast(self):
-        return torch.autocast(self.device.split(":")[0], torch.bfloat16, enabled=self.bf16)
+        return torch.autocast(self.device.split(":")[0], torch.bfloat16, enabled=self.amp)
 
 
 @torch.inference_mode()

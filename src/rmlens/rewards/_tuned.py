@@ -37,8 +37,9 @@ from rmlens.backbones import (
     portable_name,
     prepare_tokenizer,
     resolve_format,
+    resolve_precision,
 )
-from rmlens.rewards._base_model import load_causal_lm, load_trainable
+from rmlens.rewards._base_model import hold_frozen, load_causal_lm, load_trainable
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._models import RewardModel, needed_file
 from rmlens.rewards._nets import ExplicitNet, ImplicitNet, Runtime, score_examples
@@ -51,18 +52,22 @@ def _key(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
-def runtime_for(backbone: Backbone, config: TrainConfig, device: str) -> Runtime:
+def runtime_for(backbone: Backbone, config: TrainConfig, device: str, precision: str) -> Runtime:
     """Packed decoders run flat (no padding) where their attention is plain and a flat batch
     pays (``_nets.flat_pays``); encoders run flat where their attention allows it
-    (``backbones.flat_encoder``)."""
+    (``backbones.flat_encoder``). In bf16 (``precision``, resolved) a backbone whose frozen
+    weights are held in bf16 runs as it is; one trained in full keeps fp32 weights and runs
+    under autocast."""
     mode = "packed" if config.packing else "causal"
     if mode == "packed" and plain_attention(backbone.model):
         mode = "auto"
     if backbone.kind != "causal":
         mode = "encoder-flat" if flat_encoder(backbone.model) else "encoder"
+    held = backbone.model.get_input_embeddings().weight.dtype
     return Runtime(
-        mode=mode, pad_id=int(backbone.tokenizer.pad_token_id), device=device, bf16=config.bf16
-    )
+        mode=mode, pad_id=int(backbone.tokenizer.pad_token_id), device=device,
+        precision=precision, amp=precision == "bf16" and held != torch.bfloat16,
+    )  # fmt: skip
 
 
 class TunedRM(RewardModel):
@@ -83,6 +88,8 @@ class TunedRM(RewardModel):
     weights : dict of str to torch.Tensor, optional
         This RM's trained tensors, loaded into a shared ``net`` before it scores; None: the
         network's own.
+    precision : {"fp32", "bf16"}, optional
+        The resolved precision it scores in; default the one its config resolves to here.
     """
 
     def __init__(
@@ -92,8 +99,13 @@ class TunedRM(RewardModel):
         config: TrainConfig,
         *,
         weights: dict[str, torch.Tensor] | None = None,
+        precision: str | None = None,
     ):
         self.net, self.backbone, self.config, self.weights = net, backbone, config, weights
+        if precision is None:
+            device = str(next(net.parameters()).device)
+            precision = resolve_precision(config.precision, device)
+        self.precision = precision
         self.kind = "implicit" if isinstance(net, ImplicitNet) else "explicit_finetuned"
         self._token = object()
         net._owner = self._token
@@ -119,7 +131,7 @@ class TunedRM(RewardModel):
     def runtime(self) -> Runtime:
         """How the network runs here: its device and the config's precision and batching."""
         device = str(next(self.net.parameters()).device)
-        return runtime_for(self.backbone, self.config, device)
+        return runtime_for(self.backbone, self.config, device, self.precision)
 
     def _activate(self) -> None:
         if getattr(self.net, "_owner", None) is not self._token and self.weights is not None:
@@ -298,13 +310,16 @@ class TunedRM(RewardModel):
                 "pooling": bb.pooling,
                 "max_length": bb.max_length,
                 "beta": cfg.beta if self.kind == "implicit" else None,
+                "precision": self.precision,
                 "train_config": cfg.to_dict(),
             },
             folder / "rm_config.json",
         )
 
 
-def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any) -> TunedRM:
+def load_tuned(
+    path: str | Path, saved: dict, *, device: str = "auto", precision: str = "auto", **_: Any
+) -> TunedRM:
     """Load a folder written by :meth:`TunedRM.save` (used through ``load_rm``).
 
     Parameters
@@ -315,6 +330,9 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
         Its ``rm_config.json``.
     device : str, default="auto"
         Where the RM scores.
+    precision : {"auto", "fp32", "bf16"}, default="auto"
+        The precision it scores in (a LoRA RM's base weights are then held in bf16 once; a
+        fully fine-tuned one keeps fp32 weights and scores under autocast).
     **_
         The other options of ``load_rm``, which a fine-tuned RM does not read.
 
@@ -341,7 +359,10 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
             f"{path}: the base model '{base_name}' differs from the one this RM was trained "
             "on (files changed)", RmlensWarning, stacklevel=2,
         )  # fmt: skip
+    dev = resolve_device(device)
+    resolved = resolve_precision(precision, dev, task="score")
     if lora:
+        hold_frozen(base.model, resolved)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
             model = PeftModel.from_pretrained(base.model, str(path / "adapter"))
@@ -357,7 +378,6 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
         net = ExplicitNet(model, hidden, saved["pooling"], saved["backbone_kind"] == "causal")
         net.head.load_state_dict(load_file(str(path / "head.safetensors")))
     net.eval().requires_grad_(False)
-    dev = resolve_device(device)
     net.to(dev)
     if implicit and net._reference[0] is not None:
         net._reference[0].to(dev).eval()
@@ -370,4 +390,4 @@ def load_tuned(path: str | Path, saved: dict, *, device: str = "auto", **_: Any)
         pooling=saved["pooling"],
         max_length=int(length),
     )
-    return TunedRM(net, backbone, config)
+    return TunedRM(net, backbone, config, precision=resolved)

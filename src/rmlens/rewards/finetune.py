@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 # The settings that shape the network: a trainer is set up once for them
 _STRUCTURE = ("model", "rm_kind", "finetune", "lora_r", "lora_alpha", "lora_dropout",
               "lora_targets", "beta", "max_length", "format", "packing", "device",
-              "bf16")  # fmt: skip
+              "precision")  # fmt: skip
 
 
 class _TunedTrainer(PerRun, Trainer):
@@ -64,7 +64,14 @@ class _TunedTrainer(PerRun, Trainer):
     def _setup(self) -> None:
         """Load the base model and build the network, once per network shape."""
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._base_model import base_state, disable_dropout, load_base, make_net
+        from rmlens.backbones import resolve_precision
+        from rmlens.rewards._base_model import (
+            base_state,
+            disable_dropout,
+            hold_frozen,
+            load_base,
+            make_net,
+        )
         from rmlens.rewards._tuned import runtime_for
 
         cfg = self.config.check()
@@ -87,17 +94,21 @@ class _TunedTrainer(PerRun, Trainer):
             bb.format = resolve_format(cfg.format, bb.tokenizer, bb.kind)
         disable_dropout(bb.model)
         device = resolve_device(cfg.device)
+        self.precision_ = resolve_precision(cfg.precision, device)
+        if cfg.finetune == "lora":  # trained in full: fp32 weights under autocast
+            hold_frozen(bb.model, self.precision_)
         bb.model.to(device)
         self.base_ = bb
         self.config_ = self._resolved(cfg)
-        self.runtime_ = runtime_for(bb, cfg, device)
+        self.runtime_ = runtime_for(bb, cfg, device, self.precision_)
         self._base_state = base_state(bb, cfg)
         self.net_ = make_net(bb, cfg).to(device)
 
     def _resolved(self, cfg: TrainConfig) -> TrainConfig:
-        """``cfg`` with the format its base model resolved (chat, raw or pair), so the RM's
-        saved ``train_config`` says how its texts were tokenized."""
-        return cfg if cfg.format == self.base_.format else cfg.replace(format=self.base_.format)
+        """``cfg`` with the format its base model resolved (chat, raw or pair) and the
+        precision resolved here (fp32 or bf16), so the RM's saved ``train_config`` says how
+        its texts were tokenized and multiplied (and a checkpoint resumes in its own)."""
+        return cfg.replace(format=self.base_.format, precision=self.precision_)
 
     def _reset(self, seed: int) -> None:
         # lazy: torch, transformers load only when this runs
@@ -222,7 +233,8 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.rewards._base_model import trainable_state
         from rmlens.rewards._tuned import TunedRM
 
-        return TunedRM(self.net_, self.base_, self.config_, weights=trainable_state(self.net_))
+        return TunedRM(self.net_, self.base_, self.config_, weights=trainable_state(self.net_),
+                       precision=self.precision_)
 
     # -- the training loop ----------------------------------------------------------------
     def _train(
@@ -273,7 +285,7 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.progress import progress_bar
         from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._checkpoint import restore, save
-        from rmlens.rewards._fast import fused_layers
+        from rmlens.rewards._fast import compiled_norms, fused_layers
         from rmlens.rewards._metrics import RunningStats
         from rmlens.rewards._packing import length_batches
 
@@ -301,7 +313,8 @@ class _TunedTrainer(PerRun, Trainer):
             objective.train()
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
-        with fused_layers(net), bar as advance:
+        norms = compiled_norms(net, rt, self.base_.model.config)
+        with fused_layers(net), norms, bar as advance:
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:
                 epoch = state["epoch"]

@@ -58,6 +58,9 @@ class FrozenHeadTrainer(Trainer):
     format : {"auto", "chat", "raw", "pair"}, default="auto"
         How a (prompt, response) becomes tokens (``rmlens.backbones.load_backbone``);
         auto: the backbone's.
+    precision : {"auto", "fp32", "bf16"}, default="auto"
+        The precision the backbone encodes in (``rmlens.backbones.resolve_precision``); the
+        heads train in fp32 on fp32 features either way.
     backbone : Backbone, optional
         An already loaded backbone (then ``model`` and ``max_length`` are not read).
     bias : DataFrame or array of shape (n_pairs, k), optional
@@ -117,9 +120,11 @@ class FrozenHeadTrainer(Trainer):
         bias=None,
         check_exact: int | None = None,
         format: str = "auto",
+        precision: str = "auto",
     ):
         self.config = config if config is not None else HeadConfig()
         self.model = model
+        self.precision = precision
         self.max_length = max_length
         self.format = format
         self.batch_size = batch_size
@@ -260,10 +265,12 @@ class FrozenHeadTrainer(Trainer):
             The pairs that could be encoded.
         """
         # lazy: torch, transformers load only when this runs
-        from rmlens.backbones import featurize, load_backbone, resolve_format
+        from rmlens.backbones import featurize, load_backbone, resolve_format, resolve_precision
+        from rmlens.backbones import torch_dtype as dtype_of
 
+        dtype = dtype_of(resolve_precision(self.precision, "cpu", task="encode"))
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length,
-                                                  format=self.format)  # fmt: skip
+                                                  format=self.format, dtype=dtype)  # fmt: skip
         self.backbone_ = backbone
         self.format_ = resolve_format(self.format, backbone.tokenizer, backbone.kind) \
             if self.format != "auto" else backbone.format  # fmt: skip
@@ -276,6 +283,7 @@ class FrozenHeadTrainer(Trainer):
         self.ids_ = pairs["id"].astype(str).to_numpy() if "id" in pairs else None
         self.bias_, self.groups_ = objective_inputs(self.config, pairs, self.bias)
         self.identity_ = backbone.identity
+        self.precision_ = backbone.precision
         self.groups_codes_ = None
         self.check_exact_ = check_exact if self.check_exact is None else self.check_exact
         if groups is not None:

@@ -31,9 +31,11 @@ from rmlens import __version__
 from rmlens._base import needed_out, resolve_config
 from rmlens._errors import InputError
 from rmlens._io import json_sha1
+from rmlens.backbones import portable_name, resolve_precision
 from rmlens.experiment import ExperimentDir
 from rmlens.hub import load_rm, use_format
 from rmlens.progress import progress_bar
+from rmlens.rewards import resolve_device
 from rmlens.tokens._adapt import token_scorer
 from rmlens.tokens._candidates import sweep_token_ids
 from rmlens.tokens._config import SweepConfig
@@ -205,22 +207,29 @@ def sweep(
 def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
     exp = ExperimentDir(out).create()
     taken: set[str] = set()
-    slugs = {spec: model_slug(spec, taken) for spec in dict.fromkeys(config.rm)}
+    # each RM by its resolved path (the same folder typed two ways is one RM and resumes), a
+    # preset or hub id as typed
+    specs = dict.fromkeys(portable_name(spec) for spec in config.rm)
+    slugs = {spec: model_slug(spec, taken) for spec in specs}
     exp.write_record({**config.to_dict(), "version": __version__, "model_dirs": slugs})
     summary: dict = {"version": __version__, "models": {}}
     tables: dict[str, pd.DataFrame] = {}
+    # resolved once: a sweep saved in bf16 is not reused for one asked in fp32
+    precision = resolve_precision(config.precision, resolve_device(config.device), task="sweep")
     for spec, slug in slugs.items():
         folder = out / slug
         model = ExperimentDir(folder, record=META)
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
                     "score_index": config.score_index, "format": config.format,
+                    "precision": precision,
                     **({"max_length": config.max_length} if config.max_length else {})}
         saved = model.reusable({"settings": settings}, [SWEEP])  # else swept again
         if saved is not None:
             meta = saved
         else:
             rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
-                                    trust_remote_code=config.trust_remote_code), config.format,
+                                    trust_remote_code=config.trust_remote_code,
+                                    precision=precision), config.format,
                             config.max_length)
             fmt = getattr(rm, "format", None)
             if fmt == "mixed":

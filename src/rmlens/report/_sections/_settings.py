@@ -81,7 +81,7 @@ LABELS = {
     "save_steps": "checkpoint every (optimizer steps)",
     "packing": "prompt encoded once per pair (packing)",
     "device": "device",
-    "bf16": "bfloat16 mixed precision",
+    "precision": "precision of every model pass",
     "backend": "backend",
     "address": "Ray cluster address",
     "cpus_per_run": "CPUs per run (Ray)",
@@ -95,7 +95,7 @@ LABELS = {
 # the audit's own settings, in reading order (execution settings apart)
 AUDIT_ORDER = ("model", "mode", "estimator", "runs", "folds", "plan", "group_by", "dedupe",
                "val_fraction", "cm_threshold", "n_boot", "target_reliability", "max_runs",
-               "max_length", "format", "check_exact", "seed")  # fmt: skip
+               "max_length", "format", "precision", "check_exact", "seed")  # fmt: skip
 # why a setting left unset has the value it ran with, where the config's own words are long
 _UNSET = {
     "estimator": "chosen by the audit",
@@ -110,7 +110,7 @@ _RAY_FIELDS = ("address", "cpus_per_run", "gpus_per_run")
 # top-level keys of an audit's config.json shown through the rows above (or elsewhere)
 _SHOWN = {"audit", "version", "regime", "estimator", "estimator_note", "data_sha1", "n_pairs",
           "group_by", "group_note", "n_groups", "folds_used", "dedupe", "truncation",
-          "format", "checkpoint"}  # fmt: skip
+          "format", "checkpoint", "precision"}  # fmt: skip
 
 
 def setting_text(value: Any) -> str:
@@ -186,6 +186,7 @@ def _audit_rows(config: dict, audit: dict, summary: dict) -> list[dict[str, str]
         "folds": config.get("folds_used"),
         "max_length": truncation.get("max_length") if isinstance(truncation, dict) else None,
         "format": config.get("format") or summary.get("format"),
+        "precision": config.get("precision", "fp32"),  # a record before bf16: fp32
         "check_exact": _check_exact(config, summary) if audit.get("check_exact") is None
         else None,
     }  # fmt: skip

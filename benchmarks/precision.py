@@ -13,8 +13,9 @@ harmless pairs (``finetune_defaults.shortest``, 128 tokens), in one process per 
   (ties 1/2) per seed and the paired difference bf16 - fp32 with its 95% t-interval over
   seeds (kept when the interval holds 0, or lies within +-0.02).
 - ``export``: the bf16-trained SmolLM2 RM of the first seed exported (``rmlens export``) and
-  read by transformers in fp32: rewards on the held-out pairs against rmlens's bf16
-  reading, the largest difference and the pairs whose preferred side flips (kept at 0).
+  read by transformers in fp32: its margins on the held-out pairs against rmlens's reading
+  of the RM folder in fp32 and in bf16, the largest difference and the pairs whose
+  preferred side flips (kept at 0).
 - ``sweep``: that RM's vocabulary sweep (the first ``--sweep-tokens`` ids, the default
   prompts) in each precision: the top and bottom 100 tokens (kept when identical).
 - ``paired``: a paired fine-tuned audit (LoRA MiniLM, ``--paired-runs`` runs, one plan) in
@@ -64,7 +65,7 @@ def hh(model: str, n: int):
 
 
 def frozen(args) -> dict:
-    from rmlens.backbones import featurize, load_backbone, torch_dtype
+    from rmlens.backbones import featurize, load_backbone
     from rmlens.memorization import AuditConfig, audit
 
     out = {}
@@ -72,7 +73,7 @@ def frozen(args) -> dict:
         pairs = hh(model, args.frozen_pairs)
         seconds, tables, reliability = {}, {}, {}
         for precision in PRECISIONS:
-            bb = load_backbone(model, max_length=128, dtype=torch_dtype(precision))
+            bb = load_backbone(model, max_length=128, precision=precision)
             featurize(bb, pairs.iloc[:32], cache_dir=False, quiet=True)  # warm-up
             start = time.perf_counter()
             featurize(bb, pairs, cache_dir=False, quiet=True)
@@ -140,13 +141,14 @@ def export(args) -> dict:
     n_train, n_test = FINETUNE_PAIRS[model]
     test = hh(model, n_train + n_test).iloc[n_train:]
     folder = Path(args.work) / f"rm-{model}-bf16-{seed}"
-    rm = load_rm(folder, precision="bf16")
-    exported = export_rm(rm, Path(args.work) / "exported-bf16", source=folder)
-    ours = np.subtract(*rm.score_pairs(test))
+    exported = export_rm(folder, Path(args.work) / "exported-bf16")
     theirs = np.subtract(*load_rm(exported.path).score_pairs(test))  # transformers, fp32
-    out = {"pairs": len(test), "flips": int((np.sign(ours) != np.sign(theirs)).sum()),
-           "max_abs_margin_diff": float(np.abs(ours - theirs).max()),
-           "probe_max_abs_diff_fp32": exported.max_abs_diff}  # fmt: skip
+    out = {"pairs": len(test), "probe_max_abs_diff": exported.max_abs_diff}
+    for precision in PRECISIONS:  # rmlens's reading of the RM folder in each precision
+        ours = np.subtract(*load_rm(folder, precision=precision).score_pairs(test))
+        out[f"flips_{precision}"] = int((np.sign(ours) != np.sign(theirs)).sum())
+        out[f"max_abs_margin_diff_{precision}"] = float(np.abs(ours - theirs).max())
+    out["margin_std"] = float(np.std(theirs))
     print(out, flush=True)
     return out
 
@@ -157,24 +159,22 @@ def sweep(args) -> dict:
     from rmlens.tokens import sweep as run_sweep
 
     folder = Path(args.work) / f"rm-smollm2-135m-bf16-{args.seeds[0]}"
-    tables, seconds = {}, {}
-    for precision in PRECISIONS:
+    tables = {}
+    for precision in PRECISIONS:  # speed: benchmarks/sweep.py
         out = Path(args.work) / f"sweep-{precision}"
-        start = time.perf_counter()
         run_sweep(str(folder), out=out, max_tokens=args.sweep_tokens, precision=precision,
                   quiet=True)  # fmt: skip
-        seconds[precision] = time.perf_counter() - start
         tables[precision] = pd.concat(
             pd.read_parquet(p) for p in sorted(out.glob("*/sweep.parquet")))
-    result = {"tokens": args.sweep_tokens, "seconds": seconds}
+    result = {"tokens": args.sweep_tokens}
     for prompt, part in tables["fp32"].groupby("prompt"):
         other = tables["bf16"][tables["bf16"].prompt == prompt]
-        top = [set(t.nlargest(100, "reward").token_id) for t in (part, other)]
-        bottom = [set(t.nsmallest(100, "reward").token_id) for t in (part, other)]
+        top = [set(t.nlargest(100, "score").token_id) for t in (part, other)]
+        bottom = [set(t.nsmallest(100, "score").token_id) for t in (part, other)]
         merged = part.merge(other, on="token_id", suffixes=("_fp32", "_bf16"))
         result[prompt] = {
             "top100_same": len(top[0] & top[1]), "bottom100_same": len(bottom[0] & bottom[1]),
-            "spearman": float(spearman(merged.reward_fp32, merged.reward_bf16)),
+            "spearman": float(spearman(merged.score_fp32, merged.score_bf16)),
         }  # fmt: skip
     print(result, flush=True)
     return result

@@ -12,11 +12,13 @@ batches. Both run on the same model in the same process, over the first ``--n`` 
 
 Printed: both rates (candidate tokens per second), their ratio, the largest score
 difference, the matmul FLOP/s the sweep reaches (2 x non-embedding parameters x model
-tokens run per second) over the fp32 matmul peak at the model's shapes measured here (as
-``benchmarks/train.py`` measures it: ``_flops.py``), and the time a
-full-vocabulary sweep takes (estimated from the rate, or measured with ``--full``).
+tokens run per second) over the matmul peak at the model's shapes in the precision the sweep
+runs in (``--precision``, resolved as ``rmlens sweep`` resolves it: bf16 on a CPU that
+multiplies it natively), measured here, and the time a full-vocabulary sweep takes
+(estimated from the rate, or measured with ``--full``).
 
-    python benchmarks/sweep.py [--n 2000] [--threads 2] [--full] [--write-preset]
+    python benchmarks/sweep.py [--n 2000] [--threads 2] [--precision auto] [--full]
+                               [--write-preset]
 """
 
 from __future__ import annotations
@@ -104,13 +106,14 @@ def write_preset(rm_dir: Path, preset: Path) -> None:
         {"weight": [round(float(x), 8) for x in w], "bias": [round(b, 8)]}) + "\n")
 
 
-def peak_flops(shapes: list[tuple[int, int]], rows: int, repeats: int = 20) -> tuple[float, float]:
-    """The fp32 matmul peak at the model's linear shapes (``_flops.linear_shapes``) with
-    ``rows`` rows, as ``benchmarks/train.py`` measures it: the fastest shape, (per wall
+def peak_flops(shapes: list[tuple[int, int]], rows: int, dtype=torch.float32,
+               repeats: int = 20) -> tuple[float, float]:  # fmt: skip
+    """The matmul peak in ``dtype`` at the model's linear shapes (``_flops.linear_shapes``)
+    with ``rows`` rows, as ``benchmarks/train.py`` measures it: the fastest shape, (per wall
     second, per CPU second)."""
     best = (0.0, 0.0)
     for d_in, d_out in shapes:
-        x, w = torch.randn(rows, d_in), torch.randn(d_out, d_in)
+        x, w = torch.randn(rows, d_in, dtype=dtype), torch.randn(d_out, d_in, dtype=dtype)
         torch.nn.functional.linear(x, w)
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(repeats):
@@ -157,12 +160,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000, help="token ids benchmarked")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    parser.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16"))
     parser.add_argument("--full", action="store_true", help="also time a full-vocabulary sweep")
     parser.add_argument("--write-preset", action="store_true",
                         help="write src/rmlens/hub/presets/smollm2-135m-hh from the RM")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    from rmlens.backbones import resolve_precision, torch_dtype
     from rmlens.hub import load_rm
     from rmlens.tokens import sweep_prompt, token_scorer
     from rmlens.tokens._candidates import sweep_token_ids
@@ -171,25 +176,27 @@ def main() -> None:
     if args.write_preset:
         write_preset(rm_dir, Path(__file__).resolve().parents[1] / "src" / "rmlens" / "rewards"
                      / "presets" / "smollm2-135m-hh")
-    scorer = token_scorer(load_rm(rm_dir, device="cpu"), consume=True)
+    precision = resolve_precision(args.precision, "cpu", task="sweep")
+    dtype = torch_dtype(precision)
+    scorer = token_scorer(load_rm(rm_dir, device="cpu", precision=precision), consume=True)
     body = scorer.body
     non_embedding = sum(p.numel() for n, p in body.named_parameters() if "embed" not in n)
     ids, _ = sweep_token_ids(scorer.tokenizer)
     ids = ids[: args.n]
     decoded = [scorer.tokenizer.decode([int(i)]) for i in ids]
     print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f}, "
-          f"{len(ids)} tokens, non-embedding params {non_embedding / 1e6:.1f}M")
+          f"{len(ids)} tokens, non-embedding params {non_embedding / 1e6:.1f}M, {precision}")
 
     threads = torch.get_num_threads()
     shapes, rows = linear_shapes(body), args.batch_size * 4  # a batch's suffix tokens
-    peaks = [peak_flops(shapes, rows)]
+    peaks = [peak_flops(shapes, rows, dtype)]
     with Clock() as t_sweep:
         frame, info = sweep_prompt(scorer, PROMPT, token_ids=ids, batch_size=args.batch_size)
     run_tokens = info.n_tokens  # every token the model ran, the verified ones included
-    peaks.append(peak_flops(shapes, rows))
+    peaks.append(peak_flops(shapes, rows, dtype))
     with Clock() as t_naive:
         naive = naive_scores(scorer, PROMPT, decoded)
-    peaks.append(peak_flops(shapes, rows))
+    peaks.append(peak_flops(shapes, rows, dtype))
     peak_wall, peak_cpu = max(p[0] for p in peaks), max(p[1] for p in peaks) * threads
 
     def rates(clock):  # candidates per wall second, and per second of `threads` busy cores
@@ -209,7 +216,8 @@ def main() -> None:
     print(f"ratio rmlens / naive: wall {sweep_wall / naive_wall:.1f}x, "
           f"cpu {sweep_cpu / naive_cpu:.1f}x")
     print(f"max |rmlens - naive| score: {np.max(np.abs(frame.score.to_numpy() - naive)):.2e}")
-    print(f"matmul peak: wall {peak_wall / 1e9:.1f}, cpu {peak_cpu / 1e9:.1f} GFLOP/s; sweep: "
+    print(f"{precision} matmul peak: wall {peak_wall / 1e9:.1f}, cpu {peak_cpu / 1e9:.1f} "
+          "GFLOP/s; sweep: "
           f"wall {flops_wall / 1e9:.1f} ({flops_wall / peak_wall:.0%} of peak), cpu "
           f"{flops_cpu / 1e9:.1f} GFLOP/s ({flops_cpu / peak_cpu:.0%} of peak)")
     vocab = len(sweep_token_ids(scorer.tokenizer)[0])

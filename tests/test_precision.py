@@ -146,6 +146,11 @@ def test_compiled_norm_is_llamas_rmsnorm():
     norm.weight.data.normal_()
     x = torch.randn(5, 7, 64).bfloat16()
     assert torch.equal(_fast.rms_norm(x, norm.weight, norm.variance_epsilon), norm(x))
+    stream = torch.randn(5, 7, 64)  # the fp32 residual stream of a held model, in bf16
+    norm.float()
+    feeds = _fast.rms_norm(stream, norm.weight, norm.variance_epsilon, torch.bfloat16)
+    assert feeds.dtype == torch.bfloat16
+    assert torch.equal(feeds, norm(stream).bfloat16())  # the cast autocast makes, once
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +170,10 @@ def test_bf16_training_holds_the_base_in_bf16_and_what_trains_in_fp32(tiny_causa
     dtypes = {n: p.dtype for n, p in rm.net.named_parameters()}
     trains = {n: "lora_" in n or n.startswith("head.") for n in dtypes}
     assert {d for n, d in dtypes.items() if trains[n]} == {torch.float32}
-    assert {d for n, d in dtypes.items() if not trains[n]} == {torch.bfloat16}
+    # the frozen linear layers in bf16; embeddings and norms fp32, as the residual stream
+    held = {d for n, d in dtypes.items() if not trains[n] and "proj" in n}
+    assert held == {torch.bfloat16}
+    assert {d for n, d in dtypes.items() if "norm" in n or "embed" in n} == {torch.float32}
     fp32 = ExplicitRMTrainer(config(tiny_causal_dir, precision="fp32"))
     assert {p.dtype for p in fp32.fit(PAIRS, quiet=True).rm_.net.parameters()} == {torch.float32}
     assert fp32.precision_ == "fp32"
@@ -177,7 +185,7 @@ def test_a_bf16_rm_records_its_precision_and_scores_the_same_reloaded(bf16_rm):
     assert json.loads((bf16_rm / "rm_config.json").read_text())["precision"] == "bf16"
     assert json.loads((bf16_rm / "train.json").read_text())["precision"] == "bf16"
     prompts, responses = list(PAIRS.prompt), list(PAIRS.chosen)
-    first = load_rm(bf16_rm, precision="bf16").score(prompts, responses)
+    first = load_rm(bf16_rm, precision="bf16").score(prompts, responses)  # as set: bf16
     again = load_rm(bf16_rm, precision="bf16").score(prompts, responses)
     np.testing.assert_array_equal(first, again)
     fp32 = load_rm(bf16_rm, precision="fp32").score(prompts, responses)
@@ -226,3 +234,64 @@ def test_an_audit_records_its_precision_and_does_not_resume_across_it(tiny_encod
     with pytest.raises(InputError, match=r"precision \"bf16\" \(saved\) vs \"fp32\" \(now\)"):
         run("fp32")
     run("bf16")  # the same precision resumes
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=64)  # fmt: skip
+    return LlamaModel(config).eval()
+
+
+def test_held_weights_keep_the_residual_stream_fp32():
+    from rmlens.backbones import held_precision, hold_weights
+
+    model = _tiny_llama()
+    ids = torch.randint(0, 50, (2, 9))
+    with torch.no_grad():
+        want = model(input_ids=ids).last_hidden_state
+    hold_weights(model, "bf16")
+    assert held_precision(model) == "bf16"
+    dtypes = {n: p.dtype for n, p in model.named_parameters()}
+    assert {d for n, d in dtypes.items() if "proj" in n} == {torch.bfloat16}
+    assert {d for n, d in dtypes.items() if "proj" not in n} == {torch.float32}  # embed, norms
+    with torch.no_grad():
+        got = model(input_ids=ids).last_hidden_state
+    assert got.dtype == torch.float32  # the residual stream, not bf16's
+    assert not torch.equal(got, want)
+    assert (got - want).norm() / want.norm() < 2e-2
+    assert not torch.is_autocast_enabled("cpu")  # the call's autocast ended with it
+
+
+def test_a_held_model_cast_back_to_fp32_runs_in_fp32():
+    import copy
+
+    from rmlens.backbones import held_precision, hold_weights
+
+    model = hold_weights(_tiny_llama(), "bf16")
+    back = copy.deepcopy(model).float()
+    assert held_precision(back) == "fp32"
+    plain = _tiny_llama()
+    plain.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    ids = torch.randint(0, 50, (2, 9))
+    with torch.no_grad():
+        got, want = (m(input_ids=ids).last_hidden_state for m in (back, plain))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_scoring_keeps_fp32_under_auto(machine):
+    machine("amx_bf16")
+    assert resolve_precision("auto", "cpu", task="score") == "fp32"
+    assert resolve_precision("auto", "cpu", task="finetune") == "bf16"
+    assert resolve_precision("bf16", "cpu", task="score") == "bf16"
+
+
+def test_an_rm_scoring_in_bf16_is_not_exported(bf16_rm, tmp_path):
+    from rmlens.hub import load_rm
+    from rmlens.hub._export import export_rm
+
+    with pytest.raises(InputError, match="load it with precision='fp32'"):
+        export_rm(load_rm(bf16_rm, precision="bf16"), tmp_path / "hf")

@@ -22,7 +22,7 @@ __all__, __getattr__, __dir__ = attach(
         # light: the configs read PRECISION_CONSTRAINT and precision_field
         "_precision": [
             "AUTO_BF16", "PRECISIONS", "PRECISION_CONSTRAINT", "native_bf16", "precision_field",
-            "precision_note", "resolve_precision", "torch_dtype",
+            "precision_note", "resolve_precision", "torch_dtype", "hold_weights", "held_precision",
         ],
         "_presets": [
             "PRESETS", "resolve_model", "check_base", "check_hub_id", "portable_name", "unloadable",

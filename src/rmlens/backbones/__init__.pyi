@@ -31,6 +31,8 @@ from ._load import model_identity as model_identity
 from ._precision import AUTO_BF16 as AUTO_BF16
 from ._precision import PRECISION_CONSTRAINT as PRECISION_CONSTRAINT
 from ._precision import PRECISIONS as PRECISIONS
+from ._precision import held_precision as held_precision
+from ._precision import hold_weights as hold_weights
 from ._precision import native_bf16 as native_bf16
 from ._precision import precision_field as precision_field
 from ._precision import precision_note as precision_note

@@ -12,6 +12,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedTokeniz
 from rmlens._errors import InputError, RmlensWarning
 from rmlens._io import json_digest
 from rmlens.backbones._formats import resolve_format
+from rmlens.backbones._precision import held_precision, hold_weights
 from rmlens.backbones._presets import quiet_hub, resolve_model, unloadable
 from rmlens.backbones._quiet import quiet_bars
 from rmlens.backbones._tokenize import NO_LIMIT, prepare_tokenizer
@@ -65,9 +66,8 @@ class Backbone:
 
     @property
     def precision(self) -> str:
-        """The precision its weights are held in: bf16 or fp32."""
-        held = next((p.dtype for p in self.model.parameters() if p.is_floating_point()), None)
-        return "bf16" if held == torch.bfloat16 else "fp32"
+        """The precision its linear layers are held in: bf16 or fp32 (:func:`hold_weights`)."""
+        return held_precision(self.model)
 
     @property
     def hidden_size(self) -> int:
@@ -137,6 +137,7 @@ def load_backbone(
     max_length: int | None = None,
     trust_remote_code: bool = False,
     format: str = "auto",
+    precision: str = "fp32",
 ) -> Backbone:
     """Load a backbone for featurization.
 
@@ -148,6 +149,9 @@ def load_backbone(
     device : str, default="cpu"
     dtype : torch.dtype, optional
         Defaults to float32.
+    precision : {"fp32", "bf16"}, default="fp32"
+        A resolved precision (``resolve_precision``): bf16 holds the linear layers' weights
+        in bfloat16 and runs the model under bf16 autocast (:func:`hold_weights`).
     max_length : int, optional
         Defaults to the model's limit (:func:`model_limit`; else the tokenizer's stated
         limit, else 512); a larger value given is lowered to the model's limit, with a
@@ -182,6 +186,7 @@ def load_backbone(
         max_length = default_max_length(net.config, tokenizer)
     prepare_tokenizer(tokenizer)
     net.eval().to(device)
+    hold_weights(net, precision)
     return Backbone(
         name=model,
         identity=model_identity(source, config.to_dict()),

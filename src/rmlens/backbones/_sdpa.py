@@ -1,6 +1,7 @@
 """Softmax attention for rmlens's own attention functions, in the precision they run.
 
-fp32 goes to torch's ``scaled_dot_product_attention``. bf16 on a CPU is written out as two
+fp32 goes to torch's ``scaled_dot_product_attention``. bf16 (or bf16 autocast, whose rotary
+embeddings leave queries and keys fp32) on a CPU is written out as two
 batched matmuls around a softmax taken in fp32 (transformers' eager attention, without
 copying the key-value heads that query heads share)::
 
@@ -36,6 +37,9 @@ def attention(
     (B, KV, Tk, d), H a multiple of KV (a group of H / KV query heads shares one key-value
     head); ``mask`` additive, (Tq, Tk) or (B, 1, Tq, Tk); ``causal``: query i sees keys up
     to i (Tq == Tk). Returns (B, H, Tq, d)."""
+    kind = query.device.type
+    if torch.is_autocast_enabled(kind) and torch.get_autocast_dtype(kind) == torch.bfloat16:
+        query, key, value = (t.to(torch.bfloat16) for t in (query, key, value))
     gqa = query.shape[1] != key.shape[1]
     written_out = (query.dtype == torch.bfloat16 and query.device.type == "cpu"
                    and key.shape[2] <= LONG and dropout == 0.0)  # fmt: skip

@@ -125,9 +125,9 @@ def _precision_row(rm: Any) -> str:
     trained = getattr(getattr(rm, "config", None), "precision", None)
     made = trained if trained in ("fp32", "bf16") else rm.backbone.precision
     if made == "bf16":
-        return ("trained in bf16 by rmlens (frozen weights in bfloat16; adapters, head and "
-                "statistics fp32); saved here in fp32: the bf16 base weights widened exactly, "
-                "the adapters merged in fp32")  # fmt: skip
+        return ("trained in bf16 by rmlens (frozen linear weights in bfloat16; adapters, "
+                "head, residual stream and statistics fp32); saved and checked in fp32, as "
+                "rmlens scores it")  # fmt: skip
     return "trained in fp32"
 
 

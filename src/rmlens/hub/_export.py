@@ -98,8 +98,14 @@ def export_rm(
     """
     if isinstance(rm, (str, Path)):
         source = Path(rm)
-        rm = load_rm(rm, device="cpu", cache_dir=False)
+        rm = load_rm(rm, device="cpu", cache_dir=False, precision="fp32")
     member, name = _member(rm, run)
+    if (getattr(member, "precision", None) or member.backbone.precision) == "bf16":
+        raise InputError(
+            "the RM scores in bf16; an export holds fp32 weights, checked against rmlens's "
+            "fp32 reading: load it with precision='fp32' (rmlens.hub.load_rm) or export its "
+            "folder"
+        )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if isinstance(member, TunedRM) and member.kind == "implicit":
@@ -172,7 +178,7 @@ def _explicit_parts(rm: Any) -> tuple[nn.Module, np.ndarray, float]:
         rm._activate()
         body, head = rm.net.body, rm.net.head
         if hasattr(body, "merge_and_unload"):  # a peft model: merge into a copy, in fp32
-            body = copy.deepcopy(body).float().merge_and_unload()  # (bf16 would round dW away)
+            body = copy.deepcopy(body).merge_and_unload()
         w = head.weight.detach().double().numpy()[0]
         return body, w, float(head.bias.detach().double().numpy()[0])
     module = rm.head.head_
@@ -232,16 +238,6 @@ def _export_explicit(rm: Any, out: Path) -> Exported:
     return Exported(out, "sequence_classification", float(offset), diff, fmt, int(bb.max_length))
 
 
-def fp32_reading(rm: Any) -> Any:
-    """``rm`` as the exported folder holds it: a fine-tuned RM that scores in bf16 is read
-    from an fp32 copy of its network (the bf16 base weights widened, exactly), as the
-    folder's fp32 weights are; any other RM as it is."""
-    if not (isinstance(rm, TunedRM) and rm.precision == "bf16"):
-        return rm
-    rm._activate()
-    return TunedRM(copy.deepcopy(rm.net).float(), rm.backbone, rm.config, precision="fp32")
-
-
 def _score_layer(model: nn.Module) -> nn.Linear:
     """The classifier's own head: its one child outside the base model, a linear layer to
     one logit (``score`` for Llama, Qwen, Mistral, GPT-2 ...)."""
@@ -292,15 +288,15 @@ def _set_tokenizer(tokenizer: Any, max_length: int) -> None:
 
 
 def _check(rm: Any, out: Path) -> float:
-    """Largest |r_rmlens - r_folder| over the probe pairs (rmlens's reading in fp32,
-    :func:`fp32_reading`), the folder read back two ways:
+    """Largest |r_rmlens - r_folder| over the probe pairs (rmlens's reading, in fp32), the
+    folder read back two ways:
     as any Hugging Face RM (``load_rm``: ``AutoModelForSequenceClassification``, the
     recorded format and offset), one sequence at a time and in padded batches; and by a
     reader that stops at the first pad (transformers 4.44 to 4.48, TRL's PPO), one
     right-padded batch. Raises when it is above ``TOLERANCE``."""
     prompts = [p for p, c, j in _PROBES for _ in (c, j)]
     responses = [r for _, c, j in _PROBES for r in (c, j)]
-    expected = np.asarray(fp32_reading(rm).score(prompts, responses), dtype=float)
+    expected = np.asarray(rm.score(prompts, responses), dtype=float)
     folder = load_rm(out, device="cpu")
     diff = 0.0
     for batch_size in (1, len(prompts)):

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rmlens._errors import InputError
-from rmlens.backbones import Backbone, check_base, load_backbone, resolve_precision, torch_dtype
+from rmlens.backbones import Backbone, check_base, load_backbone, resolve_precision
 from rmlens.rewards import (
     RM_CONFIG,
     ExplicitHeadRM,
@@ -70,11 +70,11 @@ def _load_explicit(
                          f"got {pooling!r}")
     check_base(config["backbone"], str(path / RM_CONFIG))
     backbones = {} if backbones is None else backbones
-    held = resolve_precision(precision, device, task="encode")
+    held = resolve_precision(precision, device, task="score")
     key = (config["backbone"], config.get("max_length"), pooling, device, held)
     if key not in backbones:
         backbone = load_backbone(config["backbone"], device=device,
-                                 max_length=config.get("max_length"), dtype=torch_dtype(held),
+                                 max_length=config.get("max_length"), precision=held,
                                  trust_remote_code=trust_remote_code)
         backbone.pooling = pooling or backbone.pooling
         backbones[key] = backbone

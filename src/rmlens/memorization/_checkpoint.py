@@ -161,7 +161,8 @@ def audit_rm(
     if blocks is not None and blocks < 1:
         raise InputError(f"`blocks`: {blocks}; expected a number of blocks, 1 or more")
     config = _config_of(config, ckpt.train)
-    precision = resolve_precision(config.precision, resolve_device(device), task="gradients")
+    # read as it scores (fp32 under auto): its rewards must match the classifier's own
+    precision = resolve_precision(config.precision, resolve_device(device), task="score")
     grouping = group_pairs(pairs, config, plan=False)
     grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
                       "one training")  # fmt: skip
@@ -201,7 +202,7 @@ def audit_rm(
         start = time.perf_counter()
         if not quiet:
             status(f"{folder}: gradients of {len(pairs)} pairs through {through}; "
-                   + precision_note(config.precision, resolve_device(device), task="gradients"))
+                   + precision_note(config.precision, resolve_device(device), task="score"))
         net, backbone, runtime = ckpt.load(device, precision)
         if blocks is not None:
             try:

@@ -15,6 +15,7 @@ from rmlens._errors import InputError
 from rmlens.backbones import (
     Backbone,
     default_max_length,
+    hold_weights,
     is_causal,
     load_backbone,
     model_identity,
@@ -35,12 +36,11 @@ def disable_dropout(model: nn.Module) -> None:
 
 
 def hold_frozen(model: nn.Module, precision: str) -> nn.Module:
-    """The frozen base weights held in bf16 once (``precision`` resolved to bf16), before
+    """The frozen base weights held in bf16 once (``precision`` resolved to bf16;
+    ``backbones.hold_weights``: the linear layers' weights, the residual stream fp32), before
     LoRA adapters are added: peft keeps the adapters fp32 (its ``autocast_adapter_dtype``),
     and the head is made fp32 after. fp32: ``model`` as it is."""
-    if precision == "bf16":
-        model.to(torch.bfloat16)
-    return model
+    return hold_weights(model, precision)
 
 
 def lora_config(config: TrainConfig):

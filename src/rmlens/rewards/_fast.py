@@ -17,10 +17,17 @@ with the scaling applied to the rank-r products and the sums done inside the GEM
 (``addmm_``): the same math as peft's, equal to float rounding (about 1e-7 relative,
 ``tests/test_fast.py``). Forward and backward of a layer then cost about 15% more than the
 two GEMMs of a frozen linear layer, where peft's graph costs 35% more (1244 rows at
-SmolLM2-135M's shapes, 2 threads). Only what training needs is fused: a layer runs peft's
-own forward whenever something else is asked of it (adapters disabled or merged, several
-adapters, dropout, DoRA or another variant, autocast, or hooks on its adapters, as
+SmolLM2-135M's shapes, 2 threads). In bf16 (``precision``) W is held in bf16 and the layer
+runs in bf16: the fp32 adapters are cast per call (r rows each) and dA, dB return in fp32,
+the adapters' own dtype. Only what training needs is fused: a layer runs peft's own forward
+whenever something else is asked of it (adapters disabled or merged, several adapters,
+dropout, DoRA or another variant, autocast, or hooks on its adapters, as
 ``rmlens.influence`` sets to read per-pair gradients).
+
+**Compiled norms.** In bf16 the matmuls run at twice fp32's rate or more and the elementwise
+passes weigh more; :func:`compiled_norms` runs the RMSNorms through ``torch.compile``
+(``benchmarks/elementwise.py``: 3.3x faster forward and backward). SiLU-times-input
+compiled gained 1.09x there and stays eager.
 
 **Flat batches.** A batch padded to its longest example runs its padding through every
 matmul; at the batch sizes of a CPU run that can be a fifth of a step. Here the linear
@@ -44,7 +51,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from rmlens.backbones import attention, attention_mode
+from rmlens.backbones import attention, attention_mode, held_precision
 
 FLAT = "rmlens_flat"
 
@@ -52,9 +59,10 @@ FLAT = "rmlens_flat"
 class _LoraLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias, a, b, scaling: float):
-        ctx.dtypes = a.dtype, b.dtype
-        a, b = a.to(x.dtype), b.to(x.dtype)  # bf16: fp32 adapters cast per call (r rows)
-        x2 = x.reshape(-1, x.shape[-1])
+        ctx.dtypes = x.dtype, a.dtype, b.dtype
+        # bf16: the fp32 adapters cast per call (r rows), the input from the fp32 stream
+        a, b = a.to(weight.dtype), b.to(weight.dtype)
+        x2 = x.reshape(-1, x.shape[-1]).to(weight.dtype)
         xa = x2 @ a.t()  # (T, r)
         y = x2 @ weight.t() if bias is None else torch.addmm(bias, x2, weight.t())
         y.addmm_(xa, b.t(), alpha=scaling)
@@ -71,15 +79,15 @@ class _LoraLinear(torch.autograd.Function):
         dx = dw = dbias = None
         if ctx.needs_input_grad[0]:
             dx = (g2 @ weight).addmm_(gb, a)
-            dx = dx.view(*g.shape[:-1], dx.shape[-1])
+            dx = dx.view(*g.shape[:-1], dx.shape[-1]).to(ctx.dtypes[0])
         if ctx.needs_input_grad[1]:
             dw = (x2.t() @ g2).t()
         if ctx.has_bias and ctx.needs_input_grad[2]:
             dbias = g2.sum(0)
         # rank-r products as (r, .) x (., T) or (r, T) x (T, d), transposed where needed: on
         # a CPU they run 2 to 3 times faster than (T, d) x (d, r) or (d, T) x (T, r)
-        da = (gb.t() @ x2).to(ctx.dtypes[0]) if ctx.needs_input_grad[3] else None
-        db = (xa.t() @ g2).mul_(s).t().to(ctx.dtypes[1]) if ctx.needs_input_grad[4] else None
+        da = (gb.t() @ x2).to(ctx.dtypes[1]) if ctx.needs_input_grad[3] else None
+        db = (xa.t() @ g2).mul_(s).t().to(ctx.dtypes[2]) if ctx.needs_input_grad[4] else None
         return dx, dw, dbias, da, db, None
 
 
@@ -101,9 +109,14 @@ def _fusable(layer) -> str | None:
 
 
 def _forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-    name = None if args or kwargs or torch.is_autocast_enabled(x.device.type) else _fusable(self)
     base = self.base_layer
-    if name is None or type(base) is not nn.Linear or x.dtype != base.weight.dtype:
+    held = base.weight.dtype if type(base) is nn.Linear else None
+    kind = x.device.type
+    # under autocast, fused only where it multiplies in the dtype the weights are held in
+    amp = torch.is_autocast_enabled(kind)
+    runs_in = torch.get_autocast_dtype(kind) if amp else x.dtype
+    name = None if args or kwargs or runs_in != held else _fusable(self)
+    if name is None:
         return type(self).forward(self, x, *args, **kwargs)
     return _LoraLinear.apply(x, base.weight, base.bias, self.lora_A[name].weight,
                              self.lora_B[name].weight, float(self.scaling[name]))  # fmt: skip
@@ -133,11 +146,14 @@ MIN_COMPILED = 256  # hidden sizes below this (test models) run eagerly: compili
 _compile_failed: list[str] = []
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """transformers' RMSNorm of these models, written as one function to compile."""
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
+             out: torch.dtype | None = None) -> torch.Tensor:  # fmt: skip
+    """transformers' RMSNorm of these models, written as one function to compile; ``out``:
+    its result cast to that dtype, as the matmuls it feeds would cast it."""
     xf = x.float()
     normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    return weight * normed.to(x.dtype)
+    y = weight * normed.to(x.dtype)
+    return y if out is None else y.to(out)
 
 
 @functools.cache
@@ -145,13 +161,19 @@ def _compiled_rms_norm():
     return torch.compile(rms_norm, dynamic=True)
 
 
-def _norm_forward(self, x: torch.Tensor) -> torch.Tensor:
+def _norm_forward(self, out: torch.dtype | None, x: torch.Tensor) -> torch.Tensor:
     if not _compile_failed:
         try:
-            return _compiled_rms_norm()(x, self.weight, self.variance_epsilon)
+            return _compiled_rms_norm()(x, self.weight, self.variance_epsilon, out)
         except Exception as err:  # no compiler here: the eager norm, same numbers
             _compile_failed.append(f"{type(err).__name__}: {err}")
-    return type(self).forward(self, x)
+    y = type(self).forward(self, x)
+    return y if out is None else y.to(out)
+
+
+# the norms whose output only feeds linear layers (a block's two), not the residual stream
+# or rotary embeddings
+_FEEDS_MATMULS = ("input_layernorm", "post_attention_layernorm")
 
 
 @contextmanager
@@ -162,20 +184,26 @@ def compiled_norms(model: nn.Module, rt, config):
     wide. In bf16 the elementwise passes are a large share of a step; the norm's five eager
     passes forward and more backward become one kernel each way (SmolLM2-135M, 1,369 rows,
     2 threads: 5.1 ms eager, 0.8 ms compiled, forward and backward; a 32-pair epoch 12.6 s
-    against 11.0 s). Compiling takes about 25 s the first time on a machine (inductor
-    caches it on disk); without a working compiler the norms run eagerly, as before."""
+    against 11.0 s). A block's two norms, whose output only feeds matmuls, return it in
+    bf16 where the linear weights are held in bf16: the cast autocast would make at each of
+    the three or two layers they feed, made once. Compiling takes about 25 s the first time
+    on a machine (inductor caches it on disk); without a working compiler the norms run
+    eagerly, as before."""
     wide = getattr(config, "hidden_size", 0) >= MIN_COMPILED
     plain = getattr(config, "model_type", None) in NORMED
     layers = []
-    if rt.precision == "bf16" and not rt.amp and rt.device == "cpu" and wide and plain:
-        layers = [m for m in model.modules() if type(m).__name__.endswith("RMSNorm")
-                  and hasattr(m, "variance_epsilon") and "forward" not in vars(m)]  # fmt: skip
-    for layer in layers:
-        layer.forward = types.MethodType(_norm_forward, layer)
+    if rt.precision == "bf16" and rt.device == "cpu" and wide and plain:
+        layers = [(name, m) for name, m in model.named_modules()
+                  if type(m).__name__.endswith("RMSNorm") and hasattr(m, "variance_epsilon")
+                  and "forward" not in vars(m)]  # fmt: skip
+    held = torch.bfloat16 if held_precision(model) == "bf16" else None
+    for name, layer in layers:
+        out = held if name.endswith(_FEEDS_MATMULS) else None
+        layer.forward = functools.partial(_norm_forward, layer, out)
     try:
         yield
     finally:
-        for layer in layers:
+        for _, layer in layers:
             layer.__dict__.pop("forward", None)
 
 

@@ -259,8 +259,9 @@ class ExplicitNet(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def forward(self, batch: Batch) -> torch.Tensor:
-        h = self.pooled(batch).to(self.head.weight.dtype)  # the head stays fp32 under bf16
-        return self.head(h).squeeze(-1).float()  # (B, K)
+        h = self.pooled(batch).to(self.head.weight.dtype)
+        with torch.autocast(h.device.type, enabled=False):  # the head in fp32 under bf16
+            return self.head(h).squeeze(-1).float()  # (B, K)
 
     def pooled(self, batch: Batch) -> torch.Tensor:
         """What the head reads, per sequence of each example.
@@ -419,7 +420,8 @@ def _logps(lm: nn.Module, batch: Batch) -> torch.Tensor:
         use_cache=False,
     ).last_hidden_state  # (R, T, d)
     h = hidden.flatten(0, 1)[batch.pred]  # (B, K, L, d)
-    logits = head(h)  # (B, K, L, V)
+    with torch.autocast(h.device.type, enabled=False):  # log-probs from fp32 logits
+        logits = head(h.to(head.weight.dtype))  # (B, K, L, V)
     if cap:
         logits = torch.tanh(logits / cap) * cap
     return response_logps(logits, batch.target, batch.tmask & batch.valid[..., None])
@@ -445,9 +447,10 @@ def flat_pays(examples: list[Example]) -> bool:
 class Runtime:
     """How batches are laid out, where they run and in which precision.
 
-    ``precision`` is the resolved one (fp32 or bf16). In bf16 a network whose frozen weights
-    are held in bf16 (``_base_model.hold_frozen``: LoRA) runs as it is; one whose weights
-    are trained in full keeps them fp32 and runs under autocast (``amp``).
+    ``precision`` is the resolved one (fp32 or bf16). In bf16 every pass runs under bf16
+    autocast (:meth:`autocast`): the matmuls in bf16, the residual stream fp32; a LoRA
+    network's frozen linear weights are held in bf16 (``_base_model.hold_frozen``), one
+    trained in full keeps fp32 weights, cast per call.
     """
 
     # "packed" | "flat" | "auto" (flat or packed, per batch) | "causal" | "encoder" |
@@ -457,7 +460,6 @@ class Runtime:
     device: str = "cpu"
     precision: str = "fp32"
     side: str = "right"
-    amp: bool = False
 
     @property
     def dtype(self) -> torch.dtype:
@@ -473,7 +475,8 @@ class Runtime:
         ).to(self.device)
 
     def autocast(self):
-        return torch.autocast(self.device.split(":")[0], torch.bfloat16, enabled=self.amp)
+        kind = self.device.split(":")[0]
+        return torch.autocast(kind, torch.bfloat16, enabled=self.precision == "bf16")
 
 
 @torch.inference_mode()

@@ -55,18 +55,17 @@ def _key(value: Any) -> str:
 def runtime_for(backbone: Backbone, config: TrainConfig, device: str, precision: str) -> Runtime:
     """Packed decoders run flat (no padding) where their attention is plain and a flat batch
     pays (``_nets.flat_pays``); encoders run flat where their attention allows it
-    (``backbones.flat_encoder``). In bf16 (``precision``, resolved) a backbone whose frozen
-    weights are held in bf16 runs as it is; one trained in full keeps fp32 weights and runs
-    under autocast."""
+    (``backbones.flat_encoder``). In bf16 (``precision``, resolved) every pass runs under
+    bf16 autocast: a LoRA backbone's frozen linear weights are held in bf16
+    (``backbones.hold_weights``), one trained in full keeps fp32 weights, cast per call."""
     mode = "packed" if config.packing else "causal"
     if mode == "packed" and plain_attention(backbone.model):
         mode = "auto"
     if backbone.kind != "causal":
         mode = "encoder-flat" if flat_encoder(backbone.model) else "encoder"
-    held = backbone.model.get_input_embeddings().weight.dtype
     return Runtime(
         mode=mode, pad_id=int(backbone.tokenizer.pad_token_id), device=device,
-        precision=precision, amp=precision == "bf16" and held != torch.bfloat16,
+        precision=precision,
     )  # fmt: skip
 
 

@@ -266,11 +266,10 @@ class FrozenHeadTrainer(Trainer):
         """
         # lazy: torch, transformers load only when this runs
         from rmlens.backbones import featurize, load_backbone, resolve_format, resolve_precision
-        from rmlens.backbones import torch_dtype as dtype_of
 
-        dtype = dtype_of(resolve_precision(self.precision, "cpu", task="encode"))
+        held = resolve_precision(self.precision, "cpu", task="encode")
         backbone = self.backbone or load_backbone(self.model, max_length=self.max_length,
-                                                  format=self.format, dtype=dtype)  # fmt: skip
+                                                  format=self.format, precision=held)  # fmt: skip
         self.backbone_ = backbone
         self.format_ = resolve_format(self.format, backbone.tokenizer, backbone.kind) \
             if self.format != "auto" else backbone.format  # fmt: skip

@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from rmlens._errors import InputError
+from rmlens.backbones import hold_weights
 from rmlens.tokens._scorers import HeadScorer, ImplicitScorer, SeqClsScorer, TokenScorer
 
 
@@ -107,9 +108,14 @@ def _heads_scorer(backbone, heads: list, name: str, consume: bool) -> HeadScorer
                       name=name)
 
 
-def _merged(model: nn.Module) -> nn.Module:
-    """A plain transformers model: LoRA adapters merged into the weights (exact for scoring)."""
-    return model.merge_and_unload() if hasattr(model, "merge_and_unload") else model
+def _merged(model: nn.Module, precision: str = "fp32") -> nn.Module:
+    """A plain transformers model: LoRA adapters merged into the weights in fp32 (exact for
+    scoring; bf16 would round the update away), then held in ``precision``
+    (``backbones.hold_weights``: bf16 rounds the merged weights once, as autocast would at
+    each call)."""
+    if hasattr(model, "merge_and_unload"):
+        model = model.float().merge_and_unload()
+    return hold_weights(model, precision)
 
 
 def _tuned_scorer(tuned, name: str, consume: bool) -> TokenScorer:
@@ -119,14 +125,16 @@ def _tuned_scorer(tuned, name: str, consume: bool) -> TokenScorer:
     own = (lambda m: m) if consume else copy.deepcopy
     if tuned.kind == "implicit":
         reference = net._reference[0]
+        # fp32 whatever the RM's precision: log-probs from bf16 logits are too coarse
         if reference is None:  # LoRA: the reference is the policy with its adapters off
-            policy = copy.deepcopy(net.lm).merge_and_unload()
-            reference = own(net.lm).unload()
+            policy = copy.deepcopy(net.lm).float().merge_and_unload()
+            reference = own(net.lm).unload().float()
         else:
             policy = _merged(own(net.lm))
         return ImplicitScorer(policy.eval(), reference.eval(), tokenizer, beta=net.beta,
                               name=name)
-    return HeadScorer(_merged(own(net.body)).eval(), tokenizer, net.head,
+    body = _merged(own(net.body), getattr(tuned, "precision", "fp32"))
+    return HeadScorer(body.eval(), tokenizer, net.head,
                       pooling=tuned.backbone.pooling, name=name)
 
 

@@ -415,13 +415,24 @@ class AuditConfig(Config):
 
     def resolved_precision(self) -> str:
         """The precision the runs' model passes take here: the frozen backbone's encoding,
-        or the fine-tuned runs' training and scoring (``backbones.resolve_precision``)."""
+        or the fine-tuned runs' training and scoring (``backbones.resolve_precision``).
+
+        Returns
+        -------
+        str
+            ``fp32`` or ``bf16``.
+        """
         if self.mode == "finetune":
             return resolve_precision(self.train.precision, resolve_device(self.train.device))
         return resolve_precision(self.precision, "cpu", task="encode")
 
     def precision_words(self) -> str:
-        """The console's line on :meth:`resolved_precision`: which, and why."""
+        """The console's line on :meth:`resolved_precision`: which, and why.
+
+        Returns
+        -------
+        str
+        """
         if self.mode == "finetune":
             return precision_note(self.train.precision, resolve_device(self.train.device))
         return precision_note(self.precision, "cpu", task="encode")

@@ -351,7 +351,18 @@ class TrainConfig(ObjectiveConfig):
 
     @classmethod
     def upgrade(cls, data):
-        """Also ``bf16 = true/false``, saved before ``precision``: bf16 or fp32."""
+        """A saved config's fields as this version reads them.
+
+        Parameters
+        ----------
+        data : dict
+            A saved config; its ``bf16 = true/false``, saved before ``precision``, reads as
+            ``precision`` bf16 or fp32.
+
+        Returns
+        -------
+        dict
+        """
         if isinstance(data, dict) and "bf16" in data:
             bf16 = data["bf16"]
             data = {k: v for k, v in data.items() if k != "bf16"}

@@ -14,14 +14,7 @@ from rmlens._params import (
     positive_int,
     unit_interval,
 )
-from rmlens.backbones import (
-    FORMAT_CONSTRAINT,
-    PRECISION_CONSTRAINT,
-    format_field,
-    precision_field,
-    precision_note,
-    resolve_precision,
-)
+from rmlens.backbones import FORMAT_CONSTRAINT, PRECISION_CONSTRAINT, format_field, precision_field
 from rmlens.data import DEDUPE
 from rmlens.memorization._regime import (
     audit_head,
@@ -30,7 +23,7 @@ from rmlens.memorization._regime import (
     planned_validation,
     validation_words,
 )
-from rmlens.rewards import MODEL_HELP, HeadConfig, TrainConfig, resolve_device
+from rmlens.rewards import MODEL_HELP, HeadConfig, TrainConfig
 from rmlens.rewards.objectives import names_where, objective_of
 
 BACKENDS = ("local", "ray")
@@ -412,30 +405,6 @@ class AuditConfig(Config):
                 "0 in an audit (validation pairs come from val_fraction, as whole groups)",
                 self.train.eval_fraction,
             )
-
-    def resolved_precision(self) -> str:
-        """The precision the runs' model passes take here: the frozen backbone's encoding,
-        or the fine-tuned runs' training and scoring (``backbones.resolve_precision``).
-
-        Returns
-        -------
-        str
-            ``fp32`` or ``bf16``.
-        """
-        if self.mode == "finetune":
-            return resolve_precision(self.train.precision, resolve_device(self.train.device))
-        return resolve_precision(self.precision, "cpu", task="encode")
-
-    def precision_words(self) -> str:
-        """The console's line on :meth:`resolved_precision`: which, and why.
-
-        Returns
-        -------
-        str
-        """
-        if self.mode == "finetune":
-            return precision_note(self.train.precision, resolve_device(self.train.device))
-        return precision_note(self.precision, "cpu", task="encode")
 
     def resolved(self) -> AuditConfig:
         """A copy whose ``head`` and ``train`` carry the audit's shared settings (model,

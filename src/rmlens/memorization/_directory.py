@@ -29,6 +29,7 @@ from rmlens.memorization._config import (
     AuditConfig,
     regime_words,
 )
+from rmlens.memorization._precision import audit_precision
 from rmlens.memorization._regime import planned_validation
 
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
@@ -187,7 +188,7 @@ def make_record(
                   f"estimator {note}",
         "estimator": estimator,
         "estimator_note": note,
-        "precision": config.resolved_precision(),
+        "precision": audit_precision(config)[0],
         "data_sha1": audit_data_sha1(pairs, grouping.column),
         "n_pairs": len(pairs),
         "group_by": grouping.column,

@@ -56,6 +56,7 @@ from rmlens.memorization._plans import (
     target_now,
     write_plan,
 )
+from rmlens.memorization._precision import audit_precision
 from rmlens.memorization._run_folders import load_runs
 from rmlens.progress import status
 from rmlens.rewards import Trainer as PairTrainer
@@ -158,7 +159,7 @@ def audit(
         say_summary(exp.read_json("summary.json"))
         return exp.read_table("memorization.parquet")
     say_start(pairs, grouping.groups, grouping.note, estimator_note, warning, quiet,
-              config.precision_words())
+              audit_precision(config)[1])
     with ExitStack() as session:
         executor = Executor(exp, pairs, grouping.groups, config, estimator, session=session,
                             trainer=trainer, bias=bias, quiet=quiet)  # fmt: skip

@@ -363,10 +363,9 @@ class TrainConfig(ObjectiveConfig):
         -------
         dict
         """
-        if isinstance(data, dict) and "bf16" in data:
-            bf16 = data["bf16"]
-            data = {k: v for k, v in data.items() if k != "bf16"}
-            data.setdefault("precision", "bf16" if bf16 else "fp32")
+        if isinstance(data, dict) and "bf16" in data:  # a precision saved with it wins
+            data = {"precision": "bf16" if data["bf16"] else "fp32", **data}
+            del data["bf16"]
         return super().upgrade(data)
 
     _constraints = {

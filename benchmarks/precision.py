@@ -16,8 +16,10 @@ harmless pairs (``finetune_defaults.shortest``, 128 tokens), in one process per 
   read by transformers in fp32: its margins on the held-out pairs against rmlens's reading
   of the RM folder in fp32 and in bf16, the largest difference and the pairs whose
   preferred side flips (kept at 0).
-- ``sweep``: that RM's vocabulary sweep (the first ``--sweep-tokens`` ids, the default
-  prompts) in each precision: the top and bottom 100 tokens (kept when identical).
+- ``sweep``: that RM's vocabulary sweep (the first ``--sweep-tokens`` ids, 0 for the whole
+  vocabulary; the default prompts) in each precision, bf16's extremes scored again in fp32
+  as ``rmlens sweep`` does: the top and bottom 100 tokens (kept when identical), the tokens
+  scored again, and the seconds each sweep took.
 - ``paired``: a paired fine-tuned audit (LoRA MiniLM, ``--paired-runs`` runs, one plan) in
   each precision: CM's Spearman between them against the fp32 audit's split-half
   reliability (kept when at least it).
@@ -159,14 +161,19 @@ def sweep(args) -> dict:
     from rmlens.tokens import sweep as run_sweep
 
     folder = Path(args.work) / f"rm-smollm2-135m-bf16-{args.seeds[0]}"
-    tables = {}
+    tables, seconds, rescored = {}, {}, {}
     for precision in PRECISIONS:  # speed: benchmarks/sweep.py
-        out = Path(args.work) / f"sweep-{precision}"
-        run_sweep(str(folder), out=out, max_tokens=args.sweep_tokens, precision=precision,
-                  quiet=True)  # fmt: skip
+        out = Path(args.work) / f"sweep-{precision}-{args.sweep_tokens or 'all'}"
+        start = time.perf_counter()
+        summary = run_sweep(str(folder), out=out, max_tokens=args.sweep_tokens or None,
+                            precision=precision, quiet=True)  # fmt: skip
+        seconds[precision] = round(time.perf_counter() - start, 1)
+        (stats,) = summary["models"].values()
+        rescored[precision] = [t.get("fp32_rescored") for t in stats["timing"]]
         tables[precision] = pd.concat(
             pd.read_parquet(p) for p in sorted(out.glob("*/sweep.parquet")))
-    result = {"tokens": args.sweep_tokens}
+    result = {"tokens": args.sweep_tokens or "all", "seconds": seconds,
+              "fp32_rescored": rescored["bf16"]}  # fmt: skip
     for prompt, part in tables["fp32"].groupby("prompt"):
         other = tables["bf16"][tables["bf16"].prompt == prompt]
         top = [set(t.nlargest(100, "score").token_id) for t in (part, other)]

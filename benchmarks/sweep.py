@@ -171,6 +171,7 @@ def main() -> None:
     from rmlens.hub import load_rm
     from rmlens.tokens import sweep_prompt, token_scorer
     from rmlens.tokens._candidates import sweep_token_ids
+    from rmlens.tokens._run import BF16_CHECK
 
     rm_dir = args.rm or build_hh_rm(cache_root() / "rms" / "smollm2-135m-hh")
     if args.write_preset:
@@ -178,6 +179,7 @@ def main() -> None:
                      / "presets" / "smollm2-135m-hh")
     precision = resolve_precision(args.precision, "cpu", task="sweep")
     dtype = torch_dtype(precision)
+    loose = BF16_CHECK if precision == "bf16" else None  # the cached route's check, as `sweep`
     scorer = token_scorer(load_rm(rm_dir, device="cpu", precision=precision), consume=True)
     body = scorer.body
     non_embedding = sum(p.numel() for n, p in body.named_parameters() if "embed" not in n)
@@ -191,7 +193,8 @@ def main() -> None:
     shapes, rows = linear_shapes(body), args.batch_size * 4  # a batch's suffix tokens
     peaks = [peak_flops(shapes, rows, dtype)]
     with Clock() as t_sweep:
-        frame, info = sweep_prompt(scorer, PROMPT, token_ids=ids, batch_size=args.batch_size)
+        frame, info = sweep_prompt(scorer, PROMPT, token_ids=ids, batch_size=args.batch_size,
+                                   loose=loose)  # fmt: skip
     run_tokens = info.n_tokens  # every token the model ran, the verified ones included
     peaks.append(peak_flops(shapes, rows, dtype))
     with Clock() as t_naive:
@@ -228,7 +231,7 @@ def main() -> None:
               f"prompts (naive {3 * vocab / naive_rate / 60:.0f} min)")
     if args.full:
         with Clock() as t_full:
-            sweep_prompt(scorer, PROMPT, batch_size=args.batch_size)
+            sweep_prompt(scorer, PROMPT, batch_size=args.batch_size, loose=loose)
         print(f"full vocabulary measured, one prompt: {t_full.wall / 60:.1f} min wall, "
               f"{t_full.cpu / threads / 60:.1f} min cpu")
 

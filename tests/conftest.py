@@ -112,6 +112,23 @@ def shared_file(name: str) -> Path:
     return path
 
 
+def assert_strict_json(folder: Path) -> int:
+    """Every JSON file under ``folder`` parses with a strict reader (no NaN, no Infinity, as
+    jq and JavaScript's ``JSON.parse`` require); returns how many were read."""
+    import json
+
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not JSON")
+
+    files = sorted(folder.rglob("*.json"))
+    for path in files:
+        try:
+            json.loads(path.read_text(encoding="utf-8"), parse_constant=refuse)
+        except ValueError as err:
+            raise AssertionError(f"{path}: not strict JSON ({err})") from None
+    return len(files)
+
+
 def _word_tokenizer(special: list[str], **kwargs):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import assert_strict_json
 from rmlens.cli import main
 from rmlens.experiment import AuditDir
 from rmlens.memorization import AuditConfig, audit
@@ -233,6 +234,7 @@ def test_cli_memorize_end_to_end(tiny_encoder_dir, tmp_path, monkeypatch, capsys
     assert code == 0
     assert "Memorization audit: 60 pairs, 5 runs" in capsys.readouterr().out
     assert len(pd.read_parquet(out / "memorization.parquet")) == 60
+    assert assert_strict_json(out) >= 3  # config.json, summary.json, the runs' manifests
 
 
 def test_cli_too_few_usable_pairs_is_one_line_exit_2(tiny_encoder_dir, tmp_path, monkeypatch,
@@ -334,3 +336,21 @@ def test_cli_usage_errors_exit_2(capsys):
     assert main(["no-such-command"]) == 2
     assert "No such command" in capsys.readouterr().err
     assert main(["--version"]) == 0
+
+
+def test_cli_drop_invalid_records_the_rows_left_out(tiny_encoder_dir, tmp_path, monkeypatch,
+                                                    capsys):
+    monkeypatch.setenv("RMLENS_CACHE", str(tmp_path / "cache"))
+    pairs = make_pairs()
+    pairs.loc[3, "chosen"] = " "
+    data = tmp_path / "pairs.jsonl"
+    pairs.to_json(data, orient="records", lines=True)
+    argv = ["memorize", "--data", str(data), "--out", str(tmp_path / "a"), "--model",
+            str(tiny_encoder_dir), "--runs", "4", "--quiet", "--no-report"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "line 4: 'chosen'" in err and "--drop-invalid" in err
+    assert main([*argv, "--drop-invalid"]) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["dropped_rows"]["n"] == 1 and "line 4" in summary["dropped_rows"]["first"][0]
+    assert len(pd.read_parquet(tmp_path / "a" / "memorization.parquet")) == 59

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy.special import expit
 
+from conftest import assert_strict_json
 from rmlens._errors import InputError
 from rmlens.hub import train
 from rmlens.memorization import AuditConfig, audit_rm
@@ -104,6 +105,7 @@ def test_cli_memorize_rm_audits_a_folder(trained, tmp_path, monkeypatch, capsys)
     assert (out / "memorization.parquet").is_file()
     assert "one checkpoint" in printed.out and "One-checkpoint damping" in printed.out
     assert "One-checkpoint damping" in (out / "report.html").read_text()
+    assert assert_strict_json(out) >= 2
 
 
 def test_rm_kind_reads_old_records_and_toml():
@@ -289,3 +291,108 @@ def test_the_last_blocks_are_a_cheaper_reading_of_a_whole_rm(classifier_dirs, tm
                  device="cpu", blocks=2, quiet=True)  # fmt: skip
     with pytest.raises(InputError, match="1 or more"):
         audit_rm(pairs, whole, out=tmp_path / "zero", blocks=0, quiet=True)
+
+
+def test_quiet_audit_of_an_adapter_prints_the_result_only(classifier_dirs, tmp_path):
+    """Under --quiet, the one-checkpoint audit of a PEFT adapter prints its result and its
+    real warnings: no library bar, no deprecation warning (a fresh process, as a user runs
+    it)."""
+    import subprocess
+    import sys
+
+    _, adapter = classifier_dirs
+    data = tmp_path / "pairs.jsonl"
+    word_pairs(12, 4).to_json(data, orient="records", lines=True)
+    args = ["memorize", "--data", str(data), "--rm", str(adapter), "--format", "chat",
+            "--max-length", "24", "--out", str(tmp_path / "a"), "--quiet"]  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", "import sys; from rmlens.cli import main; "
+                           f"sys.exit(main({args!r}))"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "Memorization audit" in done.stdout
+    for noise in ("Writing", "it/s", "FutureWarning", "DeprecationWarning"):
+        assert noise not in done.stderr, done.stderr
+
+
+def test_an_rm_at_chance_gets_no_category_and_advice_about_its_own_training(
+        classifier_dirs, tmp_path):  # fmt: skip
+    """A random classifier RM (trained elsewhere) sits at chance on the pairs: every pair's
+    category is withheld, with the reason first among the warnings, and the not-learned
+    advice names what to check, not rmlens's defaults."""
+    from rmlens.rewards._metrics import chance_band
+
+    whole, _ = classifier_dirs
+    pairs = word_pairs(16, 4)
+    out = tmp_path / "audit"
+    with pytest.warns(Warning):
+        table = audit_rm(pairs, whole, AuditConfig(format="chat", max_length=24), out=out,
+                         device="cpu", quiet=True)  # fmt: skip
+    summary = json.loads((out / "summary.json").read_text())
+    trained = summary["rm_quality"]["runs"][0]["in_train"]
+    assert abs(trained["accuracy"] - 0.5) <= chance_band(trained["n"])  # at chance
+    assert set(table.category) <= {"withheld", "undefined"} and "withheld" in set(table.category)
+    assert summary["category_order"] == ["undefined", "withheld"]
+    assert summary["counts"]["withheld"] == (table.category == "withheld").sum()
+    assert summary["categories_withheld"].startswith("categories withheld: the RM did not learn")
+    assert summary["most_memorized"] == []
+    codes = [w["code"] for w in summary["warnings"]]
+    assert codes[0] == "categories_withheld" and "not_learned" in codes
+    advice = next(w["message"] for w in summary["warnings"] if w["code"] == "not_learned")
+    assert "training logs" in advice and "(now" not in advice
+    np.testing.assert_allclose(table.cm, table.tm - table.tg, atol=1e-12)  # still reported
+
+
+def test_eval_pairs_calibrate_an_rm_from_elsewhere(classifier_dirs, tmp_path, capsys):
+    """`memorize --rm --eval-data`: the damping is calibrated on pairs the RM never saw, as
+    on an rmlens RM's evaluation split; they are scored, never removed, and have no TM, TG
+    or CM. Without them the audit says CM is uncalibrated."""
+    from rmlens.cli import main
+
+    _, adapter = classifier_dirs
+    pairs = word_pairs(24, 6)
+    trained, held = pairs.iloc[:16], pairs.iloc[16:].assign(user_id="v")
+    data, evals = tmp_path / "train.jsonl", tmp_path / "eval.jsonl"
+    trained.to_json(data, orient="records", lines=True)
+    held.to_json(evals, orient="records", lines=True)
+    out = tmp_path / "a"
+    argv = ["memorize", "--data", str(data), "--rm", str(adapter), "--format", "chat",
+            "--max-length", "24", "--out", str(out), "--quiet", "--no-report"]  # fmt: skip
+    assert main([*argv, "--eval-data", str(evals)]) == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    how = summary["checkpoint"]["damping_how"]
+    assert how.startswith("calibrated on the evaluation pairs given (`eval_data`), 8 pairs")
+    assert summary["validation"]["used"] and "8 pairs" in summary["validation"]["pairs_words"]
+    assert summary["rm_quality"]["runs"][0]["validation"]["n"] == 8
+    assert "checkpoint_uncalibrated" not in [w["code"] for w in summary["warnings"]]
+    table = pd.read_parquet(out / "memorization.parquet").set_index("id")
+    assert table.loc[held.id, "cm"].isna().all() and table.loc[trained.id, "cm"].notna().all()
+    assert (table.loc[held.id, "category"] == "undefined").all()
+    assert json.loads((out / "config.json").read_text())["checkpoint"]["eval_pairs"] == 8
+
+    capsys.readouterr()
+    assert main([*argv[:-4], "--out", str(tmp_path / "b"), "--quiet", "--no-report"]) == 0
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text())
+    uncalibrated = [w for w in summary["warnings"] if w["code"] == "checkpoint_uncalibrated"]
+    assert uncalibrated and "--eval-data" in capsys.readouterr().err
+
+    both = tmp_path / "both.jsonl"
+    pairs.iloc[10:].to_json(both, orient="records", lines=True)
+    assert main([*argv[:-4], "--out", str(tmp_path / "c"), "--eval-data", str(both),
+                 "--quiet"]) == 2  # fmt: skip
+    assert "also in the pairs the RM was trained on" in capsys.readouterr().err
+
+
+def test_a_whole_rm_audit_times_its_readings_before_it_starts(classifier_dirs, tmp_path,
+                                                              caplog):  # fmt: skip
+    """Before the gradients of a merged or full RM, the console says what every weight costs
+    and what the cheaper readings are, measured on the first pairs."""
+    import logging
+
+    whole, _ = classifier_dirs
+    with caplog.at_level(logging.INFO, logger="rmlens"), pytest.warns(Warning):
+        audit_rm(word_pairs(12, 4), whole, AuditConfig(format="chat", max_length=24),
+                 out=tmp_path / "a", device="cpu", quiet=False)  # fmt: skip
+    said = [r.getMessage() for r in caplog.records if "backward pass per pair" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    assert "for 12 pairs" in said[0] and "s per pair, measured" in said[0]
+    assert "--checkpoint-blocks 8 reads the last 8 blocks in about" in said[0]
+    assert "save the LoRA adapter unmerged" in said[0]

@@ -15,6 +15,7 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
+from conftest import assert_strict_json
 from rmlens._errors import InputError
 from rmlens.cli import main
 from rmlens.comparison import CompareConfig, compare
@@ -307,6 +308,7 @@ def test_cli_end_to_end_on_two_tiny_audits(tiny_encoder_dir, tmp_path, monkeypat
                  "compare_shortcuts.png", "compare_cm_by_margin.png", "compare_agreement.png"):
         assert (root / name).is_file(), name
     assert (root / "linear" / "memorization.parquet").is_file()  # the audits are untouched
+    assert assert_strict_json(root) >= 5  # compare.json and the audits' own
     code = main(["compare", str(root / "linear"), str(root / "mlp"), "--out", str(tmp_path / "j"),
                  "--no-probes", "--no-shap", "--n-boot", "0", "--json", "-q"])  # fmt: skip
     out, _ = capsys.readouterr()

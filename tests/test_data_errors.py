@@ -228,3 +228,22 @@ def test_validate_pairs_counts_rows_from_one():
         validate_pairs(frame.drop(columns="rejected"), source="mine")
     good = validate_pairs(pd.DataFrame([dict(GOOD, id=3, margin=1)]))
     assert good.loc[0, "id"] == "3" and good.loc[0, "margin"] == 1.0
+
+
+def test_drop_invalid_leaves_out_failing_rows_counted(tmp_path):
+    """A whitespace-only response (as HH has) and a bad margin are left out with one warning
+    naming their lines, and recorded in the table's attrs; the same-text pair as always."""
+    path = jsonl(tmp_path / "prefs.jsonl", [
+        dict(GOOD, margin=1), {**GOOD, "chosen": " ", "margin": 1}, dict(GOOD, margin=2),
+        {**GOOD, "margin": "high"}, {**GOOD, "rejected": "Hello!", "margin": 1},
+    ])  # fmt: skip
+    assert "line 2: 'chosen' must be a non-empty string, got whitespace only" in error(path)
+    with pytest.warns(Warning) as caught:
+        pairs = load_pairs(path, drop_invalid=True)
+    assert len(pairs) == 2 and list(pairs.margin) == [1.0, 2.0]
+    said = [str(w.message) for w in caught]
+    assert any("2 row(s) left out" in m and "line 2:" in m and "line 4:" in m for m in said)
+    assert any("line 5" in m and "same text" in m for m in said)
+    dropped = pairs.attrs["dropped"]
+    assert dropped["n"] == 2 and dropped["first"][0].startswith(f"{path} line 2: 'chosen'")
+    assert "dropped" not in load_pairs(jsonl(tmp_path / "ok.jsonl", [GOOD])).attrs

@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import assert_strict_json
 from rmlens.cli import main
 from rmlens.evaluation import Probe, run_probes
 from rmlens.hub import load_rm
@@ -92,6 +93,7 @@ def test_cli_on_an_experiment_directory(experiment, capsys):
     np.testing.assert_allclose(scores.r_chosen, expected, rtol=1e-5, atol=1e-6)
     d = np.array([runs[r].r_chosen[k] - runs[r].r_rejected[k] for k, r in enumerate(held_by)])
     assert metrics["accuracy"] == pytest.approx(np.mean((d > 0) + 0.5 * (d == 0)))
+    assert assert_strict_json(out) >= 1
 
 
 def test_members_share_one_backbone_and_probes_encode_only_edited_texts(experiment, monkeypatch):

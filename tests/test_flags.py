@@ -37,7 +37,8 @@ COMMANDS = {
     "memorize": (
         [(AuditConfig, ())],
         {"--data", "--out", "--map", "--sep", "--attribute", "--no-attribute", "--report",
-         "--no-report", "--quiet", "--rm", "--checkpoint-damping", "--checkpoint-blocks"},
+         "--no-report", "--quiet", "--rm", "--checkpoint-damping", "--checkpoint-blocks",
+         "--eval-data", "--drop-invalid"},
     ),
     "demo": (
         [(AuditConfig, ()), (SynthConfig, ("seed",))],  # the data take the audit's seed
@@ -47,7 +48,8 @@ COMMANDS = {
         [(AuditConfig, MitigateConfig._owned["audit"]), (MitigateConfig, ()),
          (CompareConfig, MitigateConfig._owned["compare"]),
          (OveroptimizeConfig, MitigateConfig._owned["overoptimize"])],
-        {"--data", "--out", "--map", "--sep", "--quiet", "--candidates", "--verbose"},
+        {"--data", "--out", "--map", "--sep", "--quiet", "--candidates", "--verbose",
+         "--drop-invalid"},
     ),
     "attribute": ([(AttributeConfig, ())], {"--list-features", "--json", "--quiet"}),
     "sae": ([(SAEConfig, ()), (DebiasConfig, ())], {"--json", "--quiet", "--out"}),
@@ -61,18 +63,24 @@ COMMANDS = {
     # --prompts names a file of prompts, which become the `prompts` field
     "sweep": ([(SweepConfig, ("prompts",))], {"--out", "--prompts", "--json", "--quiet"}),
     "evaluate": (
-        [(EvaluateConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json", "--quiet"}
+        [(EvaluateConfig, ())],
+        {"--rm", "--data", "--out", "--map", "--sep", "--json", "--quiet", "--drop-invalid"},
     ),
     # the audit's per-run settings, which training one RM never reads
     "train": (
         [(TrainConfig, ("influence", "influence_blocks", "lr_grid"))],
-        {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export"},
+        {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export",
+         "--drop-invalid"},
     ),
     "export": ([(ExportConfig, ())], {"--out", "--quiet"}),
-    "score": ([(ScoreConfig, ())], {"--rm", "--data", "--out", "--map", "--sep", "--json"}),
+    "score": (
+        [(ScoreConfig, ())],
+        {"--rm", "--data", "--out", "--map", "--sep", "--json", "--drop-invalid"},
+    ),
     "generalize": (
         [(GeneralizeConfig, ())],
-        {"--data", "--out", "--shift-data", "--map", "--sep", "--quiet", "--json"},
+        {"--data", "--out", "--shift-data", "--map", "--sep", "--quiet", "--json",
+         "--drop-invalid"},
     ),
     "data synth": ([(SynthConfig, ())], {"--out", "--quiet"}),
     "data convert": (

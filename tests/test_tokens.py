@@ -15,7 +15,7 @@ from rmlens.tokens._candidates import (
     special_token_ids,
     split_candidates,
 )
-from rmlens.tokens._sweep import score_sequences
+from rmlens.tokens._sweep import rank_scores, rescore_extremes, score_sequences
 from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
 PROMPT = "What, in one word, is the best thing ever?"
@@ -257,3 +257,26 @@ def test_shared_prefix_attention_equals_sdpa_over_concatenated_keys():
     expected = torch.nn.functional.scaled_dot_product_attention(q, keys, values, mask, scale=0.3)
     torch.testing.assert_close(out, expected.transpose(1, 2), rtol=1e-5, atol=1e-6)
     assert plain_attention(tiny_causal_lm(tiny_tokenizer()).model)
+
+
+def test_rescore_extremes_gives_the_exact_top_and_bottom(tok, lm, head):
+    """A noisy sweep (standing in for bf16) with its extremes scored again: the k first and
+    last ranks are the exact sweep's, and only a share of the tokens was scored again."""
+    w, b = head
+    scorer = HeadScorer(lm, tok, w, b)
+    exact, _ = sweep_prompt(scorer, PROMPT)
+    spread = float(exact.score.std())
+    noise = np.random.default_rng(0).normal(0.3 * spread, 0.2 * spread, len(exact))
+    noisy = exact.assign(score=exact.score + noise)
+    noisy = noisy.assign(rank=rank_scores(noisy.score.to_numpy(), noisy.token_id.to_numpy()))
+    k = 10
+    assert set(noisy.nsmallest(k, "rank").token_id) != set(exact.nsmallest(k, "rank").token_id)
+    fixed, info = rescore_extremes(scorer, noisy, k, batch_size=64)
+    for side in ("nsmallest", "nlargest"):
+        got = getattr(fixed, side)(k, "rank")
+        want = getattr(exact, side)(k, "rank")
+        assert list(got.token_id) == list(want.token_id)
+        np.testing.assert_allclose(got.score, want.score, rtol=1e-5, atol=1e-6)
+    assert 4 * k <= info["n_rescored"] < len(exact), (info, len(exact))
+    assert info["max_abs_diff"] == pytest.approx(np.abs(noise[fixed.score != noisy.score]).max(),
+                                                 rel=1e-3)  # fmt: skip

@@ -9,11 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
+from conftest import assert_strict_json
 from rmlens import backbones, rewards
 from rmlens.cli import main
 from rmlens.hub import load_rm
 from rmlens.rewards import save_head_rm
-from rmlens.tokens import DEFAULT_PROMPTS, HeadScorer, sweep_prompt, token_scorer
+from rmlens.tokens import DEFAULT_PROMPTS, HeadScorer, sweep, sweep_prompt, token_scorer
 from rmlens.tokens._tiny import tiny_causal_lm, tiny_seq_cls, tiny_tokenizer
 
 
@@ -117,6 +118,7 @@ def test_cli_sweep_writes_outputs_and_resumes(models, tmp_path, capsys):
     agree = pd.read_parquet(out / "agreement.parquet")
     assert len(agree) == 2 and (agree.n_shared > 50).all()
     assert agree.rbo.between(0, 1).all()
+    assert assert_strict_json(out) >= 5  # config, summary, each model's meta and stats
 
     first = next(iter(summary["models"]))
     stamp = (out / first / "sweep.parquet").stat().st_mtime_ns
@@ -217,3 +219,26 @@ def test_preset_sweep_with_smollm2():
         [{"role": "user", "content": DEFAULT_PROMPTS[0]}, {"role": "assistant", "content": d}],
         tokenize=False), add_special_tokens=False)["input_ids"] for d in frame.decoded])
     np.testing.assert_allclose(frame.score, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_bf16_sweep_has_fp32_extremes(models, tmp_path):
+    """A sweep in bf16 scores its top and bottom ``exact_extremes`` tokens again in fp32:
+    they are the fp32 sweep's, tokens and scores; the rest keep bf16's scores."""
+    tables = {}
+    for precision in ("fp32", "bf16"):
+        out = tmp_path / precision
+        summary = sweep(str(models["rm"]), out=out, max_tokens=120, precision=precision,
+                        exact_extremes=5, quiet=True)  # fmt: skip
+        (slug,) = summary["models"]
+        tables[precision] = pd.read_parquet(out / slug / "sweep.parquet")
+        timing = summary["models"][slug]["timing"]
+    assert all(t["fp32_rescored"] >= 20 for t in timing) and len(timing) == 3
+    for prompt, fp32 in tables["fp32"].groupby("prompt"):
+        bf16 = tables["bf16"][tables["bf16"].prompt == prompt]
+        for side in ("nsmallest", "nlargest"):
+            got, want = getattr(bf16, side)(5, "rank"), getattr(fp32, side)(5, "rank")
+            np.testing.assert_allclose(got.score, want.score, rtol=1e-5, atol=1e-6)
+            same = fp32.set_index("token_id").score.loc[got.token_id]  # ties: any order
+            np.testing.assert_allclose(got.score, same, rtol=1e-5, atol=1e-6)
+        assert not np.allclose(bf16.sort_values("token_id").score,
+                               fp32.sort_values("token_id").score, rtol=1e-5, atol=1e-6)

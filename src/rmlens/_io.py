@@ -60,8 +60,34 @@ def write_parquet(frame: pd.DataFrame, path: str | Path) -> Path:
 
 
 def write_json(obj: Any, path: str | Path) -> Path:
-    text = json.dumps(obj, indent=2, sort_keys=True, default=str)
+    """Write ``obj`` as strict JSON (:func:`strict_json`), atomically."""
+    text = strict_json(obj, indent=2, sort_keys=True)
     return write_atomic(path, lambda tmp: tmp.write_text(text + "\n"))
+
+
+def strict_json(obj: Any, **dumps) -> str:
+    """JSON text that strict readers (jq, JavaScript's ``JSON.parse``) accept: NaN and the
+    infinities, which :func:`json.dumps` writes as ``NaN`` and ``Infinity``, become ``null``
+    (:func:`jsonable`); what JSON cannot hold otherwise is written as its ``str``.
+
+    Examples
+    --------
+    >>> strict_json({"cm": float("nan"), "n": np.int64(3)}, sort_keys=True)
+    '{"cm": null, "n": 3}'
+    """
+    return json.dumps(jsonable(obj), allow_nan=False, default=str, **dumps)
+
+
+def number(value: Any) -> float:
+    """A number read back from rmlens's JSON: ``null``, which :func:`strict_json` writes for
+    NaN (an undefined figure), as NaN again.
+
+    Examples
+    --------
+    >>> number(None), number(3)
+    (nan, 3.0)
+    """
+    return float("nan") if value is None else float(value)
 
 
 def write_text(text: str, path: str | Path) -> Path:

@@ -3,6 +3,7 @@ the pairs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,34 @@ def sep_option() -> Any:
     return typer.Option(None, "--sep", metavar="CHAR", help=SEP_HELP)
 
 
+ROW_PROBLEM = re.compile(r" (?:line|row) \d+: ")  # an error about one row of the data
+
+
+def drop_invalid_option() -> Any:
+    return typer.Option(
+        False, "--drop-invalid",
+        help="Leave out the rows of the data that fail a check (a whitespace-only response, "
+        "a bad id or margin), counted in a warning and in the outputs, instead of stopping "
+        "at the first.",
+    )  # fmt: skip
+
+
 def load_table(path: Path, column_map: list[str] | None, *, rankings: bool = False,
-               sep: str | None = None):  # fmt: skip
+               sep: str | None = None, drop_invalid: bool = False):  # fmt: skip
     from rmlens.data import load_pairs, load_rankings
 
     mapping = parse_column_map(column_map or [])
-    return (load_rankings if rankings else load_pairs)(path, column_map=mapping, sep=sep)
+    if rankings:
+        if drop_invalid:
+            raise InputError("--drop-invalid applies to pairs, not to rankings (--loss "
+                             "plackett-luce): fix or remove the rows the error names")
+        return load_rankings(path, column_map=mapping, sep=sep)
+    try:
+        return load_pairs(path, column_map=mapping, sep=sep, drop_invalid=drop_invalid)
+    except InputError as err:
+        if not ROW_PROBLEM.search(str(err)):
+            raise
+        raise InputError(f"{err} (--drop-invalid leaves out the rows that fail, counted)") from None
 
 
 def parse_column_map(items: Iterable[str] | None) -> dict[str, str]:

@@ -11,7 +11,6 @@ way, so an error, a warning and a status line name the flag the user typed.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
@@ -117,8 +116,11 @@ class Console(_RichConsole):
 def echo_json(obj: Any) -> None:
     """Print ``obj`` on stdout as a command's ``--json`` output, the one way every command
     writes it: indented by 2, keys in their order, a value JSON has no type for (a path, a
-    numpy integer) as its ``str``; NaN is written as ``NaN``, as :func:`json.dumps` does."""
-    typer.echo(json.dumps(obj, indent=2, default=str))
+    numpy integer) as its ``str``; NaN as ``null``, so strict readers (jq) parse it
+    (:func:`rmlens._io.strict_json`)."""
+    from rmlens._io import strict_json  # lazy: numpy and pandas load only when it prints
+
+    typer.echo(strict_json(obj, indent=2))
 
 
 def text_width(cell: Any) -> int:

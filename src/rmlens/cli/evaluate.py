@@ -8,7 +8,14 @@ import typer
 
 from rmlens import InputError
 from rmlens.backbones import FORMATS
-from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
+from rmlens.cli._common import (
+    DATA_HELP,
+    RM_HELP,
+    drop_invalid_option,
+    load_table,
+    map_option,
+    sep_option,
+)
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.cli._talk import echo_json
 from rmlens.evaluation import EvaluateConfig
@@ -25,6 +32,7 @@ def evaluate(
     out: Path = typer.Option(..., "--out", help="Folder for metrics.json, probes, plots."),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     as_json: bool = typer.Option(False, "--json", help="Print metrics.json to stdout."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     **options,
@@ -45,7 +53,7 @@ def evaluate(
         resolve_probes(config.probes)
     except ValueError as err:
         raise InputError(f"--probes: {err}") from err
-    pairs = load_table(data, column_map, sep=sep)
+    pairs = load_table(data, column_map, sep=sep, drop_invalid=drop_invalid)
     metrics = run_evaluation(pairs, config, rm=rm, out=out, quiet=quiet)
     if not quiet:  # the result carries its warnings; the command says them
         from rmlens.progress import stderr

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import typer
 
 from rmlens import InputError
-from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
+from rmlens.cli._common import DATA_HELP, drop_invalid_option, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.cli._talk import echo_json
 from rmlens.generalization import GeneralizeConfig
@@ -24,6 +25,7 @@ def generalize(
     ),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the table as JSON."),
     **options,
@@ -37,8 +39,9 @@ def generalize(
     config = resolve(ctx, GENERALIZE, options)
     if (data is None) == (config.task is None):
         raise InputError("give exactly one of --data FILE and --task persona")
-    pairs = None if data is None else load_table(data, column_map, sep=sep)
-    shifted = None if shift_data is None else load_table(shift_data, column_map, sep=sep)
+    load = partial(load_table, column_map=column_map, sep=sep, drop_invalid=drop_invalid)
+    pairs = None if data is None else load(data)
+    shifted = None if shift_data is None else load(shift_data)
     table = run(pairs, config, out=out, shift_pairs=shifted, quiet=quiet)
     save_config(config, out / "config.toml")
     if as_json:

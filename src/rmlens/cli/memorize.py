@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
+from rmlens import InputError
+from rmlens.cli._common import DATA_HELP, drop_invalid_option, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.data import SynthConfig
 from rmlens.memorization import AuditConfig
@@ -21,6 +22,7 @@ def memorize(
     out: Path = typer.Option(..., "--out", help="Experiment directory (resumed if it exists)."),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     attribute: bool = typer.Option(
         False, "--attribute/--no-attribute", help="Run `rmlens attribute` after the audit."
     ),
@@ -28,14 +30,25 @@ def memorize(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     rm: Path | None = typer.Option(
         None, "--rm",
-        help="Audit this RM (a folder written by `rmlens train`: explicit, LoRA) from its one "
-        "training run instead of training R runs: --data must be the pairs it was trained "
-        "on; each group's removal is a Gauss-Newton step through its adapters and head.",
+        help="Audit this RM from its one training run instead of training R runs. A folder: "
+        "written by `rmlens train` (explicit; LoRA or full) or `rmlens export`; a TRL "
+        "RewardTrainer output, merged or its LoRA adapter saved unmerged (adapter_config."
+        "json: the cheaper reading); or any AutoModelForSequenceClassification model. --data "
+        "must be the pairs it was trained on; each group's removal is a Gauss-Newton step "
+        "through its adapters and head (every weight of a merged or full RM).",
     ),  # fmt: skip
     checkpoint_damping: float | None = typer.Option(
         None, "--checkpoint-damping", min=0.0,
         help="With --rm: the Gauss-Newton step's damping, a multiple of tr(G)/min(q, n) "
-        "(default: calibrated on the RM's own evaluation split, else the benchmark's value).",
+        "(default: calibrated on the RM's own evaluation split or --eval-data, else the "
+        "benchmark's value).",
+    ),  # fmt: skip
+    eval_data: Path | None = typer.Option(
+        None, "--eval-data",
+        help="With --rm: pairs the RM never saw (same layout as --data). The Gauss-Newton "
+        "step's damping is calibrated on them, as on an rmlens RM's evaluation split, and "
+        "their accuracy is its held-out standing; without them an RM from elsewhere gets the "
+        "benchmark's damping and CM is uncalibrated.",
     ),  # fmt: skip
     checkpoint_blocks: int | None = typer.Option(
         None, "--checkpoint-blocks", min=1,
@@ -62,9 +75,13 @@ def memorize(
     settings hold and only the grouping and output options apply.
     """
     config = resolve(ctx, AUDIT, options)
-    pairs = load_table(data, column_map, sep=sep)
+    pairs = load_table(data, column_map, sep=sep, drop_invalid=drop_invalid)
+    if eval_data is not None and rm is None:
+        raise InputError("--eval-data goes with --rm: an audit of R runs holds pairs out itself")
+    evals = None if eval_data is None else load_table(eval_data, column_map, sep=sep,
+                                                      drop_invalid=drop_invalid)  # fmt: skip
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet, rm=rm,
-              damping=checkpoint_damping, blocks=checkpoint_blocks)  # fmt: skip
+              damping=checkpoint_damping, blocks=checkpoint_blocks, eval_pairs=evals)  # fmt: skip
     if rm is None:
         save_config(config, out / "config.toml", sections=AUDIT)
 
@@ -72,6 +89,7 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool,
     rm: Path | None = None, damping: float | None = None, blocks: int | None = None,
+    eval_pairs=None,
 ) -> None:
     from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
@@ -80,7 +98,7 @@ def run_audit(
         from rmlens.memorization import audit_rm
 
         audit_rm(pairs, rm, config, out=out, device=config.train.device, quiet=quiet,
-                 damping=damping, blocks=blocks)  # fmt: skip
+                 damping=damping, blocks=blocks, eval_data=eval_pairs)  # fmt: skip
     else:
         trainer_config = config.head if config.mode == "frozen" else config.train
         audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
@@ -219,11 +237,13 @@ def print_most_memorized(console, summary: dict) -> None:
             table.caption = memorized_note(n_memorized)
         console.print(table)
     else:
-        console.print(f"Most memorized pairs: {memorized_note(0)}")
+        none = summary.get("categories_withheld") or memorized_note(0)
+        console.print(f"Most memorized pairs: {none}")
     rest = summary.get("largest_cm_not_memorized") or []
     if rest:
-        console.print(pair_rows_table("Largest CM among pairs not categorized memorized",
-                                      rest[:3], category=True, conflict=show))  # fmt: skip
+        title = ("Largest CM (no category: withheld)" if summary.get("categories_withheld")
+                 else "Largest CM among pairs not categorized memorized")  # fmt: skip
+        console.print(pair_rows_table(title, rest[:3], category=True, conflict=show))
     said = audit_sentences(summary)
     say(console, said.conflicts)
     dup = summary.get("duplicates") or {}
@@ -266,6 +286,7 @@ def reliability_table(reliability: dict):
     runs used, and the runs that 0.8 would need (prophecy formula)."""
     from rich.table import Table
 
+    from rmlens._io import number  # lazy: numpy and pandas load when a table is drawn
     from rmlens.cli._talk import keep_whole
     from rmlens.memorization import audit_sentences
 
@@ -283,10 +304,10 @@ def reliability_table(reliability: dict):
         need = part.get("runs_for_0_8")
         table.add_row(
             score.upper(),
-            f"{part.get('split_half', float('nan')):.2f} +- "
-            f"{part.get('split_half_std', float('nan')):.2f}",
-            f"{part.get('spearman_brown', float('nan')):.2f} +- "
-            f"{part.get('spearman_brown_std', float('nan')):.2f}",
+            f"{number(part.get('split_half')):.2f} +- "
+            f"{number(part.get('split_half_std')):.2f}",
+            f"{number(part.get('spearman_brown')):.2f} +- "
+            f"{number(part.get('spearman_brown_std')):.2f}",
             str(need) if need else "-",
         )
     keep_whole(table, "split-half", "Spearman-Brown")  # "mean +- std" on one line
@@ -302,6 +323,7 @@ def quality_table(quality: dict):
     from rich.table import Table
 
     # lazy: numpy loads when a table is drawn, not for --help
+    from rmlens._io import number
     from rmlens.memorization import accuracy_interval
 
     n_runs = len(quality.get("runs", []))
@@ -317,9 +339,10 @@ def quality_table(quality: dict):
     }
     for split, name in names.items():
         part = quality.get(split)
-        if not part or math.isnan(part["accuracy"]["mean"]):
+        if not part or math.isnan(number(part["accuracy"]["mean"])):
             continue  # no such pairs (a one-checkpoint audit holds none out)
-        cells = [f"{part[m]['mean']:.3f}" + ("" if n_runs == 1 else f" +- {part[m]['std']:.3f}")
+        cells = [f"{number(part[m]['mean']):.3f}"
+                 + ("" if n_runs == 1 else f" +- {number(part[m]['std']):.3f}")
                  for m in ("accuracy", "log_loss")]  # fmt: skip
         interval = accuracy_interval(quality, split)
         if interval is not None:

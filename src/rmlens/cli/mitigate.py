@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rmlens.cli._common import DATA_HELP, load_table, map_option, sep_option
+from rmlens.cli._common import DATA_HELP, drop_invalid_option, load_table, map_option, sep_option
 from rmlens.cli._options import config_parameters, resolve, save_config, sections, with_parameters
 from rmlens.cli.compare import VERBOSE_HELP
 from rmlens.comparison import CompareConfig, MitigateConfig, OveroptimizeConfig
@@ -26,6 +26,7 @@ def mitigate(
     ),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     candidates: Path | None = typer.Option(
         None, "--candidates",
         help="Candidate pool with a gold reward (`rmlens data candidates`): also best-of-n "
@@ -61,7 +62,7 @@ def mitigate(
     )
     oo_config = resolve(ctx, OVEROPTIMIZE, options, table="overoptimize")
     check_debias(config, plan.debias)  # before the data are read
-    pairs = load_table(data, column_map, sep=sep)
+    pairs = load_table(data, column_map, sep=sep, drop_invalid=drop_invalid)
     result = run_mitigate(pairs, config, out=out, objectives=plan.objectives,
                           debias=plan.debias, compare_config=compare_config,
                           candidates=candidates, overoptimize_config=oo_config,

@@ -33,11 +33,13 @@ def _print_summary(summary: dict, out: Path, top_k: int) -> None:
         for row in stats["framing"]:
             typer.echo(f"   framing {row['prompt_a']!r} vs {row['prompt_b']!r}: "
                        f"spearman {row['spearman']:.3f}")
+    from rmlens._io import number  # lazy: numpy and pandas load when the summary prints
+
     for row in summary["agreement"]:
         typer.echo(f"== agreement {row['model_a']} vs {row['model_b']} on {row['prompt']!r}: "
-                   f"n={row['n_shared']} kendall {row.get('kendall_tau', float('nan')):.3f} "
-                   f"spearman {row.get('spearman', float('nan')):.3f} "
-                   f"rbo {row.get('rbo', float('nan')):.3f}")
+                   f"n={row['n_shared']} kendall {number(row.get('kendall_tau')):.3f} "
+                   f"spearman {number(row.get('spearman')):.3f} "
+                   f"rbo {number(row.get('rbo')):.3f}")
 
 
 # `prompts` comes from the file that --prompts names

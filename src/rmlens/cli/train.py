@@ -12,7 +12,14 @@ from pathlib import Path
 import typer
 
 from rmlens import InputError
-from rmlens.cli._common import DATA_HELP, RM_HELP, load_table, map_option, sep_option
+from rmlens.cli._common import (
+    DATA_HELP,
+    RM_HELP,
+    drop_invalid_option,
+    load_table,
+    map_option,
+    sep_option,
+)
 from rmlens.cli._options import (
     config_beside,
     config_parameters,
@@ -43,6 +50,7 @@ def train(
     eval_data: Path = typer.Option(None, "--eval-data", help="Pairs evaluated each epoch."),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     as_json: bool = typer.Option(False, "--json", help="Print the last epoch's metrics as JSON."),
     export: Path = typer.Option(
@@ -59,9 +67,9 @@ def train(
         raise InputError("--export takes one RM, not an ensemble: train, then export a member "
                          "with `rmlens export OUT --run 000 --out DIR`")
     rankings = config.loss == "plackett-luce"
-    pairs = load_table(data, column_map, rankings=rankings, sep=sep)
+    pairs = load_table(data, column_map, rankings=rankings, sep=sep, drop_invalid=drop_invalid)
     evals = None if eval_data is None else load_table(
-        eval_data, column_map, rankings=rankings, sep=sep
+        eval_data, column_map, rankings=rankings, sep=sep, drop_invalid=drop_invalid
     )
     bias = objective_bias(pairs, config)
     run_training(pairs, config, out=out, eval_data=evals, bias=bias, quiet=quiet)
@@ -90,6 +98,7 @@ def score(
     out: Path = typer.Option(..., "--out", help="Output pair table (.parquet, .jsonl, .csv)."),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
+    drop_invalid: bool = drop_invalid_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
     **options,
 ) -> None:
@@ -102,7 +111,7 @@ def score(
     from rmlens.stats import pairwise_accuracy
 
     config = resolve(ctx, SCORE, options)
-    pairs = load_table(data, column_map, sep=sep)
+    pairs = load_table(data, column_map, sep=sep, drop_invalid=drop_invalid)
     try:
         model = load_rm(
             rm,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlens._errors import InputError
-from rmlens._io import write_atomic, write_bytes, write_parquet, write_text
+from rmlens._errors import InputError, RmlensWarning
+from rmlens._io import strict_json, write_atomic, write_bytes, write_parquet, write_text
 from rmlens.data._layouts import (
     apply_column_map,
     detect_layout,
@@ -79,11 +79,13 @@ def read_pairs(
     collect: bool = False,
     layout: str | None = None,
     sep: str | None = None,
+    drop_invalid: bool = False,
 ) -> Loaded:
     """Read, map and check pairs; strict (raise at the first problem, leave out pairs whose
     chosen and rejected are the same text with a warning) unless ``collect`` (keep them,
-    for ``data inspect`` to count)."""
-    report = Problems(collect)
+    for ``data inspect`` to count) or ``drop_invalid`` (leave out the rows with problems
+    too, the problems in ``Loaded.problems``)."""
+    report = Problems(collect or drop_invalid)
     label = _labeler(column_map or {})
     records = _read(source, column_map, split, report, sep)
     if not records.rows:
@@ -127,6 +129,19 @@ def read_pairs(
     return Loaded(table, layout, _by_location(report.items), records.name)
 
 
+def dropped_rows(loaded: Loaded, shown: int = 5) -> dict | None:
+    """The rows ``drop_invalid`` left out, as the pairs' record keeps them (``pairs.attrs``
+    ``"dropped"``, written to an audit's summary): their count and the first ``shown``
+    problems; None when none was. Warns once, naming them."""
+    if not loaded.problems:
+        return None
+    first = loaded.problems[:shown]
+    more = f"; ... ({len(loaded.problems) - shown} more)" if len(loaded.problems) > shown else ""
+    warnings.warn(f"{loaded.name}: {len(loaded.problems)} row(s) left out (`drop_invalid`): "
+                  + "; ".join(first) + more, RmlensWarning, stacklevel=3)  # fmt: skip
+    return {"n": len(loaded.problems), "first": first, "source": loaded.name}
+
+
 def _by_location(problems: list[str]) -> list[str]:
     """Problems in file order (a stable sort on the line or row number each one names)."""
 
@@ -143,6 +158,7 @@ def load_pairs(
     column_map: Mapping[str, str] | None = None,
     split: str | None = None,
     sep: str | None = None,
+    drop_invalid: bool = False,
 ) -> pd.DataFrame:
     """Load preference pairs into the canonical pair table (DESIGN.md section 1).
 
@@ -160,6 +176,11 @@ def load_pairs(
     sep : str, optional
         Separator of a CSV file (one character; ``"\\t"`` or ``"tab"`` for a tab). Default:
         read from the file's header (``,``, ``;``, tab or ``|``); ``.tsv`` files use tabs.
+    drop_invalid : bool, default=False
+        Leave out the rows that fail a check (a whitespace-only response, a bad id or
+        margin, a line that is not JSON) instead of refusing the file: they are counted in
+        a warning, with the first few problems, and in ``pairs.attrs["dropped"]``, which an
+        audit writes to its summary.
 
     Returns
     -------
@@ -172,13 +193,15 @@ def load_pairs(
     Raises
     ------
     InputError
-        At the first problem, naming the file, line or row, field, expected and found.
+        At the first problem, naming the file, line or row, field, expected and found
+        (unless ``drop_invalid``).
 
     Warns
     -----
     RmlensWarning
         When pairs whose chosen and rejected are the same text (no preference) are left out:
-        one line naming the pair, or counting them with their lines or rows.
+        one line naming the pair, or counting them with their lines or rows; with
+        ``drop_invalid``, when rows that fail a check are.
 
     Examples
     --------
@@ -186,7 +209,12 @@ def load_pairs(
     >>> pairs.loc[0, "chosen"], len(pairs.loc[0, "id"])
     ('4', 16)
     """
-    return read_pairs(source, column_map=column_map, split=split, sep=sep).table
+    loaded = read_pairs(source, column_map=column_map, split=split, sep=sep,
+                        drop_invalid=drop_invalid)  # fmt: skip
+    dropped = dropped_rows(loaded) if drop_invalid else None
+    if dropped:
+        loaded.table.attrs["dropped"] = dropped
+    return loaded.table
 
 
 def load_rankings(
@@ -331,14 +359,14 @@ def save_pairs(pairs: pd.DataFrame, path: str | Path) -> Path:
     name = path.name.lower()
     records = [{k: native(v) for k, v in r.items()} for r in pairs.to_dict("records")]
     if name.endswith((".jsonl", ".jsonl.gz")):
-        text = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+        text = "".join(strict_json(r, ensure_ascii=False) + "\n" for r in records)
         if name.endswith(".gz"):
             import gzip
 
             return write_bytes(gzip.compress(text.encode("utf-8"), mtime=0), path)
         return write_text(text, path)
     if name.endswith(".json"):
-        return write_text(json.dumps(records, ensure_ascii=False, indent=1, default=str), path)
+        return write_text(strict_json(records, ensure_ascii=False, indent=1), path)
     if name.endswith(".parquet"):
         return write_parquet(pairs, path)
     if name.endswith(".csv"):
@@ -347,7 +375,7 @@ def save_pairs(pairs: pd.DataFrame, path: str | Path) -> Path:
             nested = flat[column].map(lambda v: isinstance(v, (list, dict, np.ndarray)))
             if nested.any():
                 flat[column] = [
-                    json.dumps(native(v), ensure_ascii=False) if is_nested else v
+                    strict_json(v, ensure_ascii=False) if is_nested else v
                     for v, is_nested in zip(flat[column], nested)
                 ]
         return write_atomic(path, lambda tmp: flat.to_csv(tmp, index=False))

@@ -108,7 +108,9 @@ def _load_classifier(path: Path) -> tuple[Any, str, Path | str]:
     if not base:
         raise InputError(f"`rm` {path}: its adapter_config.json names no base model")
     model = load(base, num_labels=1, dtype=torch.float32)
-    model = PeftModel.from_pretrained(model, str(path), is_trainable=True)
+    with warnings.catch_warnings():  # peft reads transformers' deprecated checkpointing flag
+        warnings.simplefilter("ignore", FutureWarning)
+        model = PeftModel.from_pretrained(model, str(path), is_trainable=True)
     source = path if (path / "tokenizer_config.json").is_file() else base
     return model.base_model.model, "its LoRA adapters and score layer", source
 

@@ -24,6 +24,8 @@ its runtime).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -206,7 +208,8 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
 
 
 def pair_gradients(
-    net, examples, rt, *, batches: list[np.ndarray], dim: int | None = None, seed: int = 0
+    net, examples, rt, *, batches: list[np.ndarray], dim: int | None = None, seed: int = 0,
+    advance: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Rewards (n, 2) and J (n, q), float32: row j of J the gradient of pair j's reward
     difference with respect to the trainable parameters (q = P), or its CountSketch.
@@ -231,6 +234,8 @@ def pair_gradients(
         else the largest sketch that does.
     seed : int, default=0
         Seed of the sketch's hashes and signs.
+    advance : callable, optional
+        Called with the number of pairs done after each batch (a progress bar).
 
     Returns
     -------
@@ -239,9 +244,10 @@ def pair_gradients(
     jac : ndarray of shape (n, q), float32
         J, or its sketch (q = ``dim``).
     """
+    step = advance or (lambda n: None)
     linears, other = trainable_linears(net)
     if other:  # full fine-tuning: not every trained tensor is a linear layer's
-        return _pair_by_pair(net, examples, rt, dim=dim, seed=seed)
+        return _pair_by_pair(net, examples, rt, dim=dim, seed=seed, advance=step)
     total = n_params(linears)
     n = len(examples)
     dim = _sketch_dim(dim, n, total)
@@ -281,6 +287,7 @@ def pair_gradients(
             if sketch is not None:
                 jac[rows] = acc.cpu()
             capture.clear()
+            step(len(index))
     finally:
         capture.close()
         net.zero_grad(set_to_none=True)
@@ -305,7 +312,8 @@ def count_sketch(sizes: list[int], dim: int, seed: int, device) -> list[tuple]:
             for size in sizes]  # fmt: skip
 
 
-def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
+def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int,
+                  advance: Callable[[int], None]):
     """Full fine-tuning's per-pair gradients: one backward pass per pair through every
     trained tensor, each sketched as it comes when n x P passes the budget (a full model's
     P is tens of millions): the same (rewards, J) as ``pair_gradients``, slower."""
@@ -334,6 +342,7 @@ def _pair_by_pair(net, examples, rt, *, dim: int | None, seed: int):
                 for f, (where, sign) in zip(flat, sketch):
                     row.index_add_(0, where, f * sign)
                 out[i] = row.cpu().numpy()
+            advance(1)
     finally:
         net.train(training)
     return rewards, out

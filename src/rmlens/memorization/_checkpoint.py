@@ -33,10 +33,10 @@ from rmlens.memorization._directory import check_resume, group_pairs, make_recor
 from rmlens.memorization._finish import finish
 from rmlens.memorization._notes import TRUST, say_summary
 from rmlens.memorization._plans import write_plan
-from rmlens.memorization._quality import run_quality
+from rmlens.memorization._quality import TRAINED_ELSEWHERE, run_quality
 from rmlens.memorization._regime import objective_words
 from rmlens.memorization._run_folders import RunOutput, write_run
-from rmlens.progress import status
+from rmlens.progress import progress_bar, status
 from rmlens.rewards import TrainConfig, eval_split, group_codes, resolve_device
 
 # The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
@@ -108,6 +108,7 @@ def audit_rm(
     out: str | Path,
     damping: float | None = None,
     blocks: int | None = None,
+    eval_data: pd.DataFrame | None = None,
     device: str = "auto",
     quiet: bool = False,
 ) -> pd.DataFrame:
@@ -136,6 +137,12 @@ def audit_rm(
         transformer blocks and its head only (``rmlens.influence.through_last``): a
         cheaper reading of a full or merged RM, whose every weight takes one backward pass
         per pair. Default: every trained tensor.
+    eval_data : DataFrame, optional
+        Pairs the RM never saw, for an RM without an evaluation split of its own (one
+        trained elsewhere, or by ``rmlens train`` with ``eval_fraction`` 0): the damping is
+        calibrated on them as on an rmlens RM's evaluation split, and their accuracy is the
+        RM's held-out standing. They are scored, never removed, and categorized
+        ``undefined``.
     device : str, default="auto"
         Where the gradients are computed.
     quiet : bool, default=False
@@ -161,16 +168,23 @@ def audit_rm(
     if blocks is not None and blocks < 1:
         raise InputError(f"`blocks`: {blocks}; expected a number of blocks, 1 or more")
     config = _config_of(config, ckpt.train)
+    n_trained = len(pairs)
+    if eval_data is not None:
+        pairs = _with_eval(pairs, eval_data, ckpt, folder)
     # read as it scores (fp32 under auto): its rewards must match the classifier's own
     precision = resolve_precision(config.precision, resolve_device(device), task="score")
-    grouping = group_pairs(pairs, config, plan=False)
+    grouping = group_pairs(pairs.iloc[:n_trained], config, plan=False)
+    if eval_data is not None:  # one group of their own, never removed
+        grouping.groups = pd.concat([grouping.groups, pd.Series(
+            [EVAL_GROUP] * (len(pairs) - n_trained), name=grouping.groups.name)],
+            ignore_index=True)  # fmt: skip
     grouping.note += (f"; {grouping.groups.nunique()} groups, each removed in turn from its "
                       "one training")  # fmt: skip
     exp = AuditDir(out)
     how_one = ("given" if damping is not None  # the damping of a one-value grid, in words
                else "no evaluation split to calibrate on: the benchmark's value")  # fmt: skip
     how = (f"{damping:g} x tr(G)/min(q, n)" if damping is not None
-           else "calibrated on its evaluation split" if ckpt.has_eval
+           else f"calibrated on {ckpt.eval_words}" if ckpt.has_eval
            else f"{CHECKPOINT_DAMPING:g} x tr(G)/min(q, n), the benchmark's value (it has no "
                 "evaluation split to calibrate on)")  # fmt: skip
     through = ckpt.trained if blocks is None else (
@@ -184,11 +198,12 @@ def audit_rm(
     # the RM by its resolved path (the same folder typed two ways is one audit); a hub id
     # stays as typed
     record["checkpoint"] = {"rm": portable_name(str(folder)), "damping": damping, "blocks": blocks,
-                            "standing": STANDING, "training_pairs": ckpt.pairs_note}  # fmt: skip
+                            "standing": STANDING, "training_pairs": ckpt.pairs_note,
+                            "eval_pairs": len(pairs) - n_trained or None}  # fmt: skip
     with output_errors(exp):
         saved = check_resume(exp, record)
     # what was audited; its standing is words
-    which = ("rm", "damping", "blocks", "training_pairs")
+    which = ("rm", "damping", "blocks", "training_pairs", "eval_pairs")
     was = {k: (saved.get("checkpoint") or {}).get(k) for k in which} if saved else {}
     if was.get("rm") == str(folder):  # saved before RMs were named by their resolved path
         was["rm"] = record["checkpoint"]["rm"]
@@ -211,21 +226,29 @@ def audit_rm(
                 raise InputError(f"`rm` {folder}: --checkpoint-blocks needs blocks: {err}") from err
         examples, kept = examples_of(pairs, backbone, ckpt.train, implicit=False)
         examples = ckpt.as_read(examples)
-        fit, held = ckpt.split(np.flatnonzero(kept))
+        usable = np.flatnonzero(kept)
+        fit, held = (ckpt.split(usable) if eval_data is None
+                     else (usable[usable < n_trained], usable[usable >= n_trained]))  # fmt: skip
         margin = pairs["margin"].to_numpy(float) if "margin" in pairs else None
         grid = ((damping,) if damping is not None else DAMPING if len(held)
                 else (CHECKPOINT_DAMPING,))  # fmt: skip
-        r, (p, p_cf, _) = influence_scores(net, examples, kept, runtime, ckpt.train,
-                                           group_codes(grouping.groups), fit, held,
-                                           margin=margin, damping=grid)  # fmt: skip
+        if not quiet and blocks is None and ckpt.trained == "every weight" and len(fit):
+            status(reading_times(net, [examples[i] for i in fit[:2]], runtime, len(fit),
+                                 folder))  # fmt: skip
+        with progress_bar("gradients", total=len(fit), quiet=quiet) as advance:
+            r, (p, p_cf, _) = influence_scores(net, examples, kept, runtime, ckpt.train,
+                                               group_codes(grouping.groups), fit, held,
+                                               margin=margin, damping=grid,
+                                               advance=advance)  # fmt: skip
         ckpt.check(pairs, r, kept)
-        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid, how_one)
+        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid, how_one, ckpt.eval_words)
         member = np.zeros(len(pairs), bool)
         member[fit] = True
         val = np.zeros(len(pairs), bool)
         val[held] = True
-        plan = pd.DataFrame({"run": 0, "group": pd.unique(grouping.groups.astype(str)),
-                             "in_train": True, "validation": False})  # fmt: skip
+        names = pd.unique(grouping.groups.astype(str))
+        plan = pd.DataFrame({"run": 0, "group": names, "in_train": names != EVAL_GROUP,
+                             "validation": names == EVAL_GROUP})  # fmt: skip
         record["format"] = backbone.format
         with output_errors(exp):
             write_plan(exp, record, plan, 1)
@@ -251,12 +274,24 @@ def audit_rm(
         )
         n_val = int(exp.manifest(0).get("n_val", 0))
         summary["validation"].update(
-            used=bool(n_val), pairs_words=f"the RM's own evaluation split ({n_val} of "
-            f"{len(pairs)} pairs, never trained on)",
+            used=bool(n_val), pairs_words=f"{ckpt.eval_words} ({n_val} pairs, never trained on)",
         )  # fmt: skip
+        if not n_val and damping is None:
+            summary["warnings"].append({"code": "checkpoint_uncalibrated", "message": (
+                "CM is uncalibrated: the RM has no pairs it never saw to calibrate the "
+                f"Gauss-Newton step on, so its damping is the benchmark's ({CHECKPOINT_DAMPING:g})"
+                " and CM's size is that value's; rank pairs by CM, and give `eval_data` (pairs "
+                "the RM never saw) to calibrate it")})  # fmt: skip
         if ckpt.unchecked:
             summary["warnings"].append({"code": "checkpoint_pairs_unchecked",
                                         "message": ckpt.pairs_note})  # fmt: skip
+            dropped = pairs.attrs.get("dropped")
+            if dropped:
+                summary["warnings"].append({"code": "checkpoint_trained_on_dropped", "message": (
+                    f"the RM was trained on the data as given, {dropped['n']} row(s) of which "
+                    "the audit left out (`drop_invalid`): their pairs get no TM, TG or CM, "
+                    "and what the RM learned from them stays in every group's reading"
+                )})  # fmt: skip
         edge = summary["checkpoint"].get("damping_edge")
         if edge:
             summary["warnings"].append({"code": "checkpoint_damping_edge", "message": (
@@ -270,11 +305,80 @@ def audit_rm(
     return table
 
 
+# the cheaper reading the console times: on the benchmark it ranked pairs by CM as every
+# weight did at Spearman 0.77, in 0.18 of the time (BLOCKS_STANDING)
+CHEAPER_BLOCKS = 8
+
+
+def reading_times(net, examples: list, runtime, n: int, folder: Path,
+                  blocks: int = CHEAPER_BLOCKS) -> str:
+    """What reading a merged or full RM costs, measured, not guessed: the gradient of one of
+    ``examples`` (the fastest of them) through every weight and through the last ``blocks``
+    blocks, times ``n`` pairs; and the cheaper readings, in words."""
+    # lazy: torch, transformers load only when this runs
+    from rmlens.influence import pair_gradients, through_last
+
+    def seconds() -> float:
+        times = []
+        for i in range(len(examples)):
+            start = time.perf_counter()
+            pair_gradients(net, examples, runtime, batches=[np.array([i])])
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    trained = [q.requires_grad for q in net.parameters()]
+    every = seconds()
+    try:
+        through_last(net, blocks)
+        part = seconds()
+    except ValueError:  # no blocks to read through
+        part = None
+    finally:
+        for q, flag in zip(net.parameters(), trained):
+            q.requires_grad_(flag)
+    said = (f"{folder}: every weight takes a backward pass per pair: about {_duration(every * n)}"
+            f" for {n} pairs ({every:.2g} s per pair, measured)")  # fmt: skip
+    if part is not None:
+        said += (f"; --checkpoint-blocks {blocks} reads the last {blocks} blocks in about "
+                 f"{_duration(part * n)} (on the benchmark its CM ranked pairs as every "
+                 "weight's did at Spearman 0.77)")
+    return said + ("; cheaper still: save the LoRA adapter unmerged (TRL's save_model with a "
+                   "peft_config) and audit that folder, read through its adapters")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
+
+
+EVAL_GROUP = "(eval data)"  # the group of ``eval_data``: scored, never removed
+
+
+def _with_eval(pairs: pd.DataFrame, eval_pairs: pd.DataFrame, ckpt, folder: Path) -> pd.DataFrame:
+    """The audited pairs: the trained ones, then ``eval_data`` (the RM's held-out pairs,
+    which ``ckpt`` now calibrates on); refuses, in one line, an RM with an evaluation split of
+    its own, and pairs on both sides."""
+    if ckpt.has_eval:
+        raise InputError(f"`eval_data`: `rm` {folder} holds out an evaluation split of its "
+                         "own, which the audit calibrates on; leave `eval_data` out")
+    both = sorted(set(pairs.id) & set(eval_pairs.id))
+    if both:
+        raise InputError(f"`eval_data`: {len(both)} pair(s) are also in the pairs the RM was "
+                         f"trained on (id {both[0]!r}); give pairs it never saw")
+    ckpt.eval_words, ckpt.given_eval = "the evaluation pairs given (`eval_data`)", True
+    audited = pd.concat([pairs, eval_pairs], ignore_index=True)
+    audited.attrs = dict(pairs.attrs)
+    return audited
+
+
 class _RmlensRM:
     """An RM folder of ``rmlens train``: its training pairs checked by fingerprint, its
     evaluation split found again."""
 
     unchecked = False
+    eval_words = "the RM's own evaluation split"
+    given_eval = False  # evaluation pairs given apart (``_with_eval``)
 
     def __init__(self, folder: Path, pairs: pd.DataFrame):
         _, trained = trained_record(folder)
@@ -298,8 +402,8 @@ class _RmlensRM:
     @property
     def has_eval(self) -> bool:
         """Whether its training held out an evaluation split (``eval_fraction`` > 0), for
-        the words written before the split is drawn (``split``)."""
-        return bool(self.train.eval_fraction)
+        the words written before the split is drawn (``split``), or was given pairs apart."""
+        return self.given_eval or bool(self.train.eval_fraction)
 
     def split(self, usable: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return eval_split(usable, self.train.eval_fraction, self.train.seed)
@@ -332,6 +436,9 @@ class _ClassifierRM:
     An rmlens export carries its training record (``rmlens_training.json``: the pairs'
     fingerprint, checked, and the settings that find its evaluation split again) and, for a
     LoRA RM, its adapter unmerged, which the gradients go through."""
+
+    eval_words = "the RM's own evaluation split"
+    given_eval = False  # evaluation pairs given apart (``_with_eval``)
 
     def __init__(self, folder: Path, config: AuditConfig, pairs: pd.DataFrame):
         # lazy: the export's names (its module loads torch)
@@ -367,9 +474,9 @@ class _ClassifierRM:
 
     @property
     def has_eval(self) -> bool:
-        """Whether its training record holds out an evaluation split; without a record every
-        pair counts as trained on."""
-        return self.record is not None and bool(self.train.eval_fraction)
+        """Whether its training record holds out an evaluation split (without a record every
+        pair counts as trained on), or it was given pairs apart."""
+        return self.given_eval or (self.record is not None and bool(self.train.eval_fraction))
 
     def load(self, device: str, precision: str):
         # lazy: torch, transformers load only when this runs
@@ -415,7 +522,8 @@ class _ClassifierRM:
         check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1), self.precision)
 
 
-def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray, dict]:
+def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str,
+                held_words: str = "the RM's own evaluation split") -> tuple[np.ndarray, dict]:
     """p_cf at the damping where the mean TG of the trained pairs (each with its group
     removed) equals the mean p of the RM's own evaluation pairs, which it never trained on:
     the brute-force calibration of a paired audit, with the evaluation split as the out-side.
@@ -431,8 +539,8 @@ def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str) -> tuple[np.ndarray
                                   "mean TM minus the evaluation pairs' mean p")
     out = p[held][np.isfinite(p[held])]
     se = float(np.std(out, ddof=1) / np.sqrt(len(out))) if len(out) > 1 else float("nan")
-    how = (f"calibrated on the RM's own {len(held)} evaluation pairs: mean TG of the trained "
-           f"pairs = their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
+    how = (f"calibrated on {held_words}, {len(held)} pairs: mean TG of the trained pairs = "
+           f"their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
     chosen = {"damping": record["damping"], "damping_how": how}
     if record.get("edge"):
         chosen["damping_how"] += f"; {record['edge']}"
@@ -445,7 +553,7 @@ def checkpoint_regime(ckpt) -> str:
     every given pair, its evaluation split aside; an audit's per-run words would describe
     runs and validation pairs that a checkpoint never had."""
     if ckpt.unchecked:
-        return "one RM trained outside rmlens (its regime is not recorded), read on every pair"
+        return f"{TRAINED_ELSEWHERE} (its regime is not recorded), read on every pair"
     t = ckpt.train
     what = (f"one RM: {t.model} fine-tuned ({t.finetune}, {t.rm_kind} RM) once, lr {t.lr:g}, "
             f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "

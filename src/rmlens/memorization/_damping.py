@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens._io import number
 from rmlens.memorization._reliability import split_half
 from rmlens.memorization._sides import run_sides, side_means
 from rmlens.stats import spearman
@@ -156,7 +157,7 @@ def damping_warning(damping: dict | None) -> dict | None:
         return None
     parts = [damping["edge"]] if damping.get("edge") else []
     check = damping.get("brute_check") or {}
-    share = check.get("share_of_ceiling", float("nan"))
+    share = number(check.get("share_of_ceiling"))
     if np.isfinite(share) and share < AGREE_BELOW:
         parts.append(
             f"paired CM agrees with the same runs' brute-force CM at Spearman "
@@ -196,7 +197,7 @@ def damping_sentence(damping: dict) -> str:
     if "brute_mean_cm" in damping:
         text += f" ({damping['brute_mean_cm']:.4f})"
     check = damping.get("brute_check") or {}
-    if np.isfinite(check.get("spearman", float("nan"))):
+    if np.isfinite(number(check.get("spearman"))):
         text += (
             f"; against the same runs' brute-force CM: Spearman {check['spearman']:.2f}, "
             f"{check['share_of_ceiling']:.0%} of the {check['ceiling']:.2f} that the two "

@@ -20,6 +20,7 @@ from rmlens.memorization._notes import PAIRED_SIGNIFICANCE, mode_note
 from rmlens.memorization._paired import exactness_summary, exactness_warning
 from rmlens.memorization._plans import runs_per_repeat
 from rmlens.memorization._quality import (
+    TRAINED_ELSEWHERE,
     audit_warnings,
     budget_warning,
     coverage_warning,
@@ -30,6 +31,7 @@ from rmlens.memorization._quality import (
     rm_quality,
     strongest_shortcut,
     validation_note,
+    withheld_reason,
 )
 from rmlens.memorization._reliability import (
     reliability_warnings,
@@ -39,6 +41,7 @@ from rmlens.memorization._reliability import (
 )
 from rmlens.memorization._run_folders import RunMatrices, load_matrices
 from rmlens.memorization._summary import (
+    WITHHELD,
     categorize,
     cm_significant,
     objective_summary,
@@ -101,7 +104,9 @@ def finish(
     duplicates, conflict = duplicates_across_groups(
         pairs, groups, group_by=record.get("group_by") or "group"
     )
-    table = _label(table, pairs.assign(conflict=conflict), groups, config)
+    checkpoint = exp.manifest(finished[0]).get("metrics", {}) if "checkpoint" in record else {}
+    withheld = withheld_reason(quality, checkpoint.get("damping_edge"))
+    table = _label(table, pairs.assign(conflict=conflict), groups, config, withheld)
     exp.write_table(table, "memorization.parquet")
     plot_memorization_map(table, exp / "memorization_map.png",
                           checkpoint="checkpoint" in record)  # fmt: skip
@@ -111,7 +116,7 @@ def finish(
         "rm_quality": quality,
         "reliability": reliability,
         **_checks(exactness_summary(checks), damping),
-        **summarize_audit(table, cm_threshold=config.cm_threshold),
+        **summarize_audit(table, cm_threshold=config.cm_threshold, withheld=withheld),
         **_accounting(exp, table, pairs, finished, n_runs),
     }
     if not config.n_boot:  # no intervals asked for: no significance to speak of
@@ -125,6 +130,8 @@ def finish(
         if record.get(key) is not None:
             summary[key] = record[key]
     summary["duplicates"] = duplicates  # of the audited pairs and groups (after `dedupe`)
+    if pairs.attrs.get("dropped"):  # rows of the data left out as it loaded (drop_invalid)
+        summary["dropped_rows"] = pairs.attrs["dropped"]
     summary["shortcut"] = strongest_shortcut(table, record.get("group_by"))
     if record.get("dedupe"):
         summary["dedupe"] = record["dedupe"]
@@ -138,7 +145,8 @@ def finish(
             missing=len(summary["failed_runs"]),
         )
     summary["objective"] = objective_summary(exp, finished)
-    summary["warnings"] = _warnings(summary, table, plan, config, folds)
+    foreign = str(record.get("regime", "")).startswith(TRAINED_ELSEWHERE)
+    summary["warnings"] = _warnings(summary, table, plan, config, folds, foreign=foreign)
     exp.write_json(summary, "summary.json")
     return table
 
@@ -157,13 +165,15 @@ def _estimate(m: RunMatrices, config: AuditConfig) -> pd.DataFrame:
 
 
 def _label(table: pd.DataFrame, pairs: pd.DataFrame, groups: pd.Series,
-           config: AuditConfig) -> pd.DataFrame:  # fmt: skip
-    """The table with every pair column, its group, category and CM's significance."""
+           config: AuditConfig, withheld: str | None = None) -> pd.DataFrame:  # fmt: skip
+    """The table with every pair column, its group, category and CM's significance; the
+    category ``withheld`` for every defined pair when ``withheld`` says why."""
     meta = pairs.assign(group=groups.to_numpy())
     for col in ("prompt", "chosen", "rejected"):
         meta[col] = meta[col].map(to_text)
     table = table.merge(meta, on="id", how="left")
-    table["category"] = categorize(table, cm_threshold=config.cm_threshold)
+    category = categorize(table, cm_threshold=config.cm_threshold)
+    table["category"] = category.where(category == "undefined", WITHHELD) if withheld else category
     table["cm_significant"] = cm_significant(table)
     return table
 
@@ -206,10 +216,14 @@ def _accounting(exp: AuditDir, table: pd.DataFrame, pairs: pd.DataFrame,
 
 
 def _warnings(summary: dict, table: pd.DataFrame, plan: pd.DataFrame, config: AuditConfig,
-              folds: int) -> list[dict]:  # fmt: skip
-    """summary.json's warnings, from the rest of the summary."""
+              folds: int, *, foreign: bool = False) -> list[dict]:  # fmt: skip
+    """summary.json's warnings, from the rest of the summary (``foreign``: one RM trained
+    outside rmlens)."""
     quality, reliability = summary["rm_quality"], summary["reliability"]
-    found = [learning_warning(quality, config), *audit_warnings(table, quality)]
+    found = [learning_warning(quality, config, foreign=foreign), *audit_warnings(table, quality)]
+    if summary.get("categories_withheld"):
+        found.insert(0, {"code": "categories_withheld",
+                         "message": summary["categories_withheld"]})  # fmt: skip
     found += reliability_warnings(reliability)
     found.append(budget_warning(summary["validation"], summary["n_runs_finished"]))
     if summary["estimator"] == "brute":  # paired: every run gives every pair both sides

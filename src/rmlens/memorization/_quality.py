@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens._io import number
 from rmlens.data import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plans import runs_needed
@@ -124,16 +125,49 @@ def runs_warning(
     }
 
 
-def learning_warning(quality: dict, config: AuditConfig) -> dict | None:
-    """The runs whose RM did not learn (``rewards._metrics.not_learned`` of its in-training
-    accuracy), the first one's reason and the settings to change; None when every run
-    learned. Listed first among the warnings: such runs' TM, TG and CM measure noise."""
+# how a one-checkpoint audit's regime begins for an RM trained outside rmlens
+TRAINED_ELSEWHERE = "one RM trained outside rmlens"
+
+
+def idle_runs(quality: dict) -> list[tuple[int, str]]:
+    """``(run, why)`` of each run whose RM did not learn (``rewards._metrics.not_learned`` of
+    its accuracy on the pairs it trained on)."""
     runs = quality.get("runs") or []
-    idle = [(r["run"], why) for r in runs if r["in_train"]["n"]
-            for why in [not_learned(r["in_train"]["accuracy"], r["in_train"]["n"])] if why]
+    return [(r["run"], why) for r in runs if r["in_train"]["n"]
+            for why in [not_learned(number(r["in_train"]["accuracy"]), r["in_train"]["n"])]
+            if why]  # fmt: skip
+
+
+def withheld_reason(quality: dict, damping_edge: str | None = None) -> str | None:
+    """Why the pairs get no category, or None: every run's RM did not learn (its TM, TG and
+    CM measure noise), or a one-checkpoint damping at its grid's edge (CM's size is the
+    grid's limit, not calibrated, and the memorized category reads CM's size)."""
+    runs, idle = quality.get("runs") or [], idle_runs(quality)
+    if runs and len(idle) == len(runs):
+        who = "the RM" if len(runs) == 1 else f"none of the {len(runs)} runs' RMs"
+        return (f"categories withheld: {who} did not learn ({idle[0][1]}), so TM, TG and CM "
+                "measure noise")
+    if damping_edge:
+        return (f"categories withheld: the one-checkpoint damping is not calibrated (it sits "
+                f"at the grid's {damping_edge} value), so CM's size, which the memorized "
+                "category reads, is the grid's limit; rank pairs by CM")
+    return None
+
+
+def learning_warning(quality: dict, config: AuditConfig, *, foreign: bool = False) -> dict | None:
+    """The runs whose RM did not learn, the first one's reason and what to change; None when
+    every run learned. Listed first among the warnings: such runs' TM, TG and CM measure
+    noise. ``foreign``: one RM trained outside rmlens, whose settings rmlens does not know,
+    so the advice names what to check, never rmlens's defaults."""
+    runs = quality.get("runs") or []
+    idle = idle_runs(quality)
     if not idle:
         return None
-    if config.mode == "finetune":
+    if foreign:
+        fix = ("check how it was trained: its training logs (did the loss fall?), the "
+               "epochs and learning rate you set, and that --data holds the pairs it was "
+               "trained on, chosen and rejected the right way round")
+    elif config.mode == "finetune":
         t = config.train
         fix = f"raise `epochs` (now {t.epochs}), `lr` (now {t.lr:g}) or `lora_r` (now {t.lora_r})"
     elif config.head.convex:
@@ -141,10 +175,11 @@ def learning_warning(quality: dict, config: AuditConfig) -> dict | None:
         fix = f"give `l2_grid` smaller penalties (now {grid}), or check the features"
     else:
         fix = f"raise `epochs` (now {config.head.epochs}) or `lr` (now {config.head.lr:g})"
+    which = ("the RM did not learn (" if len(runs) == 1
+             else f"{len(idle)} of {len(runs)} runs' RMs did not learn (run {idle[0][0]}: ")
     return {
         "code": "not_learned",
-        "message": (f"{len(idle)} of {len(runs)} runs' RMs did not learn (run {idle[0][0]}: "
-                    f"{idle[0][1]}): their TM, TG and CM measure noise; {fix}"),
+        "message": f"{which}{idle[0][1]}): TM, TG and CM measure noise; {fix}",
         "runs": [int(run) for run, _ in idle],
     }
 
@@ -152,7 +187,7 @@ def learning_warning(quality: dict, config: AuditConfig) -> dict | None:
 def audit_warnings(table: pd.DataFrame, quality: dict) -> list[dict]:
     """The plain-word warnings about the RMs themselves (``code``, ``message``)."""
     warnings = []
-    held = quality.get("held_out", {}).get("accuracy", {}).get("mean", float("nan"))
+    held = number(quality.get("held_out", {}).get("accuracy", {}).get("mean"))
     if np.isfinite(held) and abs(held - CHANCE) <= NEAR_CHANCE:
         warnings.append(
             {

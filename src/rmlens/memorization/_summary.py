@@ -7,12 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rmlens._io import number
 from rmlens.experiment import AuditDir
 from rmlens.rewards import inactive_message
 from rmlens.stats import group_draws, percentile_interval, spearman, wilson_interval
 
 # In the order they are applied: a pair gets the first that holds.
 CATEGORIES = ("undefined", "not_learned", "memorized", "generalized", "other")
+# every defined pair's category when categories are withheld (``_quality.withheld_reason``):
+# the RM did not learn, or CM's size is not calibrated
+WITHHELD = "withheld"
 RULES = {
     "undefined": "n_in = 0 or n_out = 0 (no TM, TG or CM)",
     "not_learned": "TM < {learned}: not learned even when trained on",
@@ -160,7 +164,8 @@ def cm_links(
 
 
 def summarize_audit(
-    table: pd.DataFrame, *, cm_threshold: float, learned: float = 0.5, top: int = 10
+    table: pd.DataFrame, *, cm_threshold: float, learned: float = 0.5, top: int = 10,
+    withheld: str | None = None,
 ) -> dict:
     """The end-of-audit summary of a categorized memorization table (``summary.json``).
 
@@ -175,6 +180,10 @@ def summarize_audit(
         The TM and TG threshold the categories used.
     top : int, default=10
         Pairs listed in ``most_memorized`` and ``largest_cm_not_memorized``.
+    withheld : str, optional
+        Why the table's categories are withheld (its defined pairs are all ``withheld``):
+        then the only categories are ``undefined`` and ``withheld``, this reason its rule,
+        ``categories_withheld`` and ``most_memorized_note``.
 
     Returns
     -------
@@ -191,6 +200,9 @@ def summarize_audit(
         Spearman with group size and margin (:func:`cm_links`).
     """
     counts = table.category.value_counts()
+    order = ["undefined", WITHHELD] if withheld else list(CATEGORIES)
+    rules = ({"undefined": RULES["undefined"], WITHHELD: withheld} if withheld else
+             {c: RULES[c].format(learned=learned, cm=cm_threshold) for c in CATEGORIES})
     ranked, rest = rank_memorized(table, top)
     cols = [c for c in ("id", "tm", "tg", "cm", "category", "conflict", "group", "mechanism")
             if c in table]  # fmt: skip
@@ -198,11 +210,9 @@ def summarize_audit(
     summary = {
         "n_pairs": int(len(table)),
         "thresholds": {"cm_memorized": cm_threshold, "learned": learned},
-        "category_order": list(CATEGORIES),
-        "category_rules": {
-            c: RULES[c].format(learned=learned, cm=cm_threshold) for c in CATEGORIES
-        },
-        "counts": {c: int(counts.get(c, 0)) for c in CATEGORIES},
+        "category_order": order,
+        "category_rules": rules,
+        "counts": {c: int(counts.get(c, 0)) for c in order},
         "cm_significant": {
             "count": int(significant.sum()),
             "memorized": int((significant & (table.category == "memorized")).sum()),
@@ -214,7 +224,10 @@ def summarize_audit(
         f"{learned}, CM >= {cm_threshold}), highest CM first; at most {top}",
         "largest_cm_not_memorized": _records(rest[cols]),
     }
-    if len(ranked) < top:
+    if withheld:
+        summary["categories_withheld"] = withheld
+        summary["most_memorized_note"] = withheld
+    elif len(ranked) < top:
         summary["most_memorized_note"] = memorized_note(len(ranked))
     conflicts = memorized_conflicts(table)
     if conflicts is not None:
@@ -304,7 +317,7 @@ def accuracy_interval(quality: dict, split: str) -> tuple[float, float] | None:
     """
     runs = quality.get("runs") or []
     part = (runs[0].get(split) or {}) if len(runs) == 1 and isinstance(runs[0], dict) else {}
-    n, accuracy = part.get("n") or 0, part.get("accuracy", float("nan"))
+    n, accuracy = part.get("n") or 0, number(part.get("accuracy"))
     if not n or not np.isfinite(accuracy):
         return None
     lo, hi = wilson_interval(accuracy * n, n)

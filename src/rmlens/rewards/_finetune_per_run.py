@@ -6,6 +6,7 @@ the run's paired counterfactuals (``influence_scores``: Gauss-Newton or last-lay
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -174,6 +175,7 @@ def influence_scores(
     *,
     margin: np.ndarray | None = None,
     damping: tuple[float, ...] = DAMPING,
+    advance: Callable[[int], None] | None = None,
 ):
     """Rewards of every pair under a fine-tuned explicit RM, and its paired counterfactuals
     over a damping grid: Gauss-Newton influence through the trained parameters
@@ -201,6 +203,9 @@ def influence_scores(
         The pairs' margins (with ``use_margin``).
     damping : tuple of float
         The damping grid, relative to the mean curvature.
+    advance : callable, optional
+        Called with the number of pairs whose gradients are done (a progress bar over the
+        training and evaluation pairs, whose gradients the Gauss-Newton step reads).
 
     Returns
     -------
@@ -238,7 +243,7 @@ def influence_scores(
                     raise InputError(f"influence_blocks {cfg.influence_blocks}: {err}") from err
             with fused_layers(net):
                 r[rows], jac = pair_gradients(net, todo, runtime, batches=batches,
-                                              seed=cfg.seed)  # fmt: skip
+                                              seed=cfg.seed, advance=advance)  # fmt: skip
         finally:
             for param, flag in zip(net.parameters(), trained):
                 param.requires_grad_(flag)

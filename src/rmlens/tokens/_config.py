@@ -33,6 +33,10 @@ class SweepConfig(ScoreConfig):
         "help": "The cached prefix is the longest one shared by this share of candidates."})
     verify: int = field(default=4, metadata={
         "help": "Cached candidates re-scored in full per prompt, as a check."})
+    exact_extremes: int = field(default=100, metadata={
+        "help": "In bf16, the top and bottom N tokens of each prompt are scored again in fp32 "
+                "(and more, until no token left in bf16 could enter them), so they are "
+                "fp32's; 0 keeps bf16's."})
     threads: int | None = field(default=None, metadata={
         "help": "CPU threads for torch (default: torch's choice; 1 is faster on a busy machine)."})
 
@@ -50,5 +54,6 @@ class SweepConfig(ScoreConfig):
         "min_share": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
                       and 0 < v <= 1, "a number in (0, 1]"),
         "verify": (non_negative_int, "an int >= 0"),
+        "exact_extremes": (non_negative_int, "an int >= 0"),
         "threads": (lambda v: v is None or positive_int(v), "None or an int > 0"),
     }

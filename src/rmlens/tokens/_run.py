@@ -22,6 +22,7 @@ import re
 import shutil
 import time
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -48,10 +49,14 @@ from rmlens.tokens._stats import (
     top_bottom,
     word_features,
 )
-from rmlens.tokens._sweep import SWEEP_COLUMNS, sweep_prompt
+from rmlens.tokens._sweep import SWEEP_COLUMNS, rescore_extremes, sweep_prompt
 
 SWEEP = "sweep.parquet"  # a model's table, in its folder
 META = "sweep_meta.json"  # the settings it was swept with: the model folder's record
+# a bf16 sweep's cached route checked against full scoring to a third of the scores' spread
+# (bf16 rounds the two routes differently, by up to 15% of it for SmolLM2); its extremes are
+# then checked to float tolerance when scored again in fp32
+BF16_CHECK = 1 / 3
 
 
 def read_prompts(path: str | Path) -> list[str]:
@@ -99,8 +104,14 @@ def _key(*items) -> str:
     return json_sha1(items, 12)
 
 
-def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bool) -> dict:
-    """Sweep one model over all prompts (resuming finished prompts); return timing info."""
+def _sweep_model(load, spec: str, folder: Path, config: SweepConfig, precision: str,
+                 quiet: bool) -> dict:
+    """Sweep one model over all prompts (resuming finished prompts); return timing info.
+
+    ``load(precision)`` gives the model's scorer. In bf16 each prompt's extremes are then
+    scored again in fp32 (:func:`rescore_extremes`), from a second load.
+    """
+    scorer = load(precision)
     ids, skipped = sweep_token_ids(scorer.tokenizer, config.max_tokens)
     exp = ExperimentDir(folder)
     parts_dir = folder / "parts"
@@ -108,7 +119,7 @@ def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bo
     todo = len(ids) * len(config.prompts)
     with progress_bar(f"sweep {folder.name}", total=todo, quiet=quiet) as advance:
         for prompt in config.prompts:
-            key = _key(spec, prompt, config.max_tokens, config.score_index)
+            key = _key(spec, prompt, config.max_tokens, config.score_index, precision)
             part = f"parts/{key}.parquet"
             if (exp / part).is_file():
                 frames.append(exp.read_table(part))
@@ -118,16 +129,57 @@ def _sweep_model(scorer, spec: str, folder: Path, config: SweepConfig, quiet: bo
             frame, info = sweep_prompt(
                 scorer, prompt, token_ids=ids, batch_size=config.batch_size,
                 min_share=config.min_share, verify=config.verify, advance=advance,
+                loose=BF16_CHECK if precision == "bf16" else None,
             )
             seconds = time.perf_counter() - start
             exp.write_table(frame, part)
             frames.append(frame)
             infos.append({**asdict(info), "prompt": prompt, "seconds": round(seconds, 2),
                           "tokens_per_second": round(len(frame) / max(seconds, 1e-9), 1)})
+    del scorer
+    if precision == "bf16" and config.exact_extremes:
+        frames = _rescore(load, spec, frames, exp, config, infos, quiet)
     table = pd.concat(frames, ignore_index=True)[list(SWEEP_COLUMNS)]
     exp.write_table(table, SWEEP)
     shutil.rmtree(parts_dir, ignore_errors=True)
     return {"n_tokens": int(len(ids)), "n_skipped_special": int(skipped), "prompts": infos}
+
+
+def _scorer(spec: str, config: SweepConfig, formats: list, precision: str):
+    """The token scorer of RM ``spec`` in ``precision``; its format appended to ``formats``."""
+    rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
+                            trust_remote_code=config.trust_remote_code, precision=precision),
+                    config.format, config.max_length)  # fmt: skip
+    formats.append(getattr(rm, "format", None))
+    if formats[-1] == "mixed":
+        raise InputError(f"{spec}: its members tokenize in different formats; sweep them one "
+                         "by one, or set `format`")  # fmt: skip
+    return token_scorer(rm, name=spec, consume=True)  # tokenizes as the RM does
+
+
+def _rescore(load, spec: str, frames: list[pd.DataFrame], exp: ExperimentDir,
+             config: SweepConfig, infos: list[dict], quiet: bool) -> list[pd.DataFrame]:
+    """Each prompt's bf16 sweep with its extremes scored again in fp32 (resumable)."""
+    k, exact, out = config.exact_extremes, None, []
+    timing = {info["prompt"]: info for info in infos}
+    with progress_bar("extremes in fp32", total=len(frames), quiet=quiet) as advance:
+        for frame in frames:
+            prompt = str(frame["prompt"].iloc[0])
+            part = (f"parts/{_key(spec, prompt, config.max_tokens, config.score_index, k)}"
+                    "-fp32.parquet")  # fmt: skip
+            if not (exp / part).is_file():
+                exact = exact or load("fp32")
+                start = time.perf_counter()
+                frame, info = rescore_extremes(exact, frame, k, batch_size=config.batch_size,
+                                               verify=config.verify)  # fmt: skip
+                exp.write_table(frame, part)
+                if prompt in timing:
+                    timing[prompt].update(fp32_rescored=info["n_rescored"],
+                                          fp32_max_abs_diff=info["max_abs_diff"],
+                                          fp32_seconds=round(time.perf_counter() - start, 2))
+            out.append(exp.read_table(part))
+            advance(1)
+    return out
 
 
 def model_stats(table: pd.DataFrame, folder: Path, top_k: int = 10, plots: bool = True) -> dict:
@@ -222,24 +274,17 @@ def _run(config: SweepConfig, out: Path, quiet: bool) -> dict:
         settings = {"rm": spec, "prompts": config.prompts, "max_tokens": config.max_tokens,
                     "score_index": config.score_index, "format": config.format,
                     "precision": precision,
+                    **({"exact_extremes": config.exact_extremes} if precision == "bf16" else {}),
                     **({"max_length": config.max_length} if config.max_length else {})}
         saved = model.reusable({"settings": settings}, [SWEEP])  # else swept again
         if saved is not None:
             meta = saved
         else:
-            rm = use_format(load_rm(spec, score_index=config.score_index, device=config.device,
-                                    trust_remote_code=config.trust_remote_code,
-                                    precision=precision), config.format,
-                            config.max_length)
-            fmt = getattr(rm, "format", None)
-            if fmt == "mixed":
-                raise InputError(f"{spec}: its members tokenize in different formats; sweep "
-                                 "them one by one, or set `format`")  # fmt: skip
-            scorer = token_scorer(rm, name=spec, consume=True)  # tokenizes as the RM does
-            meta = {"settings": settings, "format": fmt,
-                    **_sweep_model(scorer, spec, folder, config, quiet)}  # fmt: skip
+            formats: list = []
+            load = partial(_scorer, spec, config, formats)
+            swept = _sweep_model(load, spec, folder, config, precision, quiet)
+            meta = {"settings": settings, "format": formats[0], **swept}
             model.write_record(meta)
-            del scorer, rm
         table = model.read_table(SWEEP)
         tables[slug] = table
         stats = {"rm": spec, "folder": slug, "format": meta.get("format"),

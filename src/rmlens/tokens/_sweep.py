@@ -74,6 +74,7 @@ def score_sequences(
     min_share: float = 0.99,
     padding_side: str = "right",
     verify: int = 4,
+    loose: float | None = None,
     advance: Callable[[int], None] | None = None,
 ) -> tuple[np.ndarray, SweepInfo]:
     """Rewards of many sequences that share a prefix, with that prefix computed once.
@@ -93,6 +94,11 @@ def score_sequences(
     verify : int, default=4
         Cached candidates re-scored in full as a check; on a mismatch beyond float
         tolerance every candidate is scored in full, with a warning.
+    loose : float, optional
+        The check's tolerance as a share of the scores' spread (their standard deviation),
+        for a model in bf16: its cached and full routes round differently, by a few percent
+        of the spread, while a fault of the cache moves scores by about the spread. Default:
+        float tolerance (1e-3).
     advance : callable, optional
         Called with the number of candidates done (a progress bar).
 
@@ -122,7 +128,7 @@ def score_sequences(
         reference = scorer.full([seqs[i] for i in probe], padding_side)
         ran += sum(len(seqs[i]) for i in probe)
         check = float(np.max(np.abs(reference - scores[probe])))
-        if not np.allclose(scores[probe], reference, rtol=1e-3, atol=1e-3):
+        if not _agree(scores[probe], reference, loose, scores):
             warnings.warn(
                 f"{scorer.name}: cached scores differ from full scoring by up to {check:.3g}; "
                 "scoring every candidate in full instead", RuntimeWarning, stacklevel=2,
@@ -142,6 +148,13 @@ def score_sequences(
         n_tokens=ran,
     )
     return scores, info
+
+
+def _agree(cached: np.ndarray, full: np.ndarray, loose: float | None,
+           scores: np.ndarray) -> bool:
+    if loose is None:
+        return bool(np.allclose(cached, full, rtol=1e-3, atol=1e-3))
+    return bool(np.max(np.abs(cached - full)) <= loose * np.nanstd(scores))
 
 
 def _cached_route(scorer, seqs, todo: list[int], min_share: float, batch_size: int,
@@ -198,6 +211,7 @@ def sweep_prompt(
     min_share: float = 0.99,
     padding_side: str = "right",
     verify: int = 4,
+    loose: float | None = None,
     advance: Callable[[int], None] | None = None,
 ) -> tuple[pd.DataFrame, SweepInfo]:
     """Score every (non-special) token as the one-token answer to ``prompt``.
@@ -210,7 +224,7 @@ def sweep_prompt(
     token_ids : ndarray, optional
         Ids to sweep; default the whole vocabulary (its first ``max_tokens`` ids if given).
     max_tokens : int, optional
-    batch_size, min_share, padding_side, verify, advance
+    batch_size, min_share, padding_side, verify, loose, advance
         See :func:`score_sequences`.
 
     Returns
@@ -235,7 +249,7 @@ def sweep_prompt(
                              format=getattr(scorer, "format", None))  # fmt: skip
     scores, info = score_sequences(
         scorer, cands.seqs, batch_size=batch_size, min_share=min_share,
-        padding_side=padding_side, verify=verify, advance=advance,
+        padding_side=padding_side, verify=verify, loose=loose, advance=advance,
     )
     info.n_skipped_special = cands.n_skipped_special
     frame = pd.DataFrame({
@@ -247,3 +261,75 @@ def sweep_prompt(
         "rank": rank_scores(scores, cands.token_ids),
     })
     return frame, info
+
+
+def rescore_extremes(
+    exact: TokenScorer,
+    frame: pd.DataFrame,
+    k: int,
+    *,
+    batch_size: int = 256,
+    margin: float = 1.5,
+    verify: int = 4,
+) -> tuple[pd.DataFrame, dict]:
+    """Score a bf16 sweep's top and bottom ``k`` tokens again with an fp32 scorer.
+
+    From each end, tokens are re-scored in the bf16 order, in blocks, until the next one
+    could not enter the fp32 top (bottom) ``k``: until its bf16 score, corrected by the
+    largest fp32 - bf16 difference seen so far plus ``margin - 1`` times their range (bf16
+    shifts a model's rewards as well as scattering them), falls short of the ``k``-th fp32
+    score. Re-scored tokens keep their fp32 scores and the ranks are computed again, so the
+    ``k`` first and last ranks are fp32's (DESIGN.md, precision).
+
+    Parameters
+    ----------
+    exact : TokenScorer
+        The same RM scoring in fp32.
+    frame : DataFrame
+        One prompt's sweep (:func:`sweep_prompt`), scored in bf16.
+    k : int
+        Tokens per end that must be fp32's.
+    batch_size : int, default=256
+    verify : int, default=4
+        Per block, cached candidates checked against full scoring (:func:`score_sequences`).
+    margin : float, default=1.5
+        The safety factor on the differences seen.
+
+    Returns
+    -------
+    frame : DataFrame
+        ``frame`` with fp32 scores for the re-scored tokens, and new ranks.
+    info : dict
+        ``n_rescored`` and ``max_abs_diff`` (the largest |bf16 - fp32| among them).
+    """
+    prompt = str(frame["prompt"].iloc[0])
+    exact.prepare(prompt)
+    approx = frame["score"].to_numpy(dtype=np.float64)
+    scores = approx.copy()
+    ids = frame["token_id"].to_numpy()
+    done = np.zeros(len(frame), dtype=bool)
+    fmt = getattr(exact, "format", None)
+
+    def score(rows: np.ndarray) -> None:
+        if len(rows):
+            seqs = build_candidates(exact.tokenizer, prompt, token_ids=ids[rows], format=fmt).seqs
+            scores[rows] = score_sequences(exact, seqs, batch_size=batch_size, verify=verify)[0]
+            done[rows] = True
+
+    for sign in (1.0, -1.0):  # the top, then the bottom
+        order = np.argsort(-sign * approx, kind="stable")
+        pos, block = 0, 2 * k
+        while pos < len(order):
+            rows = order[pos : pos + block]
+            score(rows[~done[rows]])
+            pos, block = pos + len(rows), k
+            seen = done & np.isfinite(scores)
+            shift = sign * (scores[seen] - approx[seen])
+            bound = shift.max() + (margin - 1) * (shift.max() - shift.min())
+            kth = np.sort(sign * scores[order[:pos]])[::-1][min(k, pos) - 1]
+            if pos < len(order) and sign * approx[order[pos]] + bound < kth:
+                break
+    frame = frame.assign(score=scores, rank=rank_scores(scores, ids))
+    seen = done & np.isfinite(scores)
+    diff = float(np.max(np.abs(scores[seen] - approx[seen]))) if seen.any() else float("nan")
+    return frame, {"n_rescored": int(done.sum()), "max_abs_diff": diff}

@@ -396,3 +396,18 @@ def test_a_whole_rm_audit_times_its_readings_before_it_starts(classifier_dirs, t
     assert "for 12 pairs" in said[0] and "s per pair, measured" in said[0]
     assert "--checkpoint-blocks 8 reads the last 8 blocks in about" in said[0]
     assert "save the LoRA adapter unmerged" in said[0]
+
+
+def test_a_bf16_reading_agrees_with_the_classifier_to_bf16_noise_not_to_another_pooling(
+        tmp_path):  # fmt: skip
+    """In bf16 the net may differ from the classifier's fp32 pass by bf16's noise (a share of
+    the rewards' spread); a difference the size of the spread (another pooling) is refused."""
+    from rmlens.hub._classifier_net import check_agreement
+
+    reference = np.random.default_rng(0).normal(0, 0.3, (50, 2))
+    noise = reference + 0.2 * reference.std()  # a shift a bf16 reading of SmolLM2 shows
+    check_agreement(tmp_path, noise, reference, "bf16")
+    with pytest.raises(InputError, match="away from its own forward pass"):
+        check_agreement(tmp_path, noise, reference, "fp32")
+    with pytest.raises(InputError, match="away from its own forward pass"):
+        check_agreement(tmp_path, reference[::-1], reference, "bf16")  # other tokens' rewards

@@ -275,6 +275,7 @@ def audit_rm(
         n_val = int(exp.manifest(0).get("n_val", 0))
         summary["validation"].update(
             used=bool(n_val), pairs_words=f"{ckpt.eval_words} ({n_val} pairs, never trained on)",
+            given=eval_data is not None,
         )  # fmt: skip
         if not n_val and damping is None:
             summary["warnings"].append({"code": "checkpoint_uncalibrated", "message": (

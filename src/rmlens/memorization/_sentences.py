@@ -181,8 +181,8 @@ def _shortcut(found: dict | None) -> Sentence | None:
 NO_VALIDATION = Sentence("A pair is in a run only if the run's RM took gradients on it; no run "
                          "set validation pairs aside.")  # fmt: skip
 CHECKPOINT_VALIDATION = Sentence(
-    "The RM's own evaluation pairs (manifest: val_ids) were never trained on, so they count "
-    "neither in n_in nor in n_out: they have no TM, TG or CM."
+    "The evaluation pairs (manifest: val_ids) were never trained on, so they count neither in "
+    "n_in nor in n_out: they have no TM, TG or CM."
 )
 
 
@@ -227,6 +227,12 @@ def _regime(
         )
     if not validation.get("used"):
         return None
+    if validation.get("given"):  # a one-checkpoint audit's --eval-data: its training unknown
+        return Sentence(
+            "Evaluation pairs: {groups}, given apart; the RM's own training did not read them, "
+            "so their accuracy is its held-out standing, and the damping is calibrated on them.",
+            {"groups": str(groups)},
+        )
     if not validation.get("patience"):  # evaluated each epoch, but nothing stops early
         return Sentence(
             "Training regime: validation pairs from {groups} evaluated each epoch; no early "

@@ -311,6 +311,15 @@ def test_quiet_audit_of_an_adapter_prints_the_result_only(classifier_dirs, tmp_p
     assert "Memorization audit" in done.stdout
     for noise in ("Writing", "it/s", "FutureWarning", "DeprecationWarning"):
         assert noise not in done.stderr, done.stderr
+    # without --quiet: rmlens's status lines and its bar, not transformers' report of the
+    # score layer the adapter brings, nor of its tensor-parallel plan
+    args = [*args[:-2], str(tmp_path / "b")]
+    done = subprocess.run([sys.executable, "-c", "import sys; from rmlens.cli import main; "
+                           f"sys.exit(main({args!r}))"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "gradients" in done.stderr and "through its LoRA adapters" in done.stderr
+    for noise in ("LOAD REPORT", "not sharded", "newly initialized"):
+        assert noise not in done.stderr, done.stderr
 
 
 def test_an_rm_at_chance_gets_no_category_and_advice_about_its_own_training(

@@ -98,6 +98,10 @@ def reward_offset(config: Any) -> float:
     return float(getattr(config, "rmlens_reward_offset", 0.0) or 0.0)
 
 
+def _no_load_report(record: logging.LogRecord) -> bool:
+    return "LOAD REPORT" not in record.getMessage()
+
+
 def _load_classifier(path: Path) -> tuple[Any, str, Path | str]:
     """The classifier at ``path`` (whole, or a PEFT adapter on its base), what was trained,
     in words, and where its tokenizer is."""
@@ -113,14 +117,14 @@ def _load_classifier(path: Path) -> tuple[Any, str, Path | str]:
     if not base:
         raise InputError(f"`rm` {path}: its adapter_config.json names no base model")
     # the base has no score layer, which the adapter brings (modules_to_save): transformers'
-    # load report calling it "newly initialized" is not for the user
+    # load report calling it "newly initialized" is not for the user (a filter, not a level:
+    # transformers checks its tensor-parallel plan, and says so, when its level is raised)
     report = logging.getLogger("transformers.modeling_utils")
-    level = report.level
-    report.setLevel(logging.ERROR)
+    report.addFilter(_no_load_report)
     try:
         model = load(base, num_labels=1, dtype=torch.float32)
     finally:
-        report.setLevel(level)
+        report.removeFilter(_no_load_report)
     with warnings.catch_warnings():  # peft reads transformers' deprecated checkpointing flag
         warnings.simplefilter("ignore", FutureWarning)
         model = PeftModel.from_pretrained(model, str(path), is_trainable=True)

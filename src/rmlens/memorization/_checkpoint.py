@@ -216,7 +216,9 @@ def audit_rm(
     if saved is None or not exp.run_done(0):
         start = time.perf_counter()
         if not quiet:
-            status(f"{folder}: gradients of {len(pairs)} pairs through {through}; "
+            scored = (f" ({len(pairs) - n_trained} evaluation pairs scored)"
+                      if len(pairs) > n_trained else "")  # fmt: skip
+            status(f"{folder}: gradients of {n_trained} pairs through {through}{scored}; "
                    + precision_note(config.precision, resolve_device(device), task="score"))
         net, backbone, runtime = ckpt.load(device, precision)
         if blocks is not None:

@@ -348,6 +348,12 @@ def test_an_rm_at_chance_gets_no_category_and_advice_about_its_own_training(
     advice = next(w["message"] for w in summary["warnings"] if w["code"] == "not_learned")
     assert "training logs" in advice and "(now" not in advice
     np.testing.assert_allclose(table.cm, table.tm - table.tg, atol=1e-12)  # still reported
+    from rmlens.report import write_report
+
+    page = write_report(out).read_text()
+    assert "No pair has a category: they are withheld" in page
+    assert "Largest CM (categories withheld)" in page
+    assert page.index("categories withheld: the RM did not learn") < page.index("Estimator")
 
 
 def test_eval_pairs_calibrate_an_rm_from_elsewhere(classifier_dirs, tmp_path, capsys):

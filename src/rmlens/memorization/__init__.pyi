@@ -32,6 +32,7 @@ from ._sentences import Sentence as Sentence
 from ._sentences import audit_sentences as audit_sentences
 from ._sides import run_sides as run_sides
 from ._sides import side_means as side_means
+from ._summary import WITHHELD as WITHHELD
 from ._summary import accuracy_interval as accuracy_interval
 from ._summary import categorize as categorize
 from ._summary import cm_links as cm_links

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rmlens.memorization import categorize, memorized_note
+from rmlens.memorization import WITHHELD, categorize, memorized_note
 
 from .._html import fmt, prose, snippet, table
 from ._base import Section
@@ -53,7 +53,11 @@ def pair_table_section(
         "Pairs categorized memorized (the category rules apply first: a pair with TM < 0.5 "
         "is not learned, whatever its CM), highest CM first."
     )
-    if len(order) < top_k:
+    withheld = bool((category == WITHHELD).any())
+    if withheld:  # the RM did not learn, or CM's size is not calibrated: the warnings say
+        lead = ("No pair has a category: they are withheld, for the reason the warnings "
+                "above give; the pairs of largest CM are listed below without a verdict.")
+    elif len(order) < top_k:
         lead += f" {memorized_note(len(order)).capitalize()}."
     lead += f" {note}"
     conflicts = "conflict" in mem.columns and any(_yes_no(v) == "yes" for v in mem["conflict"])
@@ -69,8 +73,10 @@ def pair_table_section(
         body += _pairs_table(mem, positions, shown, conflict=conflicts)
     rest = ranked.index[~memorized][: min(top_k, OTHERS_SHOWN)]
     if len(rest):
+        heading = ("Largest CM (categories withheld)" if withheld
+                   else "Largest CM among pairs not categorized memorized")  # fmt: skip
         body += (
-            "<h3>Largest CM among pairs not categorized memorized</h3>"
+            f"<h3>{heading}</h3>"
             '<p class="note">Listed for comparison, with the category each pair has.</p>'
             + _pairs_table(mem, positions, rest, category=category, conflict=conflicts)
         )

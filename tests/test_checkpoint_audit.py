@@ -165,7 +165,7 @@ def test_one_checkpoint_audit_of_a_hugging_face_rm(which, classifier_dirs, tmp_p
     note = json.loads((out / "config.json").read_text())["estimator_note"]
     assert trained in note
     # without an evaluation split: the benchmark's damping itself, said so everywhere
-    from rmlens.memorization._checkpoint import CHECKPOINT_DAMPING
+    from rmlens.memorization._notes import CHECKPOINT_DAMPING
 
     assert summary["checkpoint"]["damping"] == CHECKPOINT_DAMPING
     assert "the benchmark's value" in note and "calibrated" not in note
@@ -193,7 +193,7 @@ def test_frozen_audits_say_their_mode_and_cite_the_transfer_table():
 def test_calibration_at_the_grid_edge_says_so():
     """An RM that scores its evaluation pairs as well as its training pairs leaves no
     damping to calibrate: the largest is kept and named as an edge, not as a measurement."""
-    from rmlens.memorization._checkpoint import _calibrated
+    from rmlens.memorization._damping import calibrate_on_held as _calibrated
 
     p = np.array([0.7, 0.7, 0.7, 0.8])  # pairs 0-2 trained on, pair 3 evaluation
     p_cf = np.array([[0.5, 0.6, 0.69]] * 3 + [[0.8, 0.8, 0.8]])  # CM 0.2, 0.1, 0.01

@@ -31,6 +31,6 @@ __all__, __getattr__, __dir__ = attach(
         ],
         "_last_layer": ["DAMPING", "last_layer_counterfactuals"],
         "_gauss_newton": ["gauss_newton_counterfactuals"],
-        "_pair_gradients": ["pair_gradients", "through_last"],
+        "_pair_gradients": ["pair_gradients", "reading_last", "through_last"],
     },
 )

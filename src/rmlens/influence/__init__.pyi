@@ -14,4 +14,5 @@ from ._newton import fit_logistic as fit_logistic
 from ._newton import one_blas_thread as one_blas_thread
 from ._newton import refit as refit
 from ._pair_gradients import pair_gradients as pair_gradients
+from ._pair_gradients import reading_last as reading_last
 from ._pair_gradients import through_last as through_last

@@ -24,7 +24,8 @@ its runtime).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -80,6 +81,20 @@ def through_last(net: nn.Module, blocks: int) -> int:
         param.requires_grad_(keep)
         count += keep
     return count
+
+
+@contextmanager
+def reading_last(net: nn.Module, blocks: int | None) -> Iterator[None]:
+    """:func:`through_last` for the duration of the block (nothing when ``blocks`` is None),
+    the trained tensors' ``requires_grad`` restored after it; a ``ValueError`` as there."""
+    trained = [param.requires_grad for param in net.parameters()]
+    try:
+        if blocks is not None:
+            through_last(net, blocks)
+        yield
+    finally:
+        for param, flag in zip(net.parameters(), trained):
+            param.requires_grad_(flag)
 
 
 def n_params(linears: list[tuple[str, nn.Linear]]) -> int:

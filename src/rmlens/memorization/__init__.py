@@ -5,7 +5,8 @@ from rmlens._lazy import attach
 __all__, __getattr__, __dir__ = attach(
     __name__,
     {
-        "_checkpoint": ["audit_rm", "checkpoint_sentence"],
+        "_checkpoint": ["audit_rm"],
+        "_notes": ["checkpoint_sentence"],
         "_config": ["AuditConfig", "EXECUTION_FIELDS"],
         "_damping": ["damping_sentence"],
         "_estimate": ["estimate", "memorization_scores", "ESTIMATE_COLUMNS"],

@@ -3,7 +3,6 @@ imports an IDE or a type checker follows to their code; tests/test_stubs.py keep
 in step with ``__all__``."""
 
 from ._checkpoint import audit_rm as audit_rm
-from ._checkpoint import checkpoint_sentence as checkpoint_sentence
 from ._config import EXECUTION_FIELDS as EXECUTION_FIELDS
 from ._config import AuditConfig as AuditConfig
 from ._damping import damping_sentence as damping_sentence
@@ -12,6 +11,7 @@ from ._estimate import estimate as estimate
 from ._estimate import memorization_scores as memorization_scores
 from ._execute import default_trainer as default_trainer
 from ._finish import plot_memorization_map as plot_memorization_map
+from ._notes import checkpoint_sentence as checkpoint_sentence
 from ._plans import make_plan as make_plan
 from ._plans import runs_per_repeat as runs_per_repeat
 from ._quality import CHANCE as CHANCE

@@ -28,58 +28,21 @@ from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
 from rmlens.influence import DAMPING
 from rmlens.memorization._config import AuditConfig
-from rmlens.memorization._damping import blend, choose_damping
+from rmlens.memorization._damping import calibrate_on_held
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
 from rmlens.memorization._finish import finish
-from rmlens.memorization._notes import TRUST, say_summary
+from rmlens.memorization._notes import (
+    BLOCKS_STANDING,
+    CHECKPOINT_DAMPING,
+    STANDING,
+    say_summary,
+)
 from rmlens.memorization._plans import write_plan
-from rmlens.memorization._quality import TRAINED_ELSEWHERE, run_quality
-from rmlens.memorization._regime import objective_words
+from rmlens.memorization._quality import run_quality
+from rmlens.memorization._regime import checkpoint_regime
 from rmlens.memorization._run_folders import RunOutput, write_run
 from rmlens.progress import progress_bar, status
 from rmlens.rewards import TrainConfig, eval_split, group_codes, resolve_device
-
-# The damping (x tr(G)/min(q, n)) of a checkpoint without an evaluation split to calibrate
-# on: the geometric mean of what calibration to brute force chose for LoRA RMs on the
-# benchmark (benchmarks/finetune_paired.py: 3.58 on MiniLM, 300 HH pairs; 1.37 on
-# SmolLM2-135M, 120 HH pairs); and what one-checkpoint CM reached there.
-CHECKPOINT_DAMPING = 2.2
-STANDING = (
-    "on the benchmark (LoRA RMs trained by rmlens), one-checkpoint CM ranked pairs as a 5-run "
-    "paired audit did at Spearman 0.95 on 300 synthetic pairs with planted mechanisms, and "
-    "at 0.66 (MiniLM, 300 pairs), 0.85 (MiniLM, 1,000 pairs) and 0.65 (SmolLM2-135M, 120 "
-    "pairs) on the shortest HH-RLHF pairs, which the RMs barely generalize; with brute-force "
-    "references it agreed at 0.77 (synthetic, 40 runs), 0.54 (MiniLM on 300 HH pairs, 40 "
-    "runs, as the paired audit) and 0.28 (SmolLM2 on HH, 24 runs, against the paired audit's "
-    "0.47); its damping sets CM's size, so its mean CM rests on how well the RM's evaluation "
-    "split measures its held-out p (without one, on the benchmark's damping); "
-    + TRUST
-)
-
-# The cheaper reading (``blocks``) against every weight (benchmarks/checkpoint_blocks.py)
-BLOCKS_STANDING = (
-    "read through the linear layers of its last blocks only, which on the benchmark (SmolLM2-"
-    "135M, 30 blocks, every weight fine-tuned on 96 HH-RLHF pairs) ranked pairs by CM as "
-    "every weight did at Spearman 0.74 (1 block, 0.08 of the time), 0.77 (8 blocks, 0.18), "
-    "0.96 (16 blocks, 0.33) and 1.00 (all 30, 0.54)"
-)
-
-
-def checkpoint_sentence(checkpoint: dict) -> str:
-    """summary.json's ``checkpoint`` in one sentence: the damping, and how it was chosen.
-
-    Parameters
-    ----------
-    checkpoint : dict
-        ``damping`` and ``damping_how``.
-
-    Returns
-    -------
-    str
-        No final period.
-    """
-    return (f"One-checkpoint damping {checkpoint['damping']:.3g} x tr(G)/min(q, n), "
-            f"{checkpoint.get('damping_how', 'given')}")
 
 
 def trained_record(rm: Path) -> tuple[dict, dict]:
@@ -243,7 +206,7 @@ def audit_rm(
                                                margin=margin, damping=grid,
                                                advance=advance)  # fmt: skip
         ckpt.check(pairs, r, kept)
-        p_cf, chosen = _calibrated(p, p_cf, fit, held, grid, how_one, ckpt.eval_words)
+        p_cf, chosen = calibrate_on_held(p, p_cf, fit, held, grid, how_one, ckpt.eval_words)
         member = np.zeros(len(pairs), bool)
         member[fit] = True
         val = np.zeros(len(pairs), bool)
@@ -319,7 +282,7 @@ def reading_times(net, examples: list, runtime, n: int, folder: Path,
     ``examples`` (the fastest of them) through every weight and through the last ``blocks``
     blocks, times ``n`` pairs; and the cheaper readings, in words."""
     # lazy: torch, transformers load only when this runs
-    from rmlens.influence import pair_gradients, through_last
+    from rmlens.influence import pair_gradients, reading_last
 
     def seconds() -> float:
         times = []
@@ -329,16 +292,12 @@ def reading_times(net, examples: list, runtime, n: int, folder: Path,
             times.append(time.perf_counter() - start)
         return min(times)
 
-    trained = [q.requires_grad for q in net.parameters()]
     every = seconds()
     try:
-        through_last(net, blocks)
-        part = seconds()
+        with reading_last(net, blocks):
+            part = seconds()
     except ValueError:  # no blocks to read through
         part = None
-    finally:
-        for q, flag in zip(net.parameters(), trained):
-            q.requires_grad_(flag)
     said = (f"{folder}: every weight takes a backward pass per pair: about {_duration(every * n)}"
             f" for {n} pairs ({every:.2g} s per pair, measured)")  # fmt: skip
     if part is not None:
@@ -523,50 +482,6 @@ class _ClassifierRM:
                                           offset=reward_offset(self.classifier.config))  # fmt: skip
         r_c, r_r = classifier.score_pairs(pairs[kept])
         check_agreement(self.folder, rewards[kept], np.stack([r_c, r_r], 1), self.precision)
-
-
-def _calibrated(p, p_cf_grid, fit, held, grid, how_one: str,
-                held_words: str = "the RM's own evaluation split") -> tuple[np.ndarray, dict]:
-    """p_cf at the damping where the mean TG of the trained pairs (each with its group
-    removed) equals the mean p of the RM's own evaluation pairs, which it never trained on:
-    the brute-force calibration of a paired audit, with the evaluation split as the out-side.
-    A grid of one value (given, or the benchmark's without an evaluation split) is kept,
-    ``how_one`` saying which."""
-    if len(grid) == 1:
-        return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": how_one}
-    target = np.full(len(p), np.nan)
-    target[fit] = np.nanmean(p[fit]) - np.nanmean(p[held])  # mean TM - mean out-side p
-    sums = np.where(np.isin(np.arange(len(p)), fit)[:, None], p[:, None] - p_cf_grid, 0.0)
-    counts = np.isin(np.arange(len(p)), fit).astype(float)
-    k, t, record = choose_damping(target, np.nan_to_num(sums), counts, grid,
-                                  "mean TM minus the evaluation pairs' mean p")
-    out = p[held][np.isfinite(p[held])]
-    se = float(np.std(out, ddof=1) / np.sqrt(len(out))) if len(out) > 1 else float("nan")
-    how = (f"calibrated on {held_words}, {len(held)} pairs: mean TG of the trained pairs = "
-           f"their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
-    chosen = {"damping": record["damping"], "damping_how": how}
-    if record.get("edge"):
-        chosen["damping_how"] += f"; {record['edge']}"
-        chosen["damping_edge"] = "largest" if k == len(grid) - 1 else "smallest"
-    return blend(p_cf_grid, k, t), chosen
-
-
-def checkpoint_regime(ckpt) -> str:
-    """How the one RM audited was trained, in words (``config.json``'s ``regime``): once, on
-    every given pair, its evaluation split aside; an audit's per-run words would describe
-    runs and validation pairs that a checkpoint never had."""
-    if ckpt.unchecked:
-        return f"{TRAINED_ELSEWHERE} (its regime is not recorded), read on every pair"
-    t = ckpt.train
-    what = (f"one RM: {t.model} fine-tuned ({t.finetune}, {t.rm_kind} RM) once, lr {t.lr:g}, "
-            f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
-            f"epochs{objective_words(t)}")  # fmt: skip
-    if not ckpt.has_eval:
-        return what + ", on every pair (no evaluation split)"
-    stop = (f"early stopping with patience {t.patience} on it" if t.patience
-            else "every epoch trained, the last kept")  # fmt: skip
-    return (what + f", on every pair but its evaluation split (a {t.eval_fraction:g} share of "
-            f"the pairs, never trained on, neither in nor out; {stop})")
 
 
 def _config_of(config: AuditConfig, train: TrainConfig) -> AuditConfig:

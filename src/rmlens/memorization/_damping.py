@@ -221,3 +221,29 @@ _SHORT = {"last-layer": "last-layer influence",
 
 def _influence_words(damping: dict) -> str:
     return _SHORT[damping.get("influence") or "last-layer"]
+
+
+def calibrate_on_held(p, p_cf_grid, fit, held, grid, how_one: str,
+                held_words: str = "the RM's own evaluation split") -> tuple[np.ndarray, dict]:
+    """p_cf at the damping where the mean TG of the trained pairs (each with its group
+    removed) equals the mean p of the RM's own evaluation pairs, which it never trained on:
+    the brute-force calibration of a paired audit, with the evaluation split as the out-side.
+    A grid of one value (given, or the benchmark's without an evaluation split) is kept,
+    ``how_one`` saying which."""
+    if len(grid) == 1:
+        return p_cf_grid[:, 0], {"damping": float(grid[0]), "damping_how": how_one}
+    target = np.full(len(p), np.nan)
+    target[fit] = np.nanmean(p[fit]) - np.nanmean(p[held])  # mean TM - mean out-side p
+    sums = np.where(np.isin(np.arange(len(p)), fit)[:, None], p[:, None] - p_cf_grid, 0.0)
+    counts = np.isin(np.arange(len(p)), fit).astype(float)
+    k, t, record = choose_damping(target, np.nan_to_num(sums), counts, grid,
+                                  "mean TM minus the evaluation pairs' mean p")
+    out = p[held][np.isfinite(p[held])]
+    se = float(np.std(out, ddof=1) / np.sqrt(len(out))) if len(out) > 1 else float("nan")
+    how = (f"calibrated on {held_words}, {len(held)} pairs: mean TG of the trained pairs = "
+           f"their mean p ({np.mean(out):.4f} +- {se:.4f} standard error)")  # fmt: skip
+    chosen = {"damping": record["damping"], "damping_how": how}
+    if record.get("edge"):
+        chosen["damping_how"] += f"; {record['edge']}"
+        chosen["damping_edge"] = "largest" if k == len(grid) - 1 else "smallest"
+    return blend(p_cf_grid, k, t), chosen

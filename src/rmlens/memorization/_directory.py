@@ -20,6 +20,7 @@ import pandas as pd
 
 import rmlens
 from rmlens._errors import InputError
+from rmlens.backbones import precision_note, resolve_precision
 from rmlens.data import FINGERPRINT_COLUMNS, data_sha1, dedupe_pairs, derive_id
 from rmlens.experiment import ExperimentDir, with_defaults
 from rmlens.memorization._config import (
@@ -29,8 +30,8 @@ from rmlens.memorization._config import (
     AuditConfig,
     regime_words,
 )
-from rmlens.memorization._precision import audit_precision
 from rmlens.memorization._regime import planned_validation
+from rmlens.rewards import resolve_device
 
 # errno values meaning "this output cannot be written": full disk or quota, read-only file
 # system, no permission, a path through a regular file
@@ -64,6 +65,16 @@ class Grouping:
         if self.kept is None or self.kept.all():
             return pairs
         return pairs[self.kept].reset_index(drop=True)
+
+
+def audit_precision(config: AuditConfig) -> tuple[str, str]:
+    """The resolved precision (fp32 or bf16) of the audit's runs here, and the console's line
+    on it: the fine-tuned runs' training and scoring, or the frozen backbone's encoding."""
+    typed, device, task = config.precision, "cpu", "encode"
+    if config.mode == "finetune":
+        train = config.train
+        typed, device, task = train.precision, resolve_device(train.device), "finetune"
+    return resolve_precision(typed, device, task=task), precision_note(typed, device, task=task)
 
 
 def resolve_groups(pairs: pd.DataFrame, group_by: str | None) -> tuple[pd.Series, str, str]:

@@ -20,7 +20,6 @@ from rmlens.memorization._notes import PAIRED_SIGNIFICANCE, mode_note
 from rmlens.memorization._paired import exactness_summary, exactness_warning
 from rmlens.memorization._plans import runs_per_repeat
 from rmlens.memorization._quality import (
-    TRAINED_ELSEWHERE,
     audit_warnings,
     budget_warning,
     coverage_warning,
@@ -31,8 +30,8 @@ from rmlens.memorization._quality import (
     rm_quality,
     strongest_shortcut,
     validation_note,
-    withheld_reason,
 )
+from rmlens.memorization._regime import TRAINED_ELSEWHERE
 from rmlens.memorization._reliability import (
     reliability_warnings,
     same_partition,
@@ -47,6 +46,7 @@ from rmlens.memorization._summary import (
     objective_summary,
     objective_warning,
     summarize_audit,
+    withheld_reason,
 )
 
 SAME_PARTITION = (

@@ -21,7 +21,7 @@ from rmlens._io import number
 from rmlens.data import word_counts
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._plans import runs_needed
-from rmlens.rewards import not_learned
+from rmlens.memorization._summary import idle_runs
 from rmlens.stats import log_loss, pairwise_accuracy
 
 CHANCE = 0.5  # accuracy of a reward model that guesses
@@ -123,35 +123,6 @@ def runs_warning(
         "pairs": n,
         "runs_that_fix_it": fix,
     }
-
-
-# how a one-checkpoint audit's regime begins for an RM trained outside rmlens
-TRAINED_ELSEWHERE = "one RM trained outside rmlens"
-
-
-def idle_runs(quality: dict) -> list[tuple[int, str]]:
-    """``(run, why)`` of each run whose RM did not learn (``rewards._metrics.not_learned`` of
-    its accuracy on the pairs it trained on)."""
-    runs = quality.get("runs") or []
-    return [(r["run"], why) for r in runs if r["in_train"]["n"]
-            for why in [not_learned(number(r["in_train"]["accuracy"]), r["in_train"]["n"])]
-            if why]  # fmt: skip
-
-
-def withheld_reason(quality: dict, damping_edge: str | None = None) -> str | None:
-    """Why the pairs get no category, or None: every run's RM did not learn (its TM, TG and
-    CM measure noise), or a one-checkpoint damping at its grid's edge (CM's size is the
-    grid's limit, not calibrated, and the memorized category reads CM's size)."""
-    runs, idle = quality.get("runs") or [], idle_runs(quality)
-    if runs and len(idle) == len(runs):
-        who = "the RM" if len(runs) == 1 else f"none of the {len(runs)} runs' RMs"
-        return (f"categories withheld: {who} did not learn ({idle[0][1]}), so TM, TG and CM "
-                "measure noise")
-    if damping_edge:
-        return (f"categories withheld: the one-checkpoint damping is not calibrated (it sits "
-                f"at the grid's {damping_edge} value), so CM's size, which the memorized "
-                "category reads, is the grid's limit; rank pairs by CM")
-    return None
 
 
 def learning_warning(quality: dict, config: AuditConfig, *, foreign: bool = False) -> dict | None:

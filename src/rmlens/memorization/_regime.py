@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# how a one-checkpoint audit's regime begins for an RM trained outside rmlens
+TRAINED_ELSEWHERE = "one RM trained outside rmlens"
+
 def audit_head() -> HeadConfig:
     """Frozen runs of an audit: the convex head, whose paired counterfactuals are exact up
     to about 1e-6 (its Newton steps against exact refits)."""
@@ -131,3 +134,21 @@ def validation_words(fraction: float, counts: Sequence[tuple[int, int]] | None =
     if without and without < len(val):
         text += f"; {without} of {len(val)} runs had none (one training group)"
     return text
+
+
+def checkpoint_regime(ckpt) -> str:
+    """How the one RM audited was trained, in words (``config.json``'s ``regime``): once, on
+    every given pair, its evaluation split aside; an audit's per-run words would describe
+    runs and validation pairs that a checkpoint never had."""
+    if ckpt.unchecked:
+        return f"{TRAINED_ELSEWHERE} (its regime is not recorded), read on every pair"
+    t = ckpt.train
+    what = (f"one RM: {t.model} fine-tuned ({t.finetune}, {t.rm_kind} RM) once, lr {t.lr:g}, "
+            f"head lr {t.head_lr:g}, weight decay {t.weight_decay:g}, at most {t.epochs} "
+            f"epochs{objective_words(t)}")  # fmt: skip
+    if not ckpt.has_eval:
+        return what + ", on every pair (no evaluation split)"
+    stop = (f"early stopping with patience {t.patience} on it" if t.patience
+            else "every epoch trained, the last kept")  # fmt: skip
+    return (what + f", on every pair but its evaluation split (a {t.eval_fraction:g} share of "
+            f"the pairs, never trained on, neither in nor out; {stop})")

@@ -36,6 +36,7 @@ from rmlens.experiment import AuditDir
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._directory import (
     Grouping,
+    audit_precision,
     check_resume,
     group_pairs,
     make_record,
@@ -56,7 +57,6 @@ from rmlens.memorization._plans import (
     target_now,
     write_plan,
 )
-from rmlens.memorization._precision import audit_precision
 from rmlens.memorization._run_folders import load_runs
 from rmlens.progress import status
 from rmlens.rewards import Trainer as PairTrainer

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rmlens._display import fmt, snippet
-from rmlens.memorization._checkpoint import checkpoint_sentence
 from rmlens.memorization._damping import damping_sentence
+from rmlens.memorization._notes import checkpoint_sentence
 from rmlens.memorization._quality import shortcut_sentence
 from rmlens.memorization._regime import validation_words
 from rmlens.memorization._reliability import WARN_BELOW

@@ -9,7 +9,7 @@ import pandas as pd
 
 from rmlens._io import number
 from rmlens.experiment import AuditDir
-from rmlens.rewards import inactive_message
+from rmlens.rewards import inactive_message, not_learned
 from rmlens.stats import group_draws, percentile_interval, spearman, wilson_interval
 
 # In the order they are applied: a pair gets the first that holds.
@@ -63,6 +63,31 @@ def categorize(
     return pd.Series(
         np.select(conditions, list(CATEGORIES[:4]), default="other"), index=table.index
     )
+
+
+def idle_runs(quality: dict) -> list[tuple[int, str]]:
+    """``(run, why)`` of each run whose RM did not learn (``rewards._metrics.not_learned`` of
+    its accuracy on the pairs it trained on)."""
+    runs = quality.get("runs") or []
+    return [(r["run"], why) for r in runs if r["in_train"]["n"]
+            for why in [not_learned(number(r["in_train"]["accuracy"]), r["in_train"]["n"])]
+            if why]  # fmt: skip
+
+
+def withheld_reason(quality: dict, damping_edge: str | None = None) -> str | None:
+    """Why the pairs get no category, or None: every run's RM did not learn (its TM, TG and
+    CM measure noise), or a one-checkpoint damping at its grid's edge (CM's size is the
+    grid's limit, not calibrated, and the memorized category reads CM's size)."""
+    runs, idle = quality.get("runs") or [], idle_runs(quality)
+    if runs and len(idle) == len(runs):
+        who = "the RM" if len(runs) == 1 else f"none of the {len(runs)} runs' RMs"
+        return (f"categories withheld: {who} did not learn ({idle[0][1]}), so TM, TG and CM "
+                "measure noise")
+    if damping_edge:
+        return (f"categories withheld: the one-checkpoint damping is not calibrated (it sits "
+                f"at the grid's {damping_edge} value), so CM's size, which the memorized "
+                "category reads, is the grid's limit; rank pairs by CM")
+    return None
 
 
 def cm_significant(table: pd.DataFrame) -> pd.Series:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -216,7 +217,7 @@ def influence_scores(
         damping values in absolute terms (K,).
     """
     # lazy: torch, transformers load only when this runs
-    from rmlens.influence import pair_gradients, through_last
+    from rmlens.influence import pair_gradients, reading_last
     from rmlens.rewards._fast import fused_layers
     from rmlens.rewards._nets import score_examples
     from rmlens.rewards._packing import length_batches
@@ -234,19 +235,14 @@ def influence_scores(
                                        batch_size=cfg.batch_size)[:, :2]  # fmt: skip
         todo = [examples[i] for i in rows]
         batches = length_batches([ex.packed_length for ex in todo], cfg.batch_size)
-        trained = [p.requires_grad for p in net.parameters()]
+        reading = ExitStack()  # with influence_blocks: the last blocks' adapters and head only
         try:
-            if cfg.influence_blocks:  # the last blocks' adapters and the head only
-                try:
-                    through_last(net, cfg.influence_blocks)
-                except ValueError as err:
-                    raise InputError(f"influence_blocks {cfg.influence_blocks}: {err}") from err
-            with fused_layers(net):
-                r[rows], jac = pair_gradients(net, todo, runtime, batches=batches,
-                                              seed=cfg.seed, advance=advance)  # fmt: skip
-        finally:
-            for param, flag in zip(net.parameters(), trained):
-                param.requires_grad_(flag)
+            reading.enter_context(reading_last(net, cfg.influence_blocks or None))
+        except ValueError as err:
+            raise InputError(f"influence_blocks {cfg.influence_blocks}: {err}") from err
+        with reading, fused_layers(net):
+            r[rows], jac = pair_gradients(net, todo, runtime, batches=batches, seed=cfg.seed,
+                                          advance=advance)  # fmt: skip
         d = np.nan_to_num(r[:, 0] - r[:, 1])
         p, p_cf = expit(d), np.full((len(d), len(damping)), np.nan)
         _, p_cf[rows], lambdas = gauss_newton_counterfactuals(

@@ -85,8 +85,22 @@ def through_last(net: nn.Module, blocks: int) -> int:
 
 @contextmanager
 def reading_last(net: nn.Module, blocks: int | None) -> Iterator[None]:
-    """:func:`through_last` for the duration of the block (nothing when ``blocks`` is None),
-    the trained tensors' ``requires_grad`` restored after it; a ``ValueError`` as there."""
+    """:func:`through_last` for the duration of the block, the trained tensors'
+    ``requires_grad`` restored after it.
+
+    Parameters
+    ----------
+    net : nn.Module
+        The RM's network, as :func:`through_last` takes it.
+    blocks : int or None
+        How many of the last blocks to read; None changes nothing (the flags are still
+        restored).
+
+    Raises
+    ------
+    ValueError
+        When ``net`` has no blocks (:func:`through_last`).
+    """
     trained = [param.requires_grad for param in net.parameters()]
     try:
         if blocks is not None:

@@ -38,9 +38,8 @@ import numpy as np
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._reliability import split_half
+from rmlens.memorization._reliability import run_sides, side_means, split_half
 from rmlens.memorization._run_folders import load_matrices
-from rmlens.memorization._sides import run_sides, side_means
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 from rmlens.stats import spearman
 

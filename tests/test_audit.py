@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import assert_strict_json
+from rmlens._errors import RmlensWarning
 from rmlens.cli import main
 from rmlens.experiment import AuditDir
 from rmlens.memorization import AuditConfig, audit
@@ -314,7 +315,7 @@ def test_finetune_mode_runs_through_the_same_runner(tiny_causal_dir, tmp_path):
     from rmlens.rewards import TrainConfig
 
     pairs = make_pairs(24, users=4)
-    train = TrainConfig(epochs=1, batch_size=8, finetune="lora", lora_r=2)
+    train = TrainConfig(epochs=1, batch_size=8, finetune="lora", lora_r=2, patience=0)
     cfg = AuditConfig(
         model=str(tiny_causal_dir),
         runs=2,
@@ -354,3 +355,23 @@ def test_cli_drop_invalid_records_the_rows_left_out(tiny_encoder_dir, tmp_path, 
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["dropped_rows"]["n"] == 1 and "line 4" in summary["dropped_rows"]["first"][0]
     assert len(pd.read_parquet(tmp_path / "a" / "memorization.parquet")) == 59
+
+
+def test_pairs_without_a_preference_are_recorded_as_left_out(tmp_path):
+    from rmlens.data import load_pairs
+
+    pairs = make_pairs().head(6)
+    pairs.loc[2, "rejected"] = pairs.loc[2, "chosen"]
+    data = tmp_path / "pairs.jsonl"
+    pairs.to_json(data, orient="records", lines=True)
+    with pytest.warns(RmlensWarning, match="same text"):
+        loaded = load_pairs(data)  # left out whatever the flag, and recorded
+    assert len(loaded) == 5 and loaded.attrs["dropped"]["same_text"] == 1
+    assert "line 3" in loaded.attrs["dropped"]["first"][0]
+    pairs.loc[4, "chosen"] = " "
+    pairs.to_json(data, orient="records", lines=True)
+    with pytest.warns(RmlensWarning):
+        loaded = load_pairs(data, drop_invalid=True)
+    dropped = loaded.attrs["dropped"]
+    assert len(loaded) == 4 and dropped["n"] == 2 and dropped["same_text"] == 1
+    assert "line 5" in dropped["first"][0] and "line 3" in dropped["first"][1]

@@ -172,8 +172,9 @@ def test_validation_is_required_for_early_stopping_and_finetune_eval_split_is_re
     AuditConfig(val_fraction=0.0, head=HeadConfig(head="logistic", l2_grid=(10.0,))).check()
     AuditConfig(val_fraction=0.0, head=HeadConfig(patience=0)).check()
     assert not AuditConfig(head=HeadConfig(patience=0)).validates
-    with pytest.raises(ParamError, match="eval_fraction"):
-        AuditConfig(mode="finetune", train=TrainConfig(eval_fraction=0.1)).check()
+    # train's evaluation share is the audit's to set: its runs validate on whole groups
+    resolved = AuditConfig(mode="finetune", train=TrainConfig(eval_fraction=0.1)).resolved()
+    assert resolved.train.eval_fraction == 0.0 and resolved.val_fraction == 0.2
 
 
 # -- item 1: RM quality and the warnings ----------------------------------------------------

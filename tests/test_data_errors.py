@@ -232,7 +232,8 @@ def test_validate_pairs_counts_rows_from_one():
 
 def test_drop_invalid_leaves_out_failing_rows_counted(tmp_path):
     """A whitespace-only response (as HH has) and a bad margin are left out with one warning
-    naming their lines, and recorded in the table's attrs; the same-text pair as always."""
+    naming their lines, and recorded in the table's attrs; the same-text pair as always,
+    recorded beside them."""
     path = jsonl(tmp_path / "prefs.jsonl", [
         dict(GOOD, margin=1), {**GOOD, "chosen": " ", "margin": 1}, dict(GOOD, margin=2),
         {**GOOD, "margin": "high"}, {**GOOD, "rejected": "Hello!", "margin": 1},
@@ -245,5 +246,6 @@ def test_drop_invalid_leaves_out_failing_rows_counted(tmp_path):
     assert any("2 row(s) left out" in m and "line 2:" in m and "line 4:" in m for m in said)
     assert any("line 5" in m and "same text" in m for m in said)
     dropped = pairs.attrs["dropped"]
-    assert dropped["n"] == 2 and dropped["first"][0].startswith(f"{path} line 2: 'chosen'")
+    assert dropped["n"] == 3 and dropped["first"][0].startswith(f"{path} line 2: 'chosen'")
+    assert dropped["same_text"] == 1 and "line 5" in dropped["first"][2]
     assert "dropped" not in load_pairs(jsonl(tmp_path / "ok.jsonl", [GOOD])).attrs

@@ -402,7 +402,7 @@ def test_lr_grid_keeps_the_rate_with_the_lowest_validation_loss(tiny_causal_dir)
         losses[lr] = min(h["eval_loss"] for h in history)
     assert result.metrics["lr"] == min(losses, key=losses.get)
     with pytest.raises(ValueError, match="lr_grid"):
-        config(tiny_causal_dir, lr_grid=grid).check()
+        config(tiny_causal_dir, lr_grid=grid, patience=0, eval_fraction=0.0).check()
 
 
 def test_finetuned_rm_trains_with_each_objective(tiny_causal_dir):
@@ -489,3 +489,36 @@ def load_rm_folder_ok(folder) -> bool:
 def test_implicit_rms_refuse_the_guided_objectives():
     with pytest.raises(ValueError, match="for an implicit RM"):
         TrainConfig(rm_kind="implicit", objective="curate").check()
+
+
+def test_train_and_the_audits_runs_share_their_defaults():
+    """One regime (issue 58): the audit's runs differ only in choosing their rate from a grid
+    and in validating on whole groups, which an audit owns (``eval_fraction`` unread)."""
+    from rmlens.memorization import AuditConfig
+
+    mine, runs = TrainConfig().to_dict(), AuditConfig().train.to_dict()
+    assert {k for k in mine if mine[k] != runs[k]} == {"lr_grid", "eval_fraction"}
+    assert (mine["epochs"], mine["patience"], mine["lr"], mine["eval_fraction"]) == (4, 1, 3e-4,
+                                                                                      0.2)
+
+
+def test_train_chooses_its_rate_on_its_evaluation_split(tiny_causal_dir, tmp_path):
+    grid = (1e-4, 5e-2)
+    cfg = config(tiny_causal_dir, epochs=2, lr_grid=grid, eval_fraction=0.25, patience=1)
+    train(PAIRS, cfg, out=tmp_path / "rm", quiet=True)
+    history = json.loads((tmp_path / "rm" / "history.json").read_text())
+    assert history and all("eval_loss" in h for h in history)
+    assert not (tmp_path / "rm" / "checkpoints").exists()
+    losses = {}
+    for lr in grid:  # each rate alone, on the same split: the kept one has the lower loss
+        alone = make_trainer(config(tiny_causal_dir, epochs=2, lr=lr, eval_fraction=0.25,
+                                    patience=1)).fit(PAIRS, quiet=True)  # fmt: skip
+        losses[lr] = min(h["eval_loss"] for h in alone.history_)
+    assert history[0]["lr_chosen"] == min(losses, key=losses.get)
+    # pairs given apart replace the split: every pair trains, and the record says so
+    train(PAIRS.iloc[:9], cfg.replace(lr_grid=()), out=tmp_path / "given",
+          eval_data=PAIRS.iloc[9:], quiet=True)  # fmt: skip
+    record = json.loads((tmp_path / "given" / "train.json").read_text())
+    assert record["train_config"]["eval_fraction"] == 0.0 and record["n_train"] == 9
+    with pytest.raises(InputError, match="--eval-fraction 0 --patience 0"):
+        make_trainer(config(tiny_causal_dir, eval_fraction=0.0, patience=1)).fit(PAIRS)

@@ -38,7 +38,7 @@ COMMANDS = {
         [(AuditConfig, ())],
         {"--data", "--out", "--map", "--sep", "--attribute", "--no-attribute", "--report",
          "--no-report", "--quiet", "--rm", "--checkpoint-damping", "--checkpoint-blocks",
-         "--eval-data", "--drop-invalid"},
+         "--eval-data", "--drop-invalid", "--check-runs"},
     ),
     "demo": (
         [(AuditConfig, ()), (SynthConfig, ("seed",))],  # the data take the audit's seed
@@ -68,7 +68,7 @@ COMMANDS = {
     ),
     # the audit's per-run settings, which training one RM never reads
     "train": (
-        [(TrainConfig, ("influence", "influence_blocks", "lr_grid"))],
+        [(TrainConfig, ("influence", "influence_blocks"))],
         {"--data", "--out", "--eval-data", "--map", "--sep", "--quiet", "--json", "--export",
          "--drop-invalid"},
     ),

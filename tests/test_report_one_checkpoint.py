@@ -27,8 +27,8 @@ def _notes(html: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def audited(tiny_encoder_dir, tmp_path_factory) -> tuple[Path, Path, str]:
-    """A one-checkpoint audit of an RM trained as `rmlens train` does by default (no
-    evaluation split), its report, and the page."""
+    """A one-checkpoint audit of an RM trained without an evaluation split (`rmlens train
+    --eval-fraction 0 --patience 0`), its report, and the page."""
     from rmlens.hub import train
     from rmlens.memorization import audit_rm
     from rmlens.report import write_report
@@ -37,7 +37,8 @@ def audited(tiny_encoder_dir, tmp_path_factory) -> tuple[Path, Path, str]:
     root = tmp_path_factory.mktemp("one-checkpoint")
     pairs = word_pairs(24, 6)
     cfg = TrainConfig(model=str(tiny_encoder_dir), epochs=1, batch_size=8, lr=5e-3,
-                      head_lr=5e-3, device="cpu", max_length=24)  # fmt: skip
+                      head_lr=5e-3, device="cpu", max_length=24, eval_fraction=0.0,
+                      patience=0)  # fmt: skip
     out = root / "audit"
     with warnings.catch_warnings():  # a tiny RM's: weak, barely learned
         warnings.simplefilter("ignore")

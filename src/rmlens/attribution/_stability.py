@@ -11,7 +11,7 @@ the same features.
 How. The audit's finished whole repeats of the plan are split into two halves, alternating
 (repeats 0, 2, 4, ... against 1, 3, ...), as the split-half reliability of the audit does
 (``rmlens.memorization._reliability``); each half estimates TM, TG, CM per pair with the
-audit's estimator (``_sides.side_means``: mean of sigmoids over in- and out-runs, or of
+audit's estimator (``_reliability.side_means``: mean of sigmoids over in- and out-runs, or of
 the paired in- and out-side probabilities; validation pairs neither). The same regressor
 and SHAP are then fit to each half's targets, on the same pairs and the same explained rows,
 and the two importance tables (mean |SHAP| per feature) are compared:

@@ -266,8 +266,13 @@ def resolve(
     *,
     table: str | None = None,
     ignore: tuple[str, ...] = (),
+    preset: dict[str, Any] | None = None,
 ):
     """Build the command's top config from defaults, ``--config`` and the typed flags.
+
+    ``preset``: top-level values that replace the defaults before the file and the flags
+    are read (``memorize --rm`` presets ``mode`` finetune, so that --epochs goes to the
+    check runs' training).
 
     ``table`` reads this config from that table of the TOML file (a command that builds two
     configs, such as ``demo``); ``ignore`` leaves out the tables of the command's other
@@ -287,7 +292,7 @@ def resolve(
     given = {k: _parsed(_listed(v, owner[k], k), owner[k], k) for k, v in given.items()}
     given = _flag_aliases(ctx, owner, options, given)
 
-    values = _defaults(top)
+    values = {**_defaults(top), **(preset or {})}
     origin: dict[tuple[str | None, str], str] = {}
     for s in nested:
         values[s.key] = _defaults(s)

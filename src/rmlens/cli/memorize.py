@@ -50,6 +50,14 @@ def memorize(
         "their accuracy is its held-out standing; without them an RM from elsewhere gets the "
         "benchmark's damping and CM is uncalibrated.",
     ),  # fmt: skip
+    check_runs: int = typer.Option(
+        0, "--check-runs", min=0,
+        help="With --rm: measure the audit's standing on this data. K (2 or more) paired "
+        "fine-tuned runs in the RM's own regime (its training record; for an RM from "
+        "elsewhere, the fine-tuning options given, on its adapter's base or --model) are "
+        "audited into OUT/check, and the audit states how far one-checkpoint CM follows "
+        "them, with intervals. Costs about K trainings of the RM plus K readings.",
+    ),  # fmt: skip
     checkpoint_blocks: int | None = typer.Option(
         None, "--checkpoint-blocks", min=1,
         help="With --rm: read the gradients through the linear layers of the RM's last K "
@@ -72,16 +80,25 @@ def memorize(
     Head options (--head, --epochs, --lr, ...) apply to --mode frozen; fine-tuning options
     (--rm-kind, --finetune, --lora-r, --beta, --bf16, ...) to --mode finetune; a shared
     option such as --epochs goes to the mode chosen. With --rm, the RM's own training
-    settings hold and only the grouping and output options apply.
+    settings hold and only the grouping and output options apply; the fine-tuning options
+    set the regime of --check-runs for an RM trained elsewhere.
     """
-    config = resolve(ctx, AUDIT, options)
+    # an RM's audit fine-tunes (its check runs): --epochs, --lr, ... are training's
+    config = resolve(ctx, AUDIT, options, preset={"mode": "finetune"} if rm else None)
     pairs = load_table(data, column_map, sep=sep, drop_invalid=drop_invalid)
     if eval_data is not None and rm is None:
         raise InputError("--eval-data goes with --rm: an audit of R runs holds pairs out itself")
+    if check_runs and rm is None:
+        raise InputError("--check-runs goes with --rm: an audit of R runs measures its own "
+                         "reliability")  # fmt: skip
+    if check_runs == 1:
+        raise InputError("--check-runs: 1; expected 0 (none) or 2 or more (CM's reliability, "
+                         "which the agreement is corrected by, needs two runs)")  # fmt: skip
     evals = None if eval_data is None else load_table(eval_data, column_map, sep=sep,
                                                       drop_invalid=drop_invalid)  # fmt: skip
     run_audit(pairs, config, out, attribute=attribute, report=report, quiet=quiet, rm=rm,
-              damping=checkpoint_damping, blocks=checkpoint_blocks, eval_pairs=evals)  # fmt: skip
+              damping=checkpoint_damping, blocks=checkpoint_blocks, eval_pairs=evals,
+              check_runs=check_runs)  # fmt: skip
     if rm is None:
         save_config(config, out / "config.toml", sections=AUDIT)
 
@@ -89,7 +106,7 @@ def memorize(
 def run_audit(
     pairs, config: AuditConfig, out: Path, *, attribute: bool, report: bool, quiet: bool,
     rm: Path | None = None, damping: float | None = None, blocks: int | None = None,
-    eval_pairs=None,
+    eval_pairs=None, check_runs: int = 0,
 ) -> None:
     from rmlens.attribution import objective_bias
     from rmlens.memorization import audit
@@ -98,7 +115,8 @@ def run_audit(
         from rmlens.memorization import audit_rm
 
         audit_rm(pairs, rm, config, out=out, device=config.train.device, quiet=quiet,
-                 damping=damping, blocks=blocks, eval_data=eval_pairs)  # fmt: skip
+                 damping=damping, blocks=blocks, eval_data=eval_pairs,
+                 check_runs=check_runs)  # fmt: skip
     else:
         trainer_config = config.head if config.mode == "frozen" else config.train
         audit(pairs, config, out=out, bias=objective_bias(pairs, trainer_config), quiet=quiet)
@@ -134,8 +152,8 @@ def print_summary(out: Path) -> None:
     console = Console()
     if summary.get("rm_quality"):
         console.print(quality_table(summary["rm_quality"]))
-    say(console, said.regime, said.membership, said.shortcut, said.estimator, said.mode,
-        said.checkpoint)  # fmt: skip
+    say(console, said.standing, said.regime, said.membership, said.shortcut, said.estimator,
+        said.mode, said.checkpoint)  # fmt: skip
     if "dedupe" in said.outcome:
         how = summary["dedupe"]["how"]
         console.print(f"Dedupe (`dedupe` {how}): {said.outcome['dedupe'][1]}", markup=False)

@@ -32,9 +32,8 @@ from rmlens.cli._talk import echo_json
 from rmlens.rewards import ScoreConfig, TrainConfig
 
 # read by an audit's runs only (`rmlens memorize --mode finetune`), never by training one RM:
-# the paired counterfactuals' estimator and the blocks it reads, and the learning rates chosen
-# on validation pairs
-NOT_READ = ("influence", "influence_blocks", "lr_grid")
+# the paired counterfactuals' estimator and the blocks it reads
+NOT_READ = ("influence", "influence_blocks")
 TRAIN = sections(TrainConfig, skip=NOT_READ)
 SCORE = sections(ScoreConfig)
 
@@ -47,7 +46,9 @@ def train(
         help="Pairs (JSONL(.gz), CSV, Parquet, HF dir); rankings with --loss plackett-luce.",
     ),
     out: Path = typer.Option(..., "--out", help="RM folder (an interrupted run resumes)."),
-    eval_data: Path = typer.Option(None, "--eval-data", help="Pairs evaluated each epoch."),
+    eval_data: Path = typer.Option(
+        None, "--eval-data", help="Pairs evaluated each epoch, in place of --eval-fraction's split."
+    ),
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
     drop_invalid: bool = drop_invalid_option(),

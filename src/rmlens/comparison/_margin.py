@@ -63,7 +63,7 @@ def pair_score_draws(p: np.ndarray, member: np.ndarray, val: np.ndarray, weights
     """TM, TG, CM per pair under each bootstrap draw of runs, (n_draws, n_pairs, 3).
 
     ``weights`` (n_draws, n_runs): how often each run is drawn. The audit's own estimator
-    (``memorization._sides.side_means``, the core of ``memorization_scores``) with run
+    (``memorization._reliability.side_means``, the core of ``memorization_scores``) with run
     weights: TM_i = sum_r w_r p_in_ir / sum_r w_r [r gives an in-side], TG likewise.
     """
     tm, tg = side_means(*run_sides(p, member, val, p_cf), weights.T)  # (n_pairs, n_draws)

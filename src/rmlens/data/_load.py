@@ -180,7 +180,8 @@ def load_pairs(
         Leave out the rows that fail a check (a whitespace-only response, a bad id or
         margin, a line that is not JSON) instead of refusing the file: they are counted in
         a warning, with the first few problems, and in ``pairs.attrs["dropped"]``, which an
-        audit writes to its summary.
+        audit writes to its summary. Pairs whose chosen and rejected are the same text are
+        left out and recorded there whatever this flag (``same_text``: their count).
 
     Returns
     -------
@@ -212,6 +213,11 @@ def load_pairs(
     loaded = read_pairs(source, column_map=column_map, split=split, sep=sep,
                         drop_invalid=drop_invalid)  # fmt: skip
     dropped = dropped_rows(loaded) if drop_invalid else None
+    same = loaded.table.attrs.pop("same_text", [])
+    if same:  # left out whatever the flag (already warned): recorded beside the others
+        dropped = dropped or {"n": 0, "first": [], "source": loaded.name}
+        dropped.update(n=dropped["n"] + len(same), same_text=len(same),
+                       first=(dropped["first"] + same)[:5])  # fmt: skip
     if dropped:
         loaded.table.attrs["dropped"] = dropped
     return loaded.table

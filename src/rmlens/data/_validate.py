@@ -155,7 +155,11 @@ def finish_pairs(
                          "the same text (no preference): no pair is left; check the "
                          "columns mapped to chosen and rejected (--map)")  # fmt: skip
     warn_same_text(same)
-    return pairs_frame(kept, [r for k, r in enumerate(rows) if broken is None or not broken[k]])
+    frame = pairs_frame(kept, [r for k, r in enumerate(rows) if broken is None or not broken[k]])
+    if same:  # a record of them for an audit's summary (``load_pairs``: ``dropped``)
+        frame.attrs["same_text"] = [f"{name} {loc} (id {ident}): chosen and rejected are the "
+                                    "same text" for name, loc, ident in same]  # fmt: skip
+    return frame
 
 
 def same_text(chosen: Any, rejected: Any) -> bool:

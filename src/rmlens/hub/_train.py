@@ -52,7 +52,8 @@ def train(
         The RM folder. Started again on the same folder it resumes from the last checkpoint;
         a finished folder is loaded, not retrained. Needed.
     eval_data : DataFrame, optional
-        Evaluated each epoch (default: ``eval_fraction`` of ``data``).
+        Evaluated each epoch, in place of the ``eval_fraction`` split of ``data`` (recorded
+        as 0: every pair of ``data`` is trained on).
     bias : DataFrame of shape (n_pairs, k), optional
         Shortcut feature differences of the pairs for the ``poe`` and ``reweight``
         objectives (``rmlens.attribution.bias_features``).
@@ -75,6 +76,8 @@ def train(
     from rmlens.hub._load import load_rm
 
     config = resolve_config("train", TrainConfig, config, overrides)
+    if eval_data is not None:  # pairs given apart replace the split: every pair trains
+        config = config.replace(eval_fraction=0.0)
     config.check()  # ParamError (an InputError) names the field
     out = Path(needed_out("train", out))
     record = {

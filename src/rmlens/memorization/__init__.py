@@ -22,8 +22,7 @@ __all__, __getattr__, __dir__ = attach(
         "_sentences": ["AuditSentences", "Sentence", "audit_sentences"],
         "_summary": ["WITHHELD", "accuracy_interval", "categorize", "cm_links",
                      "memorized_note", "summarize_audit"],
-        "_reliability": ["complete_repeats", "same_partition"],
+        "_reliability": ["complete_repeats", "same_partition", "run_sides", "side_means"],
         "_run_folders": ["load_matrices"],
-        "_sides": ["run_sides", "side_means"],
     },
 )

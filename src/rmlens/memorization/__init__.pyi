@@ -24,14 +24,14 @@ from ._quality import strongest_shortcut as strongest_shortcut
 from ._regime import plan_validation as plan_validation
 from ._regime import validation_words as validation_words
 from ._reliability import complete_repeats as complete_repeats
+from ._reliability import run_sides as run_sides
 from ._reliability import same_partition as same_partition
+from ._reliability import side_means as side_means
 from ._run_folders import load_matrices as load_matrices
 from ._runner import audit as audit
 from ._sentences import AuditSentences as AuditSentences
 from ._sentences import Sentence as Sentence
 from ._sentences import audit_sentences as audit_sentences
-from ._sides import run_sides as run_sides
-from ._sides import side_means as side_means
 from ._summary import WITHHELD as WITHHELD
 from ._summary import accuracy_interval as accuracy_interval
 from ._summary import categorize as categorize

@@ -27,6 +27,7 @@ from rmlens.backbones import portable_name, precision_note, resolve_precision
 from rmlens.data import data_sha1
 from rmlens.experiment import AuditDir
 from rmlens.influence import DAMPING
+from rmlens.memorization._check_runs import run_check
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._damping import calibrate_on_held
 from rmlens.memorization._directory import check_resume, group_pairs, make_record, output_errors
@@ -35,6 +36,7 @@ from rmlens.memorization._notes import (
     BLOCKS_STANDING,
     CHECKPOINT_DAMPING,
     STANDING,
+    reading_times,
     say_summary,
 )
 from rmlens.memorization._plans import write_plan
@@ -72,6 +74,7 @@ def audit_rm(
     damping: float | None = None,
     blocks: int | None = None,
     eval_data: pd.DataFrame | None = None,
+    check_runs: int = 0,
     device: str = "auto",
     quiet: bool = False,
 ) -> pd.DataFrame:
@@ -106,6 +109,13 @@ def audit_rm(
         calibrated on them as on an rmlens RM's evaluation split, and their accuracy is the
         RM's held-out standing. They are scored, never removed, and categorized
         ``undefined``.
+    check_runs : int, default=0
+        K >= 2: measure the audit's standing on these pairs. K paired fine-tuned runs in
+        the RM's own regime (its training record; for an RM from elsewhere, ``config.train``
+        on its adapter's base or ``config.model``) are audited into ``out/check``, and
+        ``summary.json``'s ``check`` gives one-checkpoint TM, TG and CM's agreement with
+        them, CM's share of what their reliability allows, and both audits' links
+        (``_check_runs``). Costs about K trainings of the RM plus K readings like this one.
     device : str, default="auto"
         Where the gradients are computed.
     quiet : bool, default=False
@@ -125,7 +135,7 @@ def audit_rm(
 
     folder = Path(rm)
     damping = None if damping is None else float(damping)
-    config = config or AuditConfig()
+    given = config = config or AuditConfig()
     ckpt = (_RmlensRM(folder, pairs) if (folder / "rm_config.json").is_file()
             else _ClassifierRM(folder, config, pairs))  # fmt: skip
     if blocks is not None and blocks < 1:
@@ -234,9 +244,16 @@ def audit_rm(
         summary["checkpoint"] = {**record["checkpoint"], **{
             k: v for k, v in exp.manifest(0)["metrics"].items() if k.startswith("damping")}}
         summary["reliability"]["reason"] = (
-            f"one training run, so no split-half reliability; its standing instead: {STANDING}"
+            "one training run, so no split-half reliability; its standing instead, not "
+            f"measured on this data (`check_runs` measures it), the benchmark's: {STANDING}"
             + (f"; {BLOCKS_STANDING}" if blocks is not None else "")
-        )
+        )  # fmt: skip
+        if check_runs:
+            summary["check"] = run_check(pairs.iloc[:n_trained], table, summary, given, ckpt,
+                                         check_runs, exp.path, quiet=quiet)  # fmt: skip
+            summary["reliability"]["reason"] = (
+                "one training run, so no split-half reliability; its standing on this data "
+                f"comes from {check_runs} check runs instead (`check`)")  # fmt: skip
         n_val = int(exp.manifest(0).get("n_val", 0))
         summary["validation"].update(
             used=bool(n_val), pairs_words=f"{ckpt.eval_words} ({n_val} pairs, never trained on)",
@@ -255,8 +272,9 @@ def audit_rm(
             if dropped:
                 summary["warnings"].append({"code": "checkpoint_trained_on_dropped", "message": (
                     f"the RM was trained on the data as given, {dropped['n']} row(s) of which "
-                    "the audit left out (`drop_invalid`): their pairs get no TM, TG or CM, "
-                    "and what the RM learned from them stays in every group's reading"
+                    "the audit left out (`drop_invalid`, or chosen and rejected the same "
+                    "text): their pairs get no TM, TG or CM, and what the RM learned from "
+                    "them stays in every group's reading"
                 )})  # fmt: skip
         edge = summary["checkpoint"].get("damping_edge")
         if edge:
@@ -269,49 +287,6 @@ def audit_rm(
         exp.write_json(summary, "summary.json")
     say_summary(summary)
     return table
-
-
-# the cheaper reading the console times: on the benchmark it ranked pairs by CM as every
-# weight did at Spearman 0.77, in 0.18 of the time (BLOCKS_STANDING)
-CHEAPER_BLOCKS = 8
-
-
-def reading_times(net, examples: list, runtime, n: int, folder: Path,
-                  blocks: int = CHEAPER_BLOCKS) -> str:
-    """What reading a merged or full RM costs, measured, not guessed: the gradient of one of
-    ``examples`` (the fastest of them) through every weight and through the last ``blocks``
-    blocks, times ``n`` pairs; and the cheaper readings, in words."""
-    # lazy: torch, transformers load only when this runs
-    from rmlens.influence import pair_gradients, reading_last
-
-    def seconds() -> float:
-        times = []
-        for i in range(len(examples)):
-            start = time.perf_counter()
-            pair_gradients(net, examples, runtime, batches=[np.array([i])])
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    every = seconds()
-    try:
-        with reading_last(net, blocks):
-            part = seconds()
-    except ValueError:  # no blocks to read through
-        part = None
-    said = (f"{folder}: every weight takes a backward pass per pair: about {_duration(every * n)}"
-            f" for {n} pairs ({every:.2g} s per pair, measured)")  # fmt: skip
-    if part is not None:
-        said += (f"; --checkpoint-blocks {blocks} reads the last {blocks} blocks in about "
-                 f"{_duration(part * n)} (on the benchmark its CM ranked pairs as every "
-                 "weight's did at Spearman 0.77)")
-    return said + ("; cheaper still: save the LoRA adapter unmerged (TRL's save_model with a "
-                   "peft_config) and audit that folder, read through its adapters")
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 10:
-        return f"{seconds:.1f} s"
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 EVAL_GROUP = "(eval data)"  # the group of ``eval_data``: scored, never removed

@@ -174,13 +174,14 @@ class AuditConfig(Config):
 
     # The trainer of the mode: the audit's model, max_length, format, precision and seed are
     # used for every run (each run's seed is drawn from the audit's), so the nested configs
-    # may only leave them at their defaults or repeat them; a run is one RM, never an ensemble.
+    # may only leave them at their defaults or repeat them; a run is one RM, never an ensemble,
+    # and its validation pairs are whole groups (val_fraction), never train's eval_fraction.
     _nested = {
         "head": Nested(when=("mode", "frozen"), shared=("seed",)),
         "train": Nested(
             when=("mode", "finetune"),
             shared=("model", "max_length", "format", "precision", "seed"),
-            owned=("ensemble",),
+            owned=("ensemble", "eval_fraction"),
         ),
     }
     _constraints = {
@@ -398,13 +399,6 @@ class AuditConfig(Config):
                     "pairs. Set val_fraction > 0, or patience=0 to train every epoch."
                 ),
             )
-        if self.mode == "finetune" and self.train.eval_fraction:
-            raise ParamError(
-                "eval_fraction",
-                "TrainConfig",
-                "0 in an audit (validation pairs come from val_fraction, as whole groups)",
-                self.train.eval_fraction,
-            )
 
     def resolved(self) -> AuditConfig:
         """A copy whose ``head`` and ``train`` carry the audit's shared settings (model,
@@ -418,12 +412,10 @@ class AuditConfig(Config):
         AuditConfig
             The copy.
         """
-        return self.replace(
-            **{
-                nested: {name: getattr(self, name) for name in spec.shared}
-                for nested, spec in self._nested.items()
-            }
-        )
+        shared = {nested: {name: getattr(self, name) for name in spec.shared}
+                  for nested, spec in self._nested.items()}  # fmt: skip
+        shared["train"]["eval_fraction"] = 0.0  # validation groups come from val_fraction
+        return self.replace(**shared)
 
 
 def regime_words(config: AuditConfig, *, n_groups: int | None = None,

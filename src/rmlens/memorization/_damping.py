@@ -18,8 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rmlens._io import number
-from rmlens.memorization._reliability import split_half
-from rmlens.memorization._sides import run_sides, side_means
+from rmlens.memorization._reliability import run_sides, side_means, split_half
 from rmlens.stats import spearman
 
 

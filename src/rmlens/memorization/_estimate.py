@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.special import expit
 
 from rmlens.memorization._damping import calibrate, grid_matrix
-from rmlens.memorization._sides import run_sides, side_means
+from rmlens.memorization._reliability import run_sides, side_means
 from rmlens.stats import bootstrap_runs, nanquantiles, run_weights
 
 MIN_RUNS_FOR_INTERVAL = 2

@@ -130,7 +130,7 @@ def finish(
         if record.get(key) is not None:
             summary[key] = record[key]
     summary["duplicates"] = duplicates  # of the audited pairs and groups (after `dedupe`)
-    if pairs.attrs.get("dropped"):  # rows of the data left out as it loaded (drop_invalid)
+    if pairs.attrs.get("dropped"):  # rows left out as it loaded (drop_invalid, same text)
         summary["dropped_rows"] = pairs.attrs["dropped"]
     summary["shortcut"] = strongest_shortcut(table, record.get("group_by"))
     if record.get("dedupe"):

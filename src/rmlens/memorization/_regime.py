@@ -31,13 +31,14 @@ def audit_head() -> HeadConfig:
 def audit_train() -> TrainConfig:
     """Fine-tuned runs of an audit: LoRA that fits its training pairs, as a practitioner's RM.
 
-    Epochs and learning rate are chosen per run by the validation rule (validation groups
-    carved from the run's own training groups, never its held-out groups): each rate of
-    ``lr_grid`` trains from the base weights with early stopping (patience 1, best epoch
-    kept), and the rate with the lowest validation loss is kept. Budget: 2 rates x at most 4
-    epochs per run.
+    ``rmlens train``'s own defaults (at most 4 epochs, early stopping with patience 1 and the
+    best epoch kept, lr 3e-4, head lr 2e-3), with two differences. The rate is chosen per run
+    by the validation rule: each rate of ``lr_grid`` trains from the base weights, and the one
+    with the lowest validation loss is kept (budget: 2 rates x at most 4 epochs). A run's
+    validation pairs are whole groups carved from its own training groups
+    (``AuditConfig.val_fraction``, never its held-out groups), so ``eval_fraction`` is 0.
     """
-    return TrainConfig(epochs=4, patience=1, lr=3e-4, lr_grid=(1e-4, 3e-4), head_lr=2e-3)
+    return TrainConfig(lr_grid=(1e-4, 3e-4), eval_fraction=0.0)
 
 
 def objective_words(trainer: ObjectiveConfig) -> str:

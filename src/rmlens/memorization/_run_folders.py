@@ -37,7 +37,7 @@ from rmlens.memorization._damping import (
     grid_matrix,
     run_sums,
 )
-from rmlens.memorization._sides import run_sides
+from rmlens.memorization._reliability import run_sides
 
 
 @dataclass

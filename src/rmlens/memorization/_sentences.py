@@ -14,7 +14,7 @@ from typing import Any
 
 from rmlens._display import fmt, snippet
 from rmlens.memorization._damping import damping_sentence
-from rmlens.memorization._notes import checkpoint_sentence
+from rmlens.memorization._notes import check_sentence, checkpoint_sentence
 from rmlens.memorization._quality import shortcut_sentence
 from rmlens.memorization._regime import validation_words
 from rmlens.memorization._reliability import WARN_BELOW
@@ -66,6 +66,9 @@ class AuditSentences:
         How each run was regularized or stopped on its validation pairs.
     membership : Sentence or None
         summary.json's ``validation`` ``membership`` note.
+    standing : Sentence or None
+        A one-checkpoint audit's standing: measured on its data by check runs
+        (``check``), or the benchmark's only.
     estimator, mode, checkpoint, exactness, damping : Sentence or None
         Which estimator made TM, TG and CM; the mode's note; a one-checkpoint audit's
         damping; the paired counterfactuals against exact refits; the paired damping.
@@ -93,6 +96,7 @@ class AuditSentences:
     shortcut: Sentence | None = None
     regime: Sentence | None = None
     membership: Sentence | None = None
+    standing: Sentence | None = None
     estimator: Sentence | None = None
     mode: Sentence | None = None
     checkpoint: Sentence | None = None
@@ -151,6 +155,7 @@ def audit_sentences(
         shortcut=_shortcut(summary.get("shortcut")),
         regime=_regime(validation, counts),
         membership=_membership(summary, validation),
+        standing=_standing(summary),
         **_estimator(summary),
         reliability=_reliability_verdict(reliability),
         reliability_notes=tuple(_reliability_note(reliability[k]) for k in ("reason", "note")
@@ -247,6 +252,18 @@ def _regime(
         "{groups}; the best epoch's weights are kept.{epochs}",
         {"patience": fmt(validation.get("patience")), "groups": str(groups), "epochs": epochs},
     )
+
+
+def _standing(summary: dict[str, Any]) -> Sentence | None:
+    """A one-checkpoint audit's standing: measured by its check runs, or plainly the
+    benchmark's."""
+    if isinstance(summary.get("check"), dict):
+        return Sentence("{text}.", {"text": check_sentence(summary["check"])})
+    if isinstance(summary.get("checkpoint"), dict):
+        return Sentence("Standing: the benchmark's only, not measured on this data ({flag} K "
+                        "trains K runs in the RM's regime and measures it).",
+                        {"flag": "`check_runs`"})  # fmt: skip
+    return None
 
 
 def _estimator(summary: dict[str, Any]) -> dict[str, Sentence | None]:
@@ -469,7 +486,7 @@ def _checkpoint_rows(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
         rows["checkpoint_pairs"] = ("its training pairs", str(checkpoint["training_pairs"]))
     standing = str(checkpoint.get("standing") or "")
     if standing and standing not in str((summary.get("reliability") or {}).get("reason")):
-        rows["checkpoint_standing"] = ("standing of one-checkpoint CM",
+        rows["checkpoint_standing"] = ("the benchmark's standing of one-checkpoint CM",
                                        standing[0].upper() + standing[1:])  # fmt: skip
     return rows
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -85,10 +86,8 @@ class PerRun:
         keep the weights with the lowest validation loss (a choice made on validation pairs
         only, never on the run's held-out pairs)."""
         # lazy: torch, transformers load only when this runs
-        from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._tuned_inputs import guide_record, guided_weights
 
-        grid = cfg.lr_grid or (cfg.lr,)
         train = [self.examples_[i] for i in train_index]
         evals = [self.examples_[i] for i in eval_index] or None
         extras = {"extras": self._extras(train_index), "eval_extras": self._extras(eval_index)}
@@ -98,14 +97,39 @@ class PerRun:
             extras.update(weights=weights, guide=guide)
             self.run_record_ = {**guide_record(cfg, weights, guide),
                                 **dropped_ids(self.ids_, train_index, weights)}
+        return self._train_grid(train, evals, cfg.replace(seed=seed), extras)
+
+    def _train_grid(
+        self, train: list, evals: list | None, cfg: TrainConfig, extras: dict, *,
+        checkpoint_dir=None, fingerprint: str = "", quiet: bool = True,
+    ) -> list[dict]:
+        """Train ``train`` from the base weights (``cfg.seed``) once per rate of ``lr_grid``
+        (or ``lr``); keep the weights with the lowest validation loss on ``evals``. Each
+        record of the history returned (the kept rate's) carries ``lr_chosen``.
+
+        With a grid, each rate checkpoints in ``checkpoint_dir / lr-RATE`` and keeps its
+        last checkpoint until the end, so a run stopped at any rate resumes where it was.
+        """
+        # lazy: torch, transformers load only when this runs
+        from rmlens.progress import status
+        from rmlens.rewards._base_model import load_trainable, trainable_state
+
+        grid = cfg.lr_grid or (cfg.lr,)
         if len(grid) > 1 and not evals:
             raise InputError("`lr_grid` needs validation pairs: set `patience` > 0 (an "
                              "audit carves validation groups) or `eval_fraction` > 0")  # fmt: skip
         best = None
-        for lr in grid:
-            self._reset(seed)
-            run_cfg = cfg.replace(seed=seed, lr=lr)
-            history = self._train(train, run_cfg, eval_examples=evals, quiet=True, **extras)
+        for i, lr in enumerate(grid):
+            folder = checkpoint_dir
+            if folder is not None and len(grid) > 1:
+                folder = Path(folder) / f"lr-{lr:g}"
+            if not quiet and len(grid) > 1:
+                status(f"learning rate {lr:g} ({i + 1} of {len(grid)}, the one with the lowest "
+                       "evaluation loss is kept)")  # fmt: skip
+            self._reset(cfg.seed)
+            key = fingerprint if folder == checkpoint_dir else f"{fingerprint}-lr{lr:g}"
+            history = self._train(train, cfg.replace(lr=lr), eval_examples=evals, quiet=quiet,
+                                  checkpoint_dir=folder, fingerprint=key, **extras)
             loss = min((h["eval_loss"] for h in history if "eval_loss" in h), default=0.0)
             if best is None or loss < best[0]:
                 state = trainable_state(self.net_) if len(grid) > 1 else None

@@ -21,12 +21,13 @@ without torch.
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens._params import ParamError
 from rmlens.backbones import resolve_format, warn_truncation
 from rmlens.rewards._config import TrainConfig, resolve_device
@@ -151,7 +152,8 @@ class _TunedTrainer(PerRun, Trainer):
             A pair table (``prompt``, ``chosen``, ``rejected``, optional ``margin``) or, with
             ``loss="plackett-luce"``, rankings (``prompt``, ``responses``, ``scores``).
         eval_data : DataFrame, optional
-            Evaluated each epoch; default: ``eval_fraction`` of ``data``.
+            Evaluated each epoch, for early stopping and the choice among ``lr_grid``;
+            default: ``eval_fraction`` of ``data`` (given, every pair of ``data`` is trained).
         checkpoint_dir : path, optional
             Checkpoints go here; an interrupted ``fit`` with the same data and config resumes.
         quiet : bool, default=False
@@ -159,12 +161,12 @@ class _TunedTrainer(PerRun, Trainer):
 
         Returns
         -------
-        self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch) and
-        ``n_dropped_`` (pairs that truncation made identical, left out, with a warning),
-        ``format_`` (chat, raw or pair) and ``truncation_`` (what ``max_length`` cut: the
-        pairs cut are warned about), ``eval_truncation_`` the same of ``eval_data`` (None
-        without it), ``not_learned_`` (``rewards._metrics.not_learned``: why the RM did not
-        learn, None when it did).
+        self, with ``rm_`` (a :class:`TunedRM`), ``history_`` (metrics per epoch of the rate
+        kept, each with ``lr_chosen``), ``n_dropped_`` (pairs that truncation made identical,
+        left out, with a warning), ``format_`` (chat, raw or pair) and ``truncation_`` (what
+        ``max_length`` cut: the pairs cut are warned about), ``eval_truncation_`` the same of
+        ``eval_data`` (None without it), ``not_learned_`` (``rewards._metrics.not_learned``:
+        why the RM did not learn, None when it did).
         """
         # lazy: torch, transformers load only when this runs
         from rmlens.rewards._base_model import head_state, moved
@@ -184,7 +186,9 @@ class _TunedTrainer(PerRun, Trainer):
         if not kept.any():
             raise InputError("no usable training pairs (all identical after truncation)")
         self.bias_, self.groups_ = objective_inputs(cfg, data, self.bias)
-        train_index, eval_index = self._split_eval(np.flatnonzero(kept), cfg.seed)
+        train_index, eval_index = np.flatnonzero(kept), np.array([], dtype=int)
+        if eval_data is None:  # pairs given apart replace the split
+            train_index, eval_index = self._split_eval(train_index, cfg.seed)
         self._reset(cfg.seed)  # the base weights: what the guided weights' features read
         self.loss_weights_ = loss_weights_table(self, data, train_index, eval_index)
         train = [examples[i] for i in train_index]
@@ -200,18 +204,29 @@ class _TunedTrainer(PerRun, Trainer):
             warn_truncation(self.eval_truncation_, len(ev), what="evaluation pairs")
             warn_dropped(int((~ev_kept).sum()), what="evaluation pairs")
             evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
+        if not evals and (cfg.patience or len(cfg.lr_grid) > 1) and len(train) < 2:
+            warnings.warn(f"{len(train)} training pair, too few for an evaluation split: "
+                          f"trained on it for every epoch at lr {cfg.lr:g}, without early "
+                          "stopping", RmlensWarning, stacklevel=2)  # fmt: skip
+            cfg = cfg.replace(patience=0, lr_grid=())
+        elif not evals and (cfg.patience or len(cfg.lr_grid) > 1):
+            raise InputError(
+                f"no evaluation pairs (eval_fraction {cfg.eval_fraction:g} of {len(train)} "
+                "pairs, no eval_data): early stopping (patience) and the choice among lr_grid "
+                "need them. Give --eval-fraction > 0 or --eval-data, or train on every pair "
+                "for every epoch at one rate: --eval-fraction 0 --patience 0, no --lr-grid"
+            )  # fmt: skip
         self._prepare_refs(train + (evals or []))
         weights, guide = (None, None)
         if self.loss_weights_ is not None:
             weights = self.loss_weights_.weight.to_numpy()
             guide = self.loss_weights_.attrs.get("guide")
         head_start = head_state(self.net_)
-        self.history_ = self._train(
-            train, cfg, eval_examples=evals,
-            extras=self._extras(train_index), eval_extras=eval_extras,
+        self.history_ = self._train_grid(
+            train, evals, cfg, dict(extras=self._extras(train_index), eval_extras=eval_extras,
+                                    weights=weights, guide=guide),
             checkpoint_dir=checkpoint_dir, quiet=quiet,
             fingerprint=checkpoint_key(cfg, self.base_.identity, data, eval_data),
-            weights=weights, guide=guide,
         )  # fmt: skip
         last = self.history_[-1] if self.history_ else {}
         self.not_learned_ = not_learned(

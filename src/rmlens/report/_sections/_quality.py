@@ -65,6 +65,8 @@ def quality_section(
         return None
     said = audit_sentences(summary, plan_validation(plan))
     body = "".join(note(message, "warning") for _, message in said.warnings)
+    if said.standing:  # a one-checkpoint audit: what its CM is worth on this data
+        body += note(said.standing, "note" if "check" in summary else "warning")
     if said.shortcut:  # what held-out accuracy rests on, beside what it is
         body += note(said.shortcut, "warning")
     body += f'<p class="note">{_fit_words(summary, quality)}{esc(_chance_sentence(summary))}</p>'

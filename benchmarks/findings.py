@@ -30,6 +30,10 @@ claim, its source, rmlens's figures with 95% intervals, a verdict and what it re
   (``finetune_paired.py``'s ``minilm-hh-1000``), 25 brute-force runs as the reference
   (about 1.5 hours on 2 cores); CM's Spearman with the reference and the share of the
   ceiling that both audits' reliabilities allow, with 95% bootstraps over prompts.
+- ``memorization-checkpoint``: how far one checkpoint's CM follows paired runs of the same
+  pairs, the regimes matched (``--check-runs``) and not (the audit's own defaults), read
+  from ``benchmarks/check_runs.py``'s results kept in ``benchmarks/results/``
+  (``findings_checkpoint.py``).
 - ``ex-vs-im``: explicit against implicit RMs under token and domain shifts (Razin et al.),
   with pretrained SmolLM2-135M-Instruct: ``rmlens generalize --task persona``, and
   ``rmlens generalize`` on HH pairs with the built-in token shifts and SQuALITY pairs as the
@@ -55,6 +59,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from findings_checkpoint import checkpoint_regime
 from findings_overoptimization import overoptimization
 from findings_tokens import tokens
 
@@ -792,6 +797,7 @@ def memorization_trust(work: Path) -> dict:
 FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,
             "memorization-modes": memorization_modes, "ex-vs-im": ex_vs_im,
             "memorization-trust": memorization_trust,
+            "memorization-checkpoint": checkpoint_regime,
             "tokens": lambda work: tokens(work, HH, SQUALITY),
             "overoptimization": lambda work: overoptimization(work, SQUALITY)}  # fmt: skip
 

@@ -11,12 +11,13 @@ import pandas as pd
 import pytest
 
 from conftest import assert_strict_json, run_cli
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens.hub import train
 from rmlens.memorization import AuditConfig, audit_rm, audit_sentences
 from rmlens.memorization._check_runs import check_config, runs_agreement
 from rmlens.rewards import TrainConfig
 from rmlens.stats import spearman
+from test_checkpoint_audit import classifier_dirs  # noqa: F401 (a fixture)
 from test_paired import word_pairs
 
 
@@ -82,9 +83,14 @@ def trained(tiny_encoder_dir, tmp_path_factory):
 def test_an_rmlens_rm_is_audited_with_check_runs(trained, tmp_path):
     pairs, rm = trained
     out = tmp_path / "audit"
-    audit_rm(pairs, rm, AuditConfig(n_boot=50), out=out, check_runs=2, quiet=True)
+    with pytest.warns(RmlensWarning) as caught:
+        audit_rm(pairs, rm, AuditConfig(n_boot=50), out=out, check_runs=2, quiet=True)
     summary = json.loads((out / "summary.json").read_text())
     check = summary["check"]
+    # the check runs' own warnings (a tiny RM's) are said as theirs, in one line
+    said = [str(w.message) for w in caught]
+    assert any(m.startswith("the check runs' audit gave") and "check/summary.json" in m
+               for m in said)  # fmt: skip
     assert check["runs"] == 2 and check["folder"] == "check"
     assert check["regime_from"].startswith("the RM's training record (")
     # the check runs trained as the RM did (rmlens train's defaults: a 0.2 evaluation share,
@@ -128,3 +134,22 @@ def test_cli_check_runs(trained, tmp_path):
     assert result.exit_code == 2 and "expected 0 (none) or 2 or more" in result.stderr
     result = run_cli(["memorize", "--data", data, "--out", tmp_path / "q", "--check-runs", "2"])
     assert result.exit_code == 2 and "--check-runs goes with --rm" in result.stderr
+
+
+def test_an_adapter_from_elsewhere_is_checked_in_the_regime_given(classifier_dirs, tmp_path):  # noqa: F811
+    whole, adapter = classifier_dirs
+    pairs = word_pairs(24, 8)
+    given = TrainConfig(epochs=1, lr=5e-3, head_lr=5e-3, patience=0)
+    cfg = AuditConfig(format="chat", max_length=24, n_boot=50, mode="finetune", train=given,
+                      val_fraction=0.0)  # fmt: skip
+    with pytest.warns(RmlensWarning):  # a random RM's: pairs unchecked, barely learned
+        audit_rm(pairs, adapter, cfg, out=tmp_path / "a", device="cpu", check_runs=2,
+                 quiet=True)  # fmt: skip
+    check = json.loads((tmp_path / "a" / "summary.json").read_text())["check"]
+    # its own settings are not recorded: the runs train as told, from its adapter's base
+    assert check["regime_from"] == (f"the settings given, the RM's own not being recorded "
+                                    f"({whole}, its adapter's base; lora, lr 0.005, 1 epoch, "
+                                    "patience 0)")  # fmt: skip
+    config = json.loads((tmp_path / "a" / "check" / "config.json").read_text())["audit"]
+    assert config["model"] == str(whole) and config["train"]["epochs"] == 1
+    assert config["val_fraction"] == 0.0 and config["format"] == "chat"

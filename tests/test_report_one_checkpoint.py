@@ -78,7 +78,7 @@ def test_the_standing_sentence_opens_with_a_capital(audited) -> None:
     assert len(standing) == 1
     assert standing[0].startswith("Reliability: one training run, so no split-half")
     assert "(without one, on the benchmark's damping); on real pairs" in standing[0]
-    assert standing[0].endswith("and none of them as one pair's verdict.")
+    assert standing[0].endswith("one training draw's noise, which check_runs measures on yours.")
 
 
 def test_the_summary_and_settings_show_words_not_keys(audited) -> None:

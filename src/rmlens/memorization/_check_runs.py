@@ -4,8 +4,9 @@ A one-checkpoint audit reads one RM; how far its CM follows a multi-run audit wa
 on benchmarks (``STANDING``), which cannot know the data at hand. K check runs settle it:
 a paired fine-tuned audit of the same pairs (``AuditConfig(mode="finetune", runs=K)``,
 folder ``check/`` inside the audit), each run trained from the base weights in the RM's own
-regime (its training record, or the settings given for an RM from elsewhere), on the plan's
-(K-1)/K share of the groups. Over the pairs both audits define:
+regime (its training record, or the settings given for an RM from elsewhere), each on the
+plan's (folds - 1) / folds share of the groups (4 of 5 by default). Over the pairs both
+audits define:
 
     rho_s      = Spearman(s_checkpoint, s_check)                     s in TM, TG, CM
     share      = rho_cm / sqrt(rel_cm)                               (Spearman 1904)
@@ -22,14 +23,16 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from rmlens._errors import InputError
+from rmlens._errors import InputError, RmlensWarning
 from rmlens.memorization._config import AuditConfig
 from rmlens.memorization._runner import audit
+from rmlens.progress import status
 from rmlens.rewards import TrainConfig
 from rmlens.stats import group_draws, percentile_interval, spearman
 
@@ -141,7 +144,8 @@ def check_regime(ckpt, config: AuditConfig) -> tuple[TrainConfig, str]:
 def _rates(t: TrainConfig) -> str:
     lr = (f"lr chosen from {', '.join(f'{x:g}' for x in t.lr_grid)}" if len(t.lr_grid) > 1
           else f"lr {(t.lr_grid or (t.lr,))[0]:g}")  # fmt: skip
-    return f"{lr}, at most {t.epochs} epochs, patience {t.patience}"
+    epochs = "1 epoch" if t.epochs == 1 else f"at most {t.epochs} epochs"
+    return f"{lr}, {epochs}, patience {t.patience}"
 
 
 def run_check(
@@ -153,8 +157,23 @@ def run_check(
     train, regime_from = check_regime(ckpt, config)
     cfg = check_config(config, train, runs)
     folder = Path(out) / CHECK_DIR
-    check = audit(pairs, cfg, out=folder, quiet=quiet)
+    if not quiet:
+        status(f"check runs: {runs} paired runs in the regime of {regime_from}, into {folder} "
+               "(the lines below, up to the audit's summary, are theirs)")  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:  # theirs, said as theirs
+        warnings.simplefilter("always", RmlensWarning)
+        check = audit(pairs, cfg, out=folder, quiet=quiet)
     check_summary = json.loads((folder / "summary.json").read_text())
+    codes = [w.get("code") or "" for w in check_summary.get("warnings") or []]
+    if any(issubclass(w.category, RmlensWarning) for w in caught):
+        n = sum(issubclass(w.category, RmlensWarning) for w in caught)
+        warnings.warn(f"the check runs' audit gave {n} warning(s), in "
+                      f"{folder / 'summary.json'}" + (f": {', '.join(c for c in codes if c)}"
+                                                      if any(codes) else ""),
+                      RmlensWarning, stacklevel=3)  # fmt: skip
+    for other in caught:  # not the audit's own: let them through as they came
+        if not issubclass(other.category, RmlensWarning):
+            warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
     result = runs_agreement(table, check, summary, check_summary, seed=config.seed)
     result.update(regime_from=regime_from, folder=CHECK_DIR)
     return result

@@ -140,6 +140,9 @@ STANDING = (
     "0.47); its damping sets CM's size, so its mean CM rests on how well the RM's evaluation "
     "split measures its held-out p (without one, on the benchmark's damping); "
     + TRUST
+    + "; measured with check runs on the data at hand it ranged from 0.82 (600 HH pairs) to "
+    "0.50 (SQuALITY, where one RM's CM agreed with another seed's at 0.55): one training "
+    "draw's noise, which `check_runs` measures on yours"
 )
 
 # The cheaper reading (``blocks``) against every weight (benchmarks/checkpoint_blocks.py)

@@ -203,7 +203,13 @@ def check_sentence(check: dict) -> str:
     if memorized:
         text += (f"; categorized memorized: {memorized['checkpoint']:.0%} here, "
                  f"{memorized['check']:.0%} in the check runs")
-    return text + " (95% intervals over groups)"
+    text += " (95% intervals over groups)"
+    if check.get("share") is not None and check["share_hi"] < 0.85:  # STANDING's figure
+        text += (f". The check runs' own audit ({check.get('folder', 'check')}/, CM reliability "
+                 f"{check['reliability']:.2f}) is the firmer reading of these pairs (on "
+                 "SQuALITY, the documentation's Findings page, one checkpoint fell short by "
+                 "one training draw's noise)")  # fmt: skip
+    return text
 
 
 def _r(part: dict) -> str:

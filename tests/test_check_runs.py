@@ -52,6 +52,15 @@ def test_agreement_by_hand():
                                    "check": pytest.approx(1 / 7)}  # fmt: skip
     with pytest.raises(InputError, match="at least 3 pairs in 2 groups"):
         runs_agreement(here.iloc[:2], there, {}, {})
+    # the words: the firmer reading named where one checkpoint falls short; where the check
+    # runs learned nothing either, no reading is firmer
+    from rmlens.memorization._notes import check_sentence
+
+    said = check_sentence({**result, "share_hi": 0.7, "warnings": []})
+    assert "of what their own reliability (0.64) allows" in said
+    assert "is the firmer reading" in said
+    idle = check_sentence({**result, "warnings": ["not_learned"]})
+    assert "did not learn either" in idle and "firmer" not in idle
 
 
 def test_check_runs_train_in_the_rms_regime():

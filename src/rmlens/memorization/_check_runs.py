@@ -84,7 +84,8 @@ def runs_agreement(
         ``reliability`` (the check runs' CM, Spearman-Brown), ``share`` with ``share_lo``,
         ``share_hi`` (None where the reliability is not above 0); ``links``: per link
         (margin, group size) both audits' ``spearman``, ``lo``, ``hi``; ``memorized``: both
-        audits' share of defined pairs categorized memorized.
+        audits' share of defined pairs categorized memorized; ``warnings``: the codes of the
+        check runs' own warnings.
     """
     both = table.merge(check[["id", *SCORES, "category"]], on="id", suffixes=("", "_check"))
     ok = np.ones(len(both), bool)
@@ -117,6 +118,8 @@ def runs_agreement(
         for name in ("margin", "group_size")
     }  # fmt: skip
     result["links"] = {k: v for k, v in result["links"].items() if v}
+    result["warnings"] = [w.get("code") for w in check_summary.get("warnings") or []
+                          if isinstance(w, dict) and w.get("code")]  # fmt: skip
     result["memorized"] = {
         "checkpoint": float((both.category == "memorized").mean()),
         "check": float((both.category_check == "memorized").mean()),

@@ -204,6 +204,10 @@ def check_sentence(check: dict) -> str:
         text += (f"; categorized memorized: {memorized['checkpoint']:.0%} here, "
                  f"{memorized['check']:.0%} in the check runs")
     text += " (95% intervals over groups)"
+    if "not_learned" in (check.get("warnings") or []):
+        return text + (". The check runs did not learn either (check/summary.json): both "
+                       "audits read noise, and their agreement says how alike the gradients "
+                       "are, not what was memorized")  # fmt: skip
     if check.get("share") is not None and check["share_hi"] < 0.85:  # STANDING's figure
         text += (f". The check runs' own audit ({check.get('folder', 'check')}/, CM reliability "
                  f"{check['reliability']:.2f}) is the firmer reading of these pairs (on "

@@ -171,6 +171,24 @@ def checkpoint_sentence(checkpoint: dict) -> str:
             f"{checkpoint.get('damping_how', 'given')}")
 
 
+def checkpoint_rows(summary: dict) -> dict[str, tuple[str, str]]:
+    """A one-checkpoint audit's RM and its training pairs; its standing where the reliability
+    note does not already give it (its damping is the ``checkpoint`` sentence)."""
+    checkpoint = summary.get("checkpoint")
+    if not isinstance(checkpoint, dict):
+        return {}
+    rows = {}
+    if checkpoint.get("rm"):
+        rows["checkpoint"] = ("RM audited (one checkpoint)", str(checkpoint["rm"]))
+    if checkpoint.get("training_pairs"):
+        rows["checkpoint_pairs"] = ("its training pairs", str(checkpoint["training_pairs"]))
+    standing = str(checkpoint.get("standing") or "")
+    if standing and standing not in str((summary.get("reliability") or {}).get("reason")):
+        rows["checkpoint_standing"] = ("the benchmark's standing of one-checkpoint CM",
+                                       standing[0].upper() + standing[1:])  # fmt: skip
+    return rows
+
+
 def check_sentence(check: dict) -> str:
     """summary.json's ``check`` in words: the one-checkpoint audit's standing on this data.
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rmlens._display import fmt, snippet
 from rmlens.memorization._damping import damping_sentence
-from rmlens.memorization._notes import check_sentence, checkpoint_sentence
+from rmlens.memorization._notes import check_sentence, checkpoint_rows, checkpoint_sentence
 from rmlens.memorization._quality import shortcut_sentence
 from rmlens.memorization._regime import validation_words
 from rmlens.memorization._reliability import WARN_BELOW
@@ -457,7 +457,7 @@ def _outcome(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
     if isinstance(truncation, dict) and "pairs_cut" in truncation:
         rows["truncation"] = ("pairs cut to the token limit",
                               _truncation_words(truncation, summary.get("n_pairs")))  # fmt: skip
-    return rows | _checkpoint_rows(summary)
+    return rows | checkpoint_rows(summary)
 
 
 def _truncation_words(truncation: dict[str, Any], n_pairs: Any) -> str:
@@ -471,24 +471,6 @@ def _truncation_words(truncation: dict[str, Any], n_pairs: Any) -> str:
                  f"{_count(truncation.get('tokens_cut_max'))} tokens, the prompt's start "
                  "first")  # fmt: skip
     return text
-
-
-def _checkpoint_rows(summary: dict[str, Any]) -> dict[str, tuple[str, str]]:
-    """A one-checkpoint audit's RM and its training pairs; its standing where the reliability
-    note does not already give it (its damping is the ``checkpoint`` sentence)."""
-    checkpoint = summary.get("checkpoint")
-    if not isinstance(checkpoint, dict):
-        return {}
-    rows = {}
-    if checkpoint.get("rm"):
-        rows["checkpoint"] = ("RM audited (one checkpoint)", str(checkpoint["rm"]))
-    if checkpoint.get("training_pairs"):
-        rows["checkpoint_pairs"] = ("its training pairs", str(checkpoint["training_pairs"]))
-    standing = str(checkpoint.get("standing") or "")
-    if standing and standing not in str((summary.get("reliability") or {}).get("reason")):
-        rows["checkpoint_standing"] = ("the benchmark's standing of one-checkpoint CM",
-                                       standing[0].upper() + standing[1:])  # fmt: skip
-    return rows
 
 
 ESTIMATORS = {

@@ -249,6 +249,25 @@ def group_codes(groups) -> np.ndarray:
     return np.unique(np.asarray(groups, dtype=str), return_inverse=True)[1]
 
 
+def without_evaluation(cfg, has_evals: bool, n_train: int):
+    """``cfg`` as ``fit`` trains it: unchanged with evaluation pairs; without them, early
+    stopping and a choice of rates are refused in one line naming the flags, except on a
+    training set too small to split (one pair), trained every epoch with a warning."""
+    if has_evals or not (cfg.patience or len(cfg.lr_grid) > 1):
+        return cfg
+    if n_train < 2:
+        warnings.warn(f"{n_train} training pair, too few for an evaluation split: trained on "
+                      f"it for every epoch at lr {cfg.lr:g}, without early stopping",
+                      RmlensWarning, stacklevel=3)  # fmt: skip
+        return cfg.replace(patience=0, lr_grid=())
+    raise InputError(
+        f"no evaluation pairs (eval_fraction {cfg.eval_fraction:g} of {n_train} pairs, no "
+        "eval_data): early stopping (patience) and the choice among lr_grid need them. Give "
+        "--eval-fraction > 0 or --eval-data, or train on every pair for every epoch at one "
+        "rate: --eval-fraction 0 --patience 0, no --lr-grid"
+    )
+
+
 def warn_dropped(n: int, what: str = "pairs") -> None:
     """Say how many pairs were left out (never silently, DESIGN.md 2)."""
     if n:

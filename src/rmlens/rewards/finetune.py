@@ -21,19 +21,24 @@ without torch.
 from __future__ import annotations
 
 import math
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rmlens._errors import InputError, RmlensWarning
+from rmlens._errors import InputError
 from rmlens._params import ParamError
 from rmlens.backbones import resolve_format, warn_truncation
 from rmlens.rewards._config import TrainConfig, resolve_device
 from rmlens.rewards._finetune_per_run import PerRun
 from rmlens.rewards._metrics import learning_advice, not_learned
-from rmlens.rewards._trainer_base import Trainer, eval_split, objective_inputs, warn_dropped
+from rmlens.rewards._trainer_base import (
+    Trainer,
+    eval_split,
+    objective_inputs,
+    warn_dropped,
+    without_evaluation,
+)
 from rmlens.rewards.objectives import objective_of
 
 if TYPE_CHECKING:
@@ -204,18 +209,7 @@ class _TunedTrainer(PerRun, Trainer):
             warn_truncation(self.eval_truncation_, len(ev), what="evaluation pairs")
             warn_dropped(int((~ev_kept).sum()), what="evaluation pairs")
             evals = [ex for ex, k in zip(ev, ev_kept) if k] or None
-        if not evals and (cfg.patience or len(cfg.lr_grid) > 1) and len(train) < 2:
-            warnings.warn(f"{len(train)} training pair, too few for an evaluation split: "
-                          f"trained on it for every epoch at lr {cfg.lr:g}, without early "
-                          "stopping", RmlensWarning, stacklevel=2)  # fmt: skip
-            cfg = cfg.replace(patience=0, lr_grid=())
-        elif not evals and (cfg.patience or len(cfg.lr_grid) > 1):
-            raise InputError(
-                f"no evaluation pairs (eval_fraction {cfg.eval_fraction:g} of {len(train)} "
-                "pairs, no eval_data): early stopping (patience) and the choice among lr_grid "
-                "need them. Give --eval-fraction > 0 or --eval-data, or train on every pair "
-                "for every epoch at one rate: --eval-fraction 0 --patience 0, no --lr-grid"
-            )  # fmt: skip
+        cfg = without_evaluation(cfg, bool(evals), len(train))
         self._prepare_refs(train + (evals or []))
         weights, guide = (None, None)
         if self.loss_weights_ is not None:

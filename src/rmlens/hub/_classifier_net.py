@@ -102,20 +102,29 @@ def _no_load_report(record: logging.LogRecord) -> bool:
     return "LOAD REPORT" not in record.getMessage()
 
 
+def adapter_base(path: Path) -> str | None:
+    """The base model a PEFT adapter folder names (``base_model_name_or_path``); None for a
+    folder without an adapter; refused in one line when the adapter names none."""
+    adapter = Path(path) / "adapter_config.json"
+    if not adapter.is_file():
+        return None
+    base = json.loads(adapter.read_text()).get("base_model_name_or_path")
+    if not base:
+        raise InputError(f"`rm` {path}: its adapter_config.json names no base model")
+    return base
+
+
 def _load_classifier(path: Path) -> tuple[Any, str, Path | str]:
     """The classifier at ``path`` (whole, or a PEFT adapter on its base), what was trained,
     in words, and where its tokenizer is."""
     load = AutoModelForSequenceClassification.from_pretrained
-    adapter = path / "adapter_config.json"
-    if not adapter.is_file():
+    base = adapter_base(path)
+    if base is None:
         classifier = load(str(path), dtype=torch.float32)
         classifier.requires_grad_(True)
         return classifier, "every weight", path
     from peft import PeftModel
 
-    base = json.loads(adapter.read_text()).get("base_model_name_or_path")
-    if not base:
-        raise InputError(f"`rm` {path}: its adapter_config.json names no base model")
     # the base has no score layer, which the adapter brings (modules_to_save): transformers'
     # load report calling it "newly initialized" is not for the user (a filter, not a level:
     # transformers checks its tensor-parallel plan, and says so, when its level is raised)

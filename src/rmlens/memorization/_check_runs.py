@@ -105,19 +105,17 @@ def runs_agreement(
         result[s] = {"spearman": spearman(x, y), "lo": lo, "hi": hi}
     rel = ((check_summary.get("reliability") or {}).get("cm") or {}).get("spearman_brown")
     rel = float(rel) if isinstance(rel, (int, float)) and math.isfinite(rel) else math.nan
-    root = math.sqrt(min(rel, 1.0)) if rel > 0 else math.nan
-    cm = result["cm"]
-    result.update(reliability=rel, share=cm["spearman"] / root if root > 0 else None,
-                  share_lo=cm["lo"] / root if root > 0 else None,
-                  share_hi=cm["hi"] / root if root > 0 else None)  # fmt: skip
+    root = math.sqrt(min(rel, 1.0)) if rel > 0 else None
+    result["reliability"] = rel
+    for key, of in (("share", "spearman"), ("share_lo", "lo"), ("share_hi", "hi")):
+        result[key] = result["cm"][of] / root if root else None
+    sides = (("checkpoint", summary.get("links") or {}),
+             ("check", check_summary.get("links") or {}))  # fmt: skip
     result["links"] = {
-        name: {who: {k: link.get(k) for k in ("spearman", "lo", "hi")}
-               for who, links in (("checkpoint", summary.get("links")),
-                                  ("check", check_summary.get("links")))
-               if (link := (links or {}).get(name))}
-        for name in ("margin", "group_size")
+        name: {who: {k: links[name].get(k) for k in ("spearman", "lo", "hi")}
+               for who, links in sides if links.get(name)}
+        for name in ("margin", "group_size") if any(links.get(name) for _, links in sides)
     }  # fmt: skip
-    result["links"] = {k: v for k, v in result["links"].items() if v}
     result["warnings"] = [w.get("code") for w in check_summary.get("warnings") or []
                           if isinstance(w, dict) and w.get("code")]  # fmt: skip
     result["memorized"] = {
@@ -134,9 +132,10 @@ def check_regime(ckpt, config: AuditConfig) -> tuple[TrainConfig, str]:
     if not ckpt.unchecked:
         t = ckpt.train
         return t, f"the RM's training record ({t.model}, {_rates(t)})"
-    adapter = Path(ckpt.folder) / "adapter_config.json"
-    base = json.loads(adapter.read_text()).get("base_model_name_or_path") if adapter.is_file() \
-        else None  # fmt: skip
+    # lazy: torch, transformers load only when this runs
+    from rmlens.hub._classifier_net import adapter_base
+
+    base = adapter_base(ckpt.folder)
     t = config.train.replace(model=base or config.model, max_length=config.max_length,
                              format=config.format, precision=config.precision)  # fmt: skip
     where = "its adapter's base" if base else "the model given"
@@ -167,16 +166,14 @@ def run_check(
         warnings.simplefilter("always", RmlensWarning)
         check = audit(pairs, cfg, out=folder, quiet=quiet)
     check_summary = json.loads((folder / "summary.json").read_text())
-    codes = [w.get("code") or "" for w in check_summary.get("warnings") or []]
-    if any(issubclass(w.category, RmlensWarning) for w in caught):
-        n = sum(issubclass(w.category, RmlensWarning) for w in caught)
-        warnings.warn(f"the check runs' audit gave {n} warning(s), in "
-                      f"{folder / 'summary.json'}" + (f": {', '.join(c for c in codes if c)}"
-                                                      if any(codes) else ""),
-                      RmlensWarning, stacklevel=3)  # fmt: skip
-    for other in caught:  # not the audit's own: let them through as they came
-        if not issubclass(other.category, RmlensWarning):
-            warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
     result = runs_agreement(table, check, summary, check_summary, seed=config.seed)
+    ours = [w for w in caught if issubclass(w.category, RmlensWarning)]
+    if ours:
+        codes = f": {', '.join(result['warnings'])}" if result["warnings"] else ""
+        warnings.warn(f"the check runs' audit gave {len(ours)} warning(s), in "
+                      f"{folder / 'summary.json'}{codes}", RmlensWarning, stacklevel=3)
+    for other in caught:  # not the audit's own: let them through as they came
+        if other not in ours:
+            warnings.warn_explicit(other.message, other.category, other.filename, other.lineno)
     result.update(regime_from=regime_from, folder=CHECK_DIR)
     return result

@@ -303,17 +303,13 @@ class TrainConfig(ObjectiveConfig):
         default="bradley-terry",
         metadata={"help": "bradley-terry (pairs) or plackett-luce (rankings)."},
     )
-    # One regime for `rmlens train` and an audit's fine-tuned runs (memorization._regime), so
-    # an RM it trains is audited alone in the runs' own regime, calibrated on its evaluation
-    # split: at most 4 epochs with early stopping (patience 1, the best epoch kept) at lr
-    # 3e-4, head 2e-3 (benchmarks/finetune_defaults.py: LoRA MiniLM learns on CPU; 1 epoch
-    # at 1e-4 left it at chance); an audit's runs also choose the rate from lr_grid
+    # One regime for `rmlens train` and an audit's runs (memorization._regime), so its RM is
+    # audited alone in the runs' regime, calibrated on its evaluation split; an audit's runs
+    # also choose the rate from lr_grid (benchmarks/finetune_defaults.py: MiniLM learns)
     epochs: int = field(default=4, metadata={"help": "Passes over the training pairs (at most)."})
     batch_size: int = field(default=8, metadata={"help": "Pairs per forward pass."})
     grad_accum: int = field(default=1, metadata={"help": "Forward passes per optimizer step."})
-    lr: float = field(
-        default=3e-4, metadata={"help": "AdamW learning rate of the backbone (lr_grid empty)."}
-    )
+    lr: float = field(default=3e-4, metadata={"help": "AdamW learning rate of the backbone."})
     head_lr: float = field(default=2e-3, metadata={"help": "Learning rate of the reward head."})
     lr_grid: tuple[float, ...] = field(
         default=(),
@@ -333,16 +329,11 @@ class TrainConfig(ObjectiveConfig):
     max_grad_norm: float = field(
         default=1.0, metadata={"help": "Gradient clipping norm (0: no clipping)."}
     )
-    eval_fraction: float = field(
-        default=0.2,
-        metadata={"help": "Share of training pairs held out to evaluate each epoch, never "
-                          "trained on (early stopping, the rate of lr_grid, the one-checkpoint "
-                          "audit's calibration); 0: train on every pair."},
-    )  # fmt: skip
-    patience: int = field(
-        default=1,
-        metadata={"help": "Early stopping: epochs without a lower eval loss (0: off)."},
-    )
+    eval_fraction: float = field(default=0.2, metadata={"help": (
+        "Share of pairs held out, never trained on: early stopping, lr_grid's choice, the "
+        "one-checkpoint audit's calibration (0: train on every pair).")})  # fmt: skip
+    patience: int = field(default=1, metadata={
+        "help": "Early stopping: epochs without a lower eval loss (0: off)."})  # fmt: skip
     save_steps: int = field(
         default=0, metadata={"help": "Checkpoint every N optimizer steps (0: each epoch)."}
     )

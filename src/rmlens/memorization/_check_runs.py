@@ -132,10 +132,9 @@ def check_regime(ckpt, config: AuditConfig) -> tuple[TrainConfig, str]:
     if not ckpt.unchecked:
         t = ckpt.train
         return t, f"the RM's training record ({t.model}, {_rates(t)})"
-    # lazy: torch, transformers load only when this runs
-    from rmlens.hub._classifier_net import adapter_base
-
-    base = adapter_base(ckpt.folder)
+    adapter = Path(ckpt.folder) / "adapter_config.json"
+    base = json.loads(adapter.read_text()).get("base_model_name_or_path") if adapter.is_file() \
+        else None  # fmt: skip
     t = config.train.replace(model=base or config.model, max_length=config.max_length,
                              format=config.format, precision=config.precision)  # fmt: skip
     where = "its adapter's base" if base else "the model given"

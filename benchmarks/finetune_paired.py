@@ -9,8 +9,11 @@ Settings (each a LoRA RM per run, the audit's fine-tuning with one learning rate
 - ``minilm-synth``: MiniLM on 300 synthetic pairs of 30 users (planted mechanisms);
 - ``smollm2-hh``: SmolLM2-135M-Instruct on the 120 shortest shared HH pairs (128 tokens).
 
-For each: a disjoint brute-force reference (plan seed 1, ``--reference-runs``; 24 for
-SmolLM2) that grows over invocations (its audit directory resumes), and a 5-run paired
+For each: a disjoint brute-force reference (plan seed 1, ``--reference-runs``, rounded up to
+whole repeats of the plan; 25 for SmolLM2) that grows over invocations and survives restarts:
+each finished run is committed under ``benchmarks/references/<setting>/``
+(``reference_store.py``), restored into the work folder's audit before it grows, and read
+from there by the report on any machine; and a 5-run paired
 audit of plan seed 0 read two ways: ``gauss-newton`` (per-pair gradients of the LoRA
 adapters and the head, a Woodbury solve in pair space), and ``last-layer`` (the head alone,
 from each run's saved RM: the same trainings, not trained again). Each reading calibrates
@@ -24,12 +27,14 @@ paired run against a brute-force run (median seconds between runs' manifests, an
 influence pass each run records); then the one-checkpoint audit (``rmlens memorize
 --rm``) of an RM trained once on every pair, against the paired audit and the reference.
 
-``--phase reference`` grows the references only; ``--phase paired`` reads them as they
-stand (their finished runs); ``--phase cost`` times one run of each kind in turn in this
-process (brute force, and paired with each method).
+``--phase reference`` grows the references only, one repeat of the plan at a time,
+committing the runs after each (an interrupted growth loses at most the runs of its repeat
+not yet finished; run it again to go on); ``--phase paired`` reads them as they stand (their
+committed runs); ``--phase cost`` times one run of each kind in turn in this process (brute
+force, and paired with each method).
 
     python benchmarks/finetune_paired.py [--settings minilm-hh minilm-synth smollm2-hh]
-        [--reference-runs 40] [--smollm2-reference-runs 24] [--phase all|reference|paired|cost]
+        [--reference-runs 40] [--smollm2-reference-runs 25] [--phase all|reference|paired|cost]
         [--work DIR]
 """
 
@@ -40,6 +45,7 @@ import json
 import shutil
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +53,7 @@ import pandas as pd
 from finetune_defaults import DEFAULT as HH
 from finetune_defaults import shortest
 from paired_cm import cm_from, reliability_at
+from reference_store import committed_runs, grow, load_reference, read_info, seconds_per_run
 
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
@@ -64,6 +71,31 @@ SETTINGS = {
     "smollm2-hh": dict(model="smollm2-135m", pairs=120, data="hh"),
 }
 METHODS = ("gauss-newton", "last-layer")
+REFERENCES = Path(__file__).resolve().parent / "references"
+
+
+@dataclass
+class Reference:
+    """A brute-force reference's finished runs, its plan's folds, the median seconds of a run,
+    and where it was read."""
+
+    m: RunMatrices
+    folds: int
+    seconds: float
+    where: str
+
+
+def reference_of(name: str, work_ref: Path) -> Reference | None:
+    """The committed reference (``benchmarks/references/<name>``) when it has runs, else the
+    work folder's audit when it has finished runs, else None."""
+    store = REFERENCES / name
+    if committed_runs(store):
+        return Reference(load_reference(store), read_info(store)["folds"],
+                         seconds_per_run(store), f"committed, {store}")  # fmt: skip
+    if list(work_ref.glob("runs/*/manifest.json")):
+        folds = json.loads((work_ref / "config.json").read_text())["folds_used"]
+        return Reference(load_matrices(work_ref), folds, per_run(work_ref), str(work_ref))
+    return None
 
 
 def pairs_of(setting: dict):
@@ -146,8 +178,8 @@ def share_interval(m: RunMatrices, ref: RunMatrices, folds: int, draws: int = 40
     return f"[{lo:.2f}, {hi:.2f}] (+-{(hi - lo) / 2:.3f})"
 
 
-def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
-    if not list(ref_dir.glob("runs/*/manifest.json")):
+def report(name: str, paired: dict[str, Path], reference: Reference | None) -> None:
+    if reference is None:
         print(f"\n## {name}: no brute-force reference yet (--phase reference grows it)")
         for method, out in paired.items():
             m = load_matrices(out)
@@ -155,13 +187,13 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
             print(f"{method}: {len(m.runs)} runs, CM reliability {rel:.3f}, mean CM "
                   f"{np.nanmean(cm_from(m, np.arange(len(m.runs)))):.4f}")  # fmt: skip
         return
-    ref = load_matrices(ref_dir)  # its finished runs (a reference still growing counts too)
+    ref, folds = reference.m, reference.folds  # its finished runs (still growing counts too)
     ref_cm = cm_from(ref, np.arange(len(ref.runs)))
-    folds = json.loads((ref_dir / "config.json").read_text())["folds_used"]
     whole = len(ref.runs) // folds * folds
     rel_ref = reliability_at(ref, whole, folds)
-    print(f"\n## {name}: brute-force reference, {len(ref.runs)} runs (plan seed 1): CM "
-          f"Spearman-Brown {rel_ref:.3f}, mean CM {np.nanmean(ref_cm):.4f}")  # fmt: skip
+    print(f"\n## {name}: brute-force reference, {len(ref.runs)} runs (plan seed 1; "
+          f"{reference.where}): CM Spearman-Brown {rel_ref:.3f}, mean CM "
+          f"{np.nanmean(ref_cm):.4f}")  # fmt: skip
     print("method | runs | rel | rho_ref | ceiling | of ceiling | mean CM | damping")
     rows = []
     for method, out in paired.items():
@@ -194,7 +226,7 @@ def report(name: str, paired: dict[str, Path], ref_dir: Path) -> None:
     inside, outside = ref.member & scored, ~ref.member & scored
     print(f"reference RMs: in-train accuracy {np.mean(ref.p[inside] > 0.5):.3f}, held-out "
           f"{np.mean(ref.p[outside] > 0.5):.3f} (pairs x runs)")  # fmt: skip
-    brute_s = per_run(ref_dir)
+    brute_s = reference.seconds
     for method, out in paired.items():
         extra = influence_seconds(out)
         if method != "gauss-newton":  # read again from the saved runs: no run time of its own
@@ -321,7 +353,7 @@ def checkpoint_rm(setting: dict, pairs, rm: Path) -> Path:
     return rm
 
 
-def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> None:
+def checkpoint(name: str, setting: dict, pairs, work: Path, reference: Reference | None) -> None:
     """The one-checkpoint audit of an RM trained once on every pair, set against the 5-run
     paired audit (Gauss-Newton) and the brute-force reference."""
     from rmlens.memorization import audit_rm
@@ -332,8 +364,8 @@ def checkpoint(name: str, setting: dict, pairs, work: Path, ref_dir: Path) -> No
     paired = pd.read_parquet(work / f"{name}-paired-gauss-newton" / "memorization.parquet")
     paired = paired.set_index("id").loc[table.index]
     against_ref = ""
-    if list(ref_dir.glob("runs/*/manifest.json")):
-        ref = load_matrices(ref_dir)
+    if reference is not None:
+        ref = reference.m
         ref_cm = pd.Series(cm_from(ref, np.arange(len(ref.runs))), index=ref.ids)
         against_ref = f", with the reference {spearman(table.cm, ref_cm.loc[table.index]):.3f}"
     seconds = json.loads((out / "runs" / "000" / "manifest.json").read_text())["metrics"]
@@ -356,10 +388,12 @@ def bench(name: str, reference_runs: int, phase: str, work: Path) -> None:
     config = config_of(setting)
     ref = work / f"{name}-ref"
     if phase != "paired":
-        print(f"{name}: {len(pairs)} pairs; growing the reference to {reference_runs} runs",
-              flush=True)  # fmt: skip
-        audit(pairs, config.replace(runs=reference_runs, seed=1, estimator="brute"), out=ref,
-              quiet=True)  # fmt: skip
+        store = REFERENCES / name
+        print(f"{name}: {len(pairs)} pairs; growing the reference to {reference_runs} runs "
+              f"({len(committed_runs(store))} committed in {store})", flush=True)  # fmt: skip
+        new = grow(pairs, config.replace(seed=1, estimator="brute"), reference_runs, work=ref,
+                   ref_dir=store, setting=name)  # fmt: skip
+        print(f"{name}: {len(new)} runs committed, {len(committed_runs(store))} in all")
     if phase == "reference":
         return
     gn = work / f"{name}-paired-gauss-newton"
@@ -372,16 +406,19 @@ def bench(name: str, reference_runs: int, phase: str, work: Path) -> None:
     for k in sorted(readings, reverse=True):
         if k and (readings[k] / "summary.json").exists():
             paired[f"gauss-newton, last {k} blocks"] = readings[k]
-    report(f"{name} ({len(pairs)} pairs)", paired, ref)
-    checkpoint(name, setting, pairs, work, ref)
+    reference = reference_of(name, ref)
+    report(f"{name} ({len(pairs)} pairs)", paired, reference)
+    checkpoint(name, setting, pairs, work, reference)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS),
                         default=["minilm-hh", "minilm-synth", "smollm2-hh"])  # fmt: skip
-    parser.add_argument("--reference-runs", type=int, default=40)
-    parser.add_argument("--smollm2-reference-runs", type=int, default=24)
+    parser.add_argument("--reference-runs", type=int, default=40,
+                        help="Runs the brute-force references grow to (whole repeats of the "
+                        "plan), committed under benchmarks/references/<setting>/.")  # fmt: skip
+    parser.add_argument("--smollm2-reference-runs", type=int, default=25)
     parser.add_argument("--phase", choices=("all", "reference", "paired", "cost"),
                         default="all")  # fmt: skip
     parser.add_argument("--work", type=Path, default=Path("finetune-paired-work"),

@@ -132,14 +132,12 @@ def test_flat_attention_is_each_examples_masked_attention():
     from types import SimpleNamespace
 
     from rmlens.rewards._fast import flat_attention
-    from rmlens.rewards._nets import flat_span
-
     gen = torch.Generator().manual_seed(0)
     examples = [(3, [2, 1]), (1, [3, 3, 1]), (0, [2, 2])]  # (shared, tail lengths)
     segs, spans, start = [], [], 0
     for shared, tails in examples:
         segs.append([0] * shared + [k + 1 for k, n in enumerate(tails) for _ in range(n)])
-        spans.append(flat_span(start, shared, tails, torch.float32))
+        spans.append((start, shared, tails))
         start += len(segs[-1])
     heads, kv, d = 4, 2, 8  # grouped-query attention
     q = torch.randn(1, heads, start, d, generator=gen)

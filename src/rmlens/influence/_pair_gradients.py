@@ -213,7 +213,7 @@ def _per_example(x: torch.Tensor, g: torch.Tensor, module: nn.Linear, batch, siz
     spans = getattr(batch, "spans", None)
     if not head and spans is not None:  # a flat batch: example b holds tokens a..e of one row
         x, g = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
-        bounds = [(a, a + shared + sum(n for n, _ in tails)) for a, shared, tails in spans]
+        bounds = [(a, a + shared + sum(tails)) for a, shared, tails in spans]
         if g.shape[1] > x.shape[1]:  # (in, T) x (T, out) for a rank-r input: a faster GEMM
             w = torch.stack([(x[a:e].t() @ g[a:e]).t() for a, e in bounds]).flatten(1)
         else:

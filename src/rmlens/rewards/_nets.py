@@ -33,7 +33,7 @@ from torch import nn
 
 from rmlens.backbones import pool
 from rmlens.progress import progress_bar
-from rmlens.rewards._fast import flat_mode, fused_layers
+from rmlens.rewards._fast import additive, flat_mode, fused_layers, unit_mask
 from rmlens.rewards._packing import Example, length_batches
 
 
@@ -57,16 +57,14 @@ class Batch:
     margin: torch.Tensor  # (B,)
     ref: torch.Tensor | None  # (B, K) reference log-probs
     index: np.ndarray  # (B,) positions of the examples in the list they came from
-    spans: list | None = None  # flat: each example's place in the row (``flat_span``)
+    # flat: each example's place in the row, (start, shared prefix, [tail lengths])
+    spans: list | None = None
 
     def to(self, device) -> Batch:
         moved = {}
         for f in fields(self):
             value = getattr(self, f.name)
             moved[f.name] = value.to(device) if isinstance(value, torch.Tensor) else value
-        if self.spans is not None:
-            moved["spans"] = [(a, p, [(n, m if m is None else m.to(device)) for n, m in tails])
-                              for a, p, tails in self.spans]  # fmt: skip
         return Batch(**moved)
 
     def run(self, model, **inputs):
@@ -93,11 +91,12 @@ def collate(
     ----------
     mode : {"packed", "flat", "causal", "encoder", "encoder-flat"}
         packed: one row per example with the block mask; flat: the packed examples back to
-        back in one row without padding, each example's place in it in ``spans``
-        (``flat_span``, read by ``_fast.flat_attention``); causal: one row per sequence,
+        back in one row without padding, each example's place in it in ``spans`` as
+        ``(start, shared, [n_1, n_2, ...])``, its first token, its shared prefix and its
+        responses' tails (read by ``_fast.flat_attention``); causal: one row per sequence,
         padding mask and position ids; encoder: one row per sequence, padding mask only;
         encoder-flat: the encoder's sequences back to back in one row, each example's place
-        in ``spans`` as ``(start, 0, [(n_1, None), (n_2, None), ...])`` and each sequence's
+        in ``spans`` as ``(start, 0, [n_1, n_2, ...])`` and each sequence's
         number in ``rows`` (``ExplicitNet.pooled`` averages it on its own).
     side : {"right", "left"}
         Padding side; results do not depend on it (positions come from the layout).
@@ -134,10 +133,10 @@ def collate(
     if mode in ("flat", "encoder-flat"):
         starts = np.cumsum([0] + [len(r) for r in row_ids])
         if mode == "flat":
-            spans = [flat_span(int(a), ex.shared, [len(s) - ex.shared for s in ex.seqs], dtype)
+            spans = [(int(a), ex.shared, [len(s) - ex.shared for s in ex.seqs])
                      for a, ex in zip(starts[:-1], examples)]  # fmt: skip
         else:
-            spans = [(int(starts[here[0][0]]), 0, [(len(row_ids[row]), None) for row, _ in here])
+            spans = [(int(starts[here[0][0]]), 0, [len(row_ids[row]) for row, _ in here])
                      for here in where]  # fmt: skip
         where = [[(0, [int(starts[row]) + c for c in loc]) for row, loc in here]
                  for here in where]  # fmt: skip
@@ -200,33 +199,12 @@ def collate(
     )
 
 
-def flat_span(start: int, shared: int, tails: list[int], dtype: torch.dtype) -> tuple:
-    """One example's place in a flat row, as ``_fast.flat_attention`` reads it: ``(start,
-    shared, [(n_1, None), (n_2, mask_2), ...])``, its first token, its shared prefix and
-    each response's tail; the prefix and the first tail are causal attention over their own
-    tokens, a later tail k attends the prefix and itself, under ``mask_k`` (1, 1, n_k,
-    shared + n_k), additive."""
-    out = [(tails[0], None)]
-    for n in tails[1:]:
-        keys, queries = torch.arange(shared + n), torch.arange(n) + shared
-        allowed = keys[None, :] <= queries[:, None]
-        mask = torch.zeros((1, 1, n, shared + n), dtype=dtype)
-        out.append((n, mask.masked_fill(~allowed, torch.finfo(dtype).min)))
-    return start, shared, out
-
-
 def block_mask(seg: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The additive block mask (R, 1, T, T) of rows whose tokens carry segment ids ``seg``
     (R, T): 0 the shared prefix, k the tail of sequence k, -1 padding. A token sees the
     earlier tokens of the prefix and of its own tail."""
-    width = seg.shape[1]
-    col = torch.arange(width)
-    causal = col[None, :] <= col[:, None]  # (T_query, T_key)
-    key, query = seg[:, None, :], seg[:, :, None]  # (R, 1, T), (R, T, 1)
-    allowed = causal & ((key == 0) | (key == query)) & (key >= 0) & (query >= 0)
-    allowed |= torch.eye(width, dtype=torch.bool)  # padding rows see themselves: no NaN
-    mask = torch.zeros((seg.shape[0], 1, width, width), dtype=dtype)
-    return mask.masked_fill(~allowed[:, None], torch.finfo(dtype).min)
+    allowed = unit_mask(seg, causal=True)
+    return additive(allowed[:, None], dtype)
 
 
 class ExplicitNet(nn.Module):
@@ -286,7 +264,7 @@ class ExplicitNet(nn.Module):
             return hidden.flatten(0, 1)[batch.last]  # (B, K, d)
         hidden = hidden.float()  # means summed in fp32
         if batch.spans is not None:  # encoder-flat: each sequence's own tokens
-            sizes = [n for _, _, tails in batch.spans for n, _ in tails]
+            sizes = [n for _, _, tails in batch.spans for n in tails]
             means = torch.stack([h.mean(0) for h in hidden[0].split(sizes)])  # (S, d)
             return means[batch.rows]  # (B, K, d)
         return pool(hidden, batch.attention_mask, "mean")[batch.rows]  # (B, K, d)

@@ -107,8 +107,10 @@ def pairs_of(setting: dict):
 
 
 def config_of(setting: dict) -> AuditConfig:
+    """bf16 on every machine, so a committed reference grows the same anywhere (issue 57
+    shows fine-tuning keeps its numbers in bf16)."""
     return AuditConfig(model=setting["model"], max_length=128, mode="finetune", train=LORA,
-                       n_boot=0)  # fmt: skip
+                       n_boot=0, precision="bf16")  # fmt: skip
 
 
 def per_run(out: Path) -> float:

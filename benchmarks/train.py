@@ -74,6 +74,8 @@ def rmlens_trainer(args, precision: str) -> ExplicitRMTrainer:
         device="cpu",
         warmup_ratio=0.0,
         max_grad_norm=1.0,
+        eval_fraction=0.0,  # every pair trained, no evaluation pass: as TRL here
+        patience=0,
         seed=0,
     )
     trainer = ExplicitRMTrainer(config)

@@ -135,3 +135,93 @@ def test_training_on_flat_batches_gives_the_padded_batches_numbers(kind, flat, p
         fits[mode] = trainer.rm_.score(list(pairs.prompt), list(pairs.chosen))
     assert np.abs(fits[flat] - fits[padded]).max() < 1e-4
     assert np.abs(fits[padded]).max() > 1e-2
+
+
+def _tiny_lora_llama(**lora):
+    """A 2-layer Llama with grouped-query attention and random LoRA adapters on every
+    projection, and a flat row of three examples (their spans and positions)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaModel
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, intermediate_size=48,
+                         max_position_embeddings=64)  # fmt: skip
+    targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    model = get_peft_model(LlamaModel(config), LoraConfig(
+        r=4, lora_alpha=8, target_modules=targets, init_lora_weights=False, **lora))
+    spans = [(0, 3, [2, 4]), (9, 0, [3, 2]), (14, 5, [1, 1])]  # (start, prefix, tails)
+    pos = [list(range(p)) + [i for n in tails for i in range(p, p + n)] for _, p, tails in spans]
+    position_ids = torch.tensor([sum(pos, [])])
+    ids = torch.randint(0, 50, position_ids.shape)
+    return model, ids, position_ids, spans
+
+
+def _flat_forward(model, ids, position_ids, spans):
+    with _fast.flat_mode(model):
+        return model(input_ids=ids, position_ids=position_ids, use_cache=False,
+                     rmlens_spans=spans).last_hidden_state  # fmt: skip
+
+
+def test_decoder_layer_is_the_models_own_layer_on_a_flat_row():
+    """``decoder_layer`` (what ``compiled_layers`` compiles), run eagerly in fp32, gives
+    each layer's output of the model's own forward to float rounding."""
+    model, ids, position_ids, spans = _tiny_lora_llama()
+    seen = []
+    layers = [m for m in model.modules() if type(m).__name__ == "LlamaDecoderLayer"]
+    hooks = [layer.register_forward_hook(lambda m, a, kw, out: seen.append((m, a, kw, out)),
+                                         with_kwargs=True) for layer in layers]  # fmt: skip
+    _flat_forward(model, ids, position_ids, spans)
+    for hook in hooks:
+        hook.remove()
+    assert len(seen) == 2
+    layout = _fast._layout(spans, True, "cpu")
+    for layer, args, kwargs, out in seen:
+        adapters = _fast._adapters(layer)
+        assert adapters == ("default",) * 7
+        cos, sin = kwargs["position_embeddings"]
+        ours = _fast.decoder_layer(layer, args[0], cos, sin, layout.source, layout.target,
+                                   layout.bias(torch.float32), adapters)  # fmt: skip
+        torch.testing.assert_close(ours, out, rtol=1e-5, atol=1e-5)
+        assert (out - args[0]).abs().max() > 1e-2  # the layer did something
+
+
+def test_compiled_layers_replace_flat_calls_only_and_are_undone(monkeypatch):
+    from types import SimpleNamespace
+
+    model, ids, position_ids, spans = _tiny_lora_llama()
+    calls = []
+    eager = _fast.decoder_layer
+    monkeypatch.setattr(_fast, "_compiled_layer",
+                        lambda: lambda *a: calls.append(1) or eager(*a))  # fmt: skip
+    monkeypatch.setattr(_fast, "MIN_COMPILED", 0)
+    rt = SimpleNamespace(precision="bf16", device="cpu")
+    config = model.base_model.model.config
+    with torch.autocast("cpu", torch.bfloat16):
+        before = _flat_forward(model, ids, position_ids, spans)
+        with _fast.compiled_layers(model, rt, config) as used:
+            assert used
+            replaced = _flat_forward(model, ids, position_ids, spans)
+            assert len(calls) == 2  # each layer ran as one function
+            model(input_ids=ids)  # not a flat row: the model's own layers
+            assert len(calls) == 2
+    assert not any("forward" in vars(m) for m in model.modules())
+    spread = before.float().std()
+    assert (replaced.float() - before.float()).abs().max() < 0.05 * spread  # bf16 rounding
+    with _fast.compiled_layers(model, SimpleNamespace(precision="fp32", device="cpu"),
+                               config) as used:  # fmt: skip
+        assert not used  # fp32: eager layers
+
+
+def test_compiled_layers_step_aside_for_layers_they_cannot_fuse(monkeypatch):
+    from types import SimpleNamespace
+
+    model, ids, position_ids, spans = _tiny_lora_llama(lora_dropout=0.1)
+    calls = []
+    monkeypatch.setattr(_fast, "_compiled_layer", lambda: lambda *a: calls.append(1))
+    monkeypatch.setattr(_fast, "MIN_COMPILED", 0)
+    rt = SimpleNamespace(precision="bf16", device="cpu")
+    with _fast.compiled_layers(model, rt, model.base_model.model.config) as used:
+        assert used
+        out = _flat_forward(model, ids, position_ids, spans)
+    assert not calls and out.shape == (1, ids.shape[1], 32)  # dropout: peft's own layers

@@ -294,7 +294,7 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.progress import progress_bar
         from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._checkpoint import restore, save
-        from rmlens.rewards._fast import compiled_norms, fused_layers
+        from rmlens.rewards._fast import compiled_layers, compiled_norms, fused_layers
         from rmlens.rewards._metrics import RunningStats
         from rmlens.rewards._packing import length_batches
 
@@ -322,8 +322,9 @@ class _TunedTrainer(PerRun, Trainer):
             objective.train()
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
-        norms = compiled_norms(net, rt, self.base_.model.config)
-        with fused_layers(net), norms, bar as advance:
+        config = self.base_.model.config
+        norms, layers = compiled_norms(net, rt, config), compiled_layers(net, rt, config)
+        with fused_layers(net), norms, layers, bar as advance:
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:
                 epoch = state["epoch"]

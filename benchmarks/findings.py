@@ -2,7 +2,9 @@
 
 One command per finding: it runs its audits under ``--work`` (each an audit directory, so a
 second invocation resumes and reuses what finished) and writes ``--out/NAME.json``: the
-claim, its source, rmlens's figures with 95% intervals, a verdict and what it rests on.
+claim, its source, rmlens's figures with 95% intervals, a verdict by the written rules
+(``verdict_rules.py``; ``verdicts.py`` names the figures each claim rests on) and what it
+rests on.
 ``docs/_ext/findings_page.py`` builds the documentation's findings page from those files.
 
 - ``memorization-links``: what CM follows besides memory. Tried as a new user would on
@@ -62,6 +64,7 @@ import pandas as pd
 from findings_checkpoint import checkpoint_regime
 from findings_overoptimization import overoptimization
 from findings_tokens import tokens
+from verdicts import judged
 
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.memorization import AuditConfig, audit, cm_links
@@ -183,9 +186,7 @@ def memorization_links(work: Path) -> dict:
                links["pair"]["margin"]),
     ]  # fmt: skip
     fig = {f["key"]: f for f in figures}
-    size_holds, margin_holds = above(fig["thin_size"]), above(fig["question_margin"])
-    verdict = ("reproduced" if size_holds and margin_holds
-               else "partly" if size_holds or margin_holds else "not reproduced")  # fmt: skip
+    size_holds = above(fig["thin_size"])
     conflict = by_pair.conflict.fillna(False).astype(bool)
     f = interval_texts(fig, ".2f")
     alone = [b for t in thin.values() for b in cm_links(t)["group_size"]["by_size"]
@@ -214,7 +215,7 @@ def memorization_links(work: Path) -> dict:
     )
     thin_rows = [[f"seed {seed}", *row] for seed, table in thin.items()
                  for row in size_rows(cm_links(table)["group_size"]["by_size"])]  # fmt: skip
-    return {
+    return judged({
         "name": "memorization-links",
         "title": "What CM follows besides memory: group size and margin",
         "claim": f"CM rises with the size of a pair's group and with its margin (seen on OASST "
@@ -231,7 +232,7 @@ def memorization_links(work: Path) -> dict:
         f"per audit; 95% bootstrap over questions (HH: over groups)",
         "figures": figures,
         "headline": ["thin_size", "random_size", "question_margin"],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [
             {"caption": "The same SQuALITY pairs, held out with their question's pairs or alone",
@@ -253,7 +254,7 @@ def memorization_links(work: Path) -> dict:
                                    "hh-random-groups")]},
         ],  # fmt: skip
         "measured": datetime.date.today().isoformat(),
-    }
+    })
 
 
 def cm_gap(table: pd.DataFrame, mask: np.ndarray, key: str, label: str,
@@ -293,8 +294,6 @@ def memorization_users(work: Path) -> dict:
                "minus the rest"),
     ]  # fmt: skip
     fig = {f["key"]: f for f in figures}
-    holds = fig["conflict"]["lo"] > 0
-    verdict = "reproduced" if holds else "not reproduced"
     share_conflict = (by_user.category[conflict] == "memorized").mean()
     share_rest = (by_user.category[~conflict] == "memorized").mean()
     lift = conflict[by_user.category == "memorized"].mean() / conflict.mean()
@@ -317,7 +316,7 @@ def memorization_users(work: Path) -> dict:
                                                                              taste)],
             ["synthetic by user", "taste against quality", *share_cells(by_synth_user,
                                                                        against)]]  # fmt: skip
-    return {
+    return judged({
         "name": "memorization-users",
         "title": "Memorized: what one annotator prefers against the others",
         "claim": "User-specific taste is memorized, not generalized: pairs on which annotators "
@@ -332,7 +331,7 @@ def memorization_users(work: Path) -> dict:
         f"(synthetic)",
         "figures": figures,
         "headline": ["conflict"],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [
             {"caption": "The pairs set apart against the rest",
@@ -344,7 +343,7 @@ def memorization_users(work: Path) -> dict:
                       for name in ("squality-by-annotator", "synthetic-by-user")]},
         ],  # fmt: skip
         "measured": datetime.date.today().isoformat(),
-    }
+    })
 
 
 def share_cells(table: pd.DataFrame, mask: np.ndarray) -> list[str]:
@@ -461,11 +460,6 @@ def ex_vs_im(work: Path) -> dict:
     rewrites = [fig[f"{shift}:gap"] for shift in shifts if shift != "token_shift"]
     shown = [f for f in rewrites if f["lo"] > 0]
     hh_tokens = [fig[f"hh:{shift}:gap"] for shift in hh_shifts if shift != "domain_shift"]
-    hh_shown = [f for f in hh_tokens if f["lo"] > 0]
-    token_half = gap["lo"] > 0 or bool(shown) or bool(hh_shown)
-    domain_half = moved["lo"] <= 0  # the implicit RM not shown to lose more
-    verdict = ("reproduced" if token_half and domain_half
-               else "partly" if token_half or domain_half else "not reproduced")  # fmt: skip
     rows = [[rm, split, *(f"{accuracy(s[(s.rm == rm) & (s.split == split)]):.3f}"
                           for _, s in scores.groupby("seed"))]
             for rm in ("explicit", "implicit")
@@ -498,9 +492,11 @@ def ex_vs_im(work: Path) -> dict:
         f"answers, the explicit RM loses {f['hh:domain_shift:explicit']} and the implicit RM "
         f"{f['hh:domain_shift:implicit']}, so the implicit RM loses {f['hh:domain_shift:gap']} "
         f"more (per seed {seeds_text(moved)}): "
-        + ("not more than the explicit RM, as the paper finds for a domain shift. "
-           if domain_half else "more than the explicit RM, which the paper does not find "
-           "under a domain shift. ")
+        + ("less than the explicit RM, as the paper finds for a domain shift. "
+           if moved["hi"] < 0 else "more than the explicit RM, which the paper does not find "
+           "under a domain shift. " if moved["lo"] > 0 else "the interval holds 0: not shown "
+           "to differ from the explicit RM's, so the paper's finding for a domain shift is "
+           "neither reproduced nor refuted. ")
         + "HH's held-out answers rewritten with the same meaning: "
         + "; ".join(f"{r['label'].split(':')[0].removeprefix('HH-RLHF rewritten by ')} "
                     f"{r['value']:+.3f} [{r['lo']:+.3f}, {r['hi']:+.3f}]" for r in hh_tokens)
@@ -508,7 +504,7 @@ def ex_vs_im(work: Path) -> dict:
         + "Each seed takes about ten minutes on 2 CPU cores per task; more seeds would "
         "narrow the t-intervals."
     )
-    return {
+    return judged({
         "name": "ex-vs-im",
         "title": "Explicit against implicit RMs under token and domain shifts",
         "claim": "An implicit RM (the DPO log-ratio) loses more accuracy than an explicit RM "
@@ -524,7 +520,7 @@ def ex_vs_im(work: Path) -> dict:
         f"shift; seeds {', '.join(map(str, SEEDS))}; 95% t-intervals over seeds",
         "figures": figures,
         "headline": ["token_shift:gap", "hh:domain_shift:gap"],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [{"caption": "Persona: accuracy of each RM on each split, by seed",
                     "columns": ["RM", "split", *(f"seed {s}" for s in SEEDS)],
@@ -534,7 +530,7 @@ def ex_vs_im(work: Path) -> dict:
                     "columns": ["RM", "split", *(f"seed {s}" for s in SEEDS)],
                     "rows": hh_rows}],
         "measured": datetime.date.today().isoformat(),
-    }
+    })
 
 
 def finetuned_audit(pairs: pd.DataFrame, group_by: str, out: Path) -> pd.DataFrame:
@@ -603,8 +599,6 @@ def memorization_modes(work: Path) -> dict:
     margin_alike = margins[0]["lo"] <= margins[1]["hi"] and margins[1]["lo"] <= margins[0]["hi"]
     how_far = ("in large part" if share >= 0.8 else "in part" if fig["cm"]["lo"] > 0
                else "not at all")  # fmt: skip
-    verdict = ("reproduced" if share >= 0.8 and margin_alike
-               else "partly" if fig["cm"]["lo"] > 0 else "not reproduced")  # fmt: skip
     reading = (
         f"On the same {both['n_pairs']} SQuALITY pairs, grouped by question, a frozen audit "
         f"(MiniLM features, a logistic head per run, 50 brute-force runs) and a fine-tuned one "
@@ -617,7 +611,7 @@ def memorization_modes(work: Path) -> dict:
         + f"So a frozen audit speaks for the fine-tuned RM's memorization {how_far}"
         + ("." if margin_alike else ", and not for how its CM follows the margin.")
     )
-    return {
+    return judged({
         "name": "memorization-modes",
         "title": "Frozen and fine-tuned audits of the same pairs",
         "claim": "What a frozen audit (a head on fixed features, as the memorization paper "
@@ -631,7 +625,7 @@ def memorization_modes(work: Path) -> dict:
         f"over questions",
         "figures": figures,
         "headline": ["cm", "top"],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [{"caption": "Each audit",
                     "columns": ["audit", "CM reliability", "mean CM", "memorized",
@@ -643,7 +637,7 @@ def memorization_modes(work: Path) -> dict:
                                  ("frozen", "frozen", frozen, "squality-by-question"),
                                  ("fine-tuned", "tuned", tuned, "squality-lora-paired"))]}],
         "measured": datetime.date.today().isoformat(),
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 TRUST = "minilm-hh-1000"  # finetune_paired.py's setting: the 1,000 shortest HH pairs
@@ -756,10 +750,6 @@ def memorization_trust(work: Path) -> dict:
     f = interval_texts(fig, ".2f")
     rel_ref = reliability_at(ref, len(ref.runs) // folds * folds, folds)
     held = held_out_accuracy(out["reference"])
-    checkpoint_holds = fig["reference:checkpoint"]["hi"] >= fig["reference:paired"]["lo"]
-    frozen_holds = fig["reference:frozen"]["hi"] >= fig["reference:paired"]["lo"]
-    verdict = ("reproduced" if checkpoint_holds and frozen_holds
-               else "partly" if checkpoint_holds or frozen_holds else "not reproduced")
     reading = (
         f"Against {len(ref.runs)} brute-force retrainings of the same LoRA MiniLM RM (whose "
         f"CM is itself noisy: split-half reliability {rel_ref:.2f}; its RMs reach held-out "
@@ -772,7 +762,7 @@ def memorization_trust(work: Path) -> dict:
         f"one-checkpoint and frozen audits agree with each other at {f['checkpoint:frozen']} "
         f"(the trial on 200 OASST pairs: {CHECKPOINT_FROZEN}). In one sentence: "
         + trust_sentence(fig, rel_ref))
-    return {
+    return judged({
         "name": "memorization-trust",
         "title": "How far each audit's CM agrees with brute-force retraining",
         "claim": "The paired, one-checkpoint and frozen audits rank pairs by CM as "
@@ -787,11 +777,11 @@ def memorization_trust(work: Path) -> dict:
         "and a frozen MiniLM audit (50 runs); 95% bootstraps over prompts",
         "figures": figures,
         "headline": ["reference:checkpoint", "reference:frozen"],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [],
         "measured": datetime.date.today().isoformat(),
-    }
+    })
 
 
 FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,

@@ -16,6 +16,8 @@ import datetime
 import json
 from pathlib import Path
 
+from verdicts import judged
+
 RESULTS = Path(__file__).resolve().parent / "results"
 STANDING = 0.85  # the benchmark's figure the one-checkpoint audit quoted (MiniLM, HH-1000)
 
@@ -81,8 +83,6 @@ def checkpoint_regime(work: Path) -> dict:
     shares = [f for f in figures if f["key"].endswith(":matched-share")]
     above = all(f["lo"] > 0 for f in figures if f["key"].endswith(":matched"))
     reaches = all(f["hi"] >= STANDING for f in shares)
-    verdict = ("reproduced" if above and reaches else "partly" if above
-               else "inconclusive")  # fmt: skip
     reading = (
         "CM's Spearman between the one-checkpoint audit of an RM trained by `rmlens train` "
         "at its defaults and paired runs of the same pairs (95% intervals over groups): "
@@ -99,7 +99,7 @@ def checkpoint_regime(work: Path) -> dict:
            f"evaluation split, so an uncalibrated damping) follows them less on "
            f"{', '.join(apart)}." if apart else "")
     )  # fmt: skip
-    return {
+    return judged({
         "name": "memorization-checkpoint",
         "title": "How far one checkpoint's CM follows paired runs of the same data",
         "claim": "A one-checkpoint audit ranks pairs by CM as a multi-run paired audit of "
@@ -112,8 +112,8 @@ def checkpoint_regime(work: Path) -> dict:
         "data": "; ".join(datasets) + "; LoRA MiniLM at 128 tokens",
         "figures": figures,
         "headline": [f["key"] for f in figures if f["key"].endswith(":matched")],
-        "verdict": verdict,
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [],
         "measured": datetime.date.today().isoformat(),
-    }
+    })

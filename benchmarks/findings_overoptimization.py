@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from verdicts import judged
 
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit
@@ -133,7 +134,7 @@ def finding(summary: list[dict], pool: pd.DataFrame, accuracy: dict, n_pairs: in
         f"SmolLM2-135M on 2 CPU cores at the rate its vocabulary sweep scores tokens, and "
         f"the gold RM should be larger than the proxies. On the synthetic pairs, where the "
         f"gold is planted, the gallery's example draws the full curves.")
-    return {
+    return judged({
         "name": "overoptimization",
         "title": "Best-of-n overoptimization against a human gold",
         "claim": "As best-of-n optimizes harder against a proxy RM, the gold reward of the "
@@ -149,8 +150,8 @@ def finding(summary: list[dict], pool: pd.DataFrame, accuracy: dict, n_pairs: in
         f"runs and questions",
         "figures": figures,
         "headline": ["gold:frozen MiniLM"],
-        "verdict": "not testable here",
+        "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [],
         "measured": datetime.date.today().isoformat(),
-    }
+    })

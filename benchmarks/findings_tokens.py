@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from verdicts import judged
 
 from rmlens.data import load_pairs
 from rmlens.stats import percentile_interval, spearman
@@ -181,15 +182,17 @@ def rm_figures(name: str, table: pd.DataFrame) -> tuple[list, list, list, list, 
     return asym, framing, freq, rows, prompts
 
 
-def finding(name: str, title: str, claim: str, data: str, figures: list, verdict: str,
-            reading: str, tables: list) -> dict:
-    """One finding's file; its headline is every figure under the positive prompt (each RM,
-    or pair of RMs), so that the top table shows them all, not a chosen one."""
+def finding(name: str, title: str, claim: str, data: str, figures: list, reading: str,
+            tables: list) -> dict:
+    """One finding's file, its verdict by the written rules; its headline is every figure
+    under the positive prompt (each RM, or pair of RMs), so that the top table shows them
+    all, not a chosen one."""
     headline = [f["key"] for f in figures if not f["key"].endswith(":worst")]
-    return {"name": name, "title": title, "claim": claim, "source": SOURCE,
-            "command": COMMAND, "data": data, "figures": figures,
-            "headline": headline, "verdict": verdict, "reading": reading,
-            "tables": tables, "measured": datetime.date.today().isoformat()}  # fmt: skip
+    return judged({"name": name, "title": title, "claim": claim, "source": SOURCE,
+                   "command": COMMAND, "data": data, "figures": figures,
+                   "headline": headline, "verdict": None, "reading": reading,
+                   "tables": tables,
+                   "measured": datetime.date.today().isoformat()})  # fmt: skip
 
 
 def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
@@ -228,8 +231,6 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> di
     same = [f for f in figures if f["key"].count(":hh-") == 2]  # agreement:hh-..:hh-..:word
     other = [f for f in figures if "squality" in f["key"]]
     low = max(f["hi"] for f in same) < 0.9
-    verdict = "reproduced" if low else "partly" if max(f["hi"] for f in other) < 0.9 else \
-        "not reproduced"
     text = "; ".join(f"{f['label']} {f['value']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]"
                      for f in figures)  # fmt: skip
     reading = (
@@ -249,7 +250,7 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> di
         f"each, over a third of the vocabulary.")
     return finding("tokens-agreement", "Agreement between RMs over the vocabulary",
                    "RMs trained on similar objectives disagree about which tokens score "
-                   "highest and lowest.", data, figures, verdict, reading,
+                   "highest and lowest.", data, figures, reading,
                    [quality, {"caption": f"Agreement per pair of RMs and prompt, with the "
                               f"share of their top and bottom {TOP} tokens in common",
                               "columns": ["RMs", "prompt", "Spearman", f"top {TOP} shared",
@@ -261,8 +262,6 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str)
     skewed = [f for f in figures if f["lo"] > 0 or f["hi"] < 0]
     ends = [(float(r[3].rstrip("%")), float(r[4].rstrip("%"))) for r in agree_rows]
     bottom_more = sum(b > t for t, b in ends)
-    verdict = ("reproduced" if len(skewed) == len(figures) and len(signs) == 1
-               else "partly" if skewed else "not reproduced")  # fmt: skip
     reading = (
         "Skewness of each RM's token scores: "
         + "; ".join(f"{f['label']} {f['value']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}]"
@@ -281,7 +280,7 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str)
         "vocabularies.")
     return finding("tokens-asymmetry", "High- and low-scoring tokens are encoded "
                    "asymmetrically", "RMs encode high- and low-scoring tokens asymmetrically.",
-                   data, figures, verdict, reading,
+                   data, figures, reading,
                    [{"caption": "Per RM and prompt: skewness, and the frequency and valence "
                      "coefficients of the score (in SD)",
                      "columns": ["RM", "prompt", "skewness", "per tenfold frequency",
@@ -290,8 +289,6 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str)
 
 def framing_finding(figures: list, prompt_rows: list, data: str) -> dict:
     up = [f for f in figures if f["lo"] > 0]
-    verdict = ("reproduced" if len(up) == len(figures) else "partly" if up
-               else "not reproduced")  # fmt: skip
     reading = (
         "Framing index (how much more steeply the score follows valence among positive words "
         "than among negative words under \"best\", minus the same under \"worst\"; > 0 as "
@@ -306,17 +303,15 @@ def framing_finding(figures: list, prompt_rows: list, data: str) -> dict:
         "little room to act.")
     return finding("tokens-framing", "Framing shifts the scores",
                    "A positive prompt makes RMs more sensitive to positive-affect tokens, a "
-                   "negative prompt to negative-affect tokens.", data, figures, verdict,
-                   reading, [{"caption": "Each RM under the two prompts",
-                              "columns": ["RM", "Spearman, best against worst",
-                                          f"top {TOP} in common"], "rows": prompt_rows}])
+                   "negative prompt to negative-affect tokens.", data, figures, reading,
+                   [{"caption": "Each RM under the two prompts",
+                     "columns": ["RM", "Spearman, best against worst", f"top {TOP} in common"],
+                     "rows": prompt_rows}])
 
 
 def frequency_finding(figures: list, rm_rows: list, data: str) -> dict:
     up = [f for f in figures if f["lo"] > 0]
     down = [f for f in figures if f["hi"] < 0]
-    verdict = ("reproduced" if len(up) == len(figures) else "partly" if up
-               else "not reproduced")  # fmt: skip
     reading = (
         "The score's slope on Zipf word frequency, valence held fixed (standard deviations "
         "of the score per tenfold frequency; OLS 95% intervals): "
@@ -329,4 +324,4 @@ def frequency_finding(figures: list, rm_rows: list, data: str) -> dict:
         "a whole-vocabulary sweep.")
     return finding("tokens-frequency", "Frequent tokens are overvalued",
                    "RMs score frequent words higher than rare ones beyond their sentiment (a "
-                   "mere-exposure effect).", data, figures, verdict, reading, [])
+                   "mere-exposure effect).", data, figures, reading, [])

@@ -6,15 +6,22 @@ reading of the figures. This writes ``docs/findings/index.rst`` (a build output,
 one table of claims and verdicts at its top, then a section per finding with its figures as
 a table (each over its ``n`` units: ``n_of``, pairs unless it says otherwise) and as a plot
 (``docs/findings/_figures/NAME.png``, drawn here from the same file).
-A figure enters the page only through a file that its command wrote.
+A figure enters the page only through a file that its command wrote. The verdicts follow the
+written rules of ``benchmarks/verdict_rules.py``, which the page prints ("How verdicts are
+given"); each file's ``verdict_rule`` says which figures the claim rests on and how each came
+out, shown in the figures' table.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
+from functools import cache
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parents[1] / "findings"
+RULES_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "verdict_rules.py"
 INTRO = """\
 Findings
 ========
@@ -23,7 +30,21 @@ rmlens carries the instruments of several lines of work on reward models. Here e
 to a finding of the work it comes from, measured on real preference data with a command
 that a reader can run (``benchmarks/findings.py NAME``; it writes ``docs/findings/NAME.json``,
 from which this page is built). Every figure comes with its 95% interval; the verdict says
-whether the finding is reproduced at the sizes a CPU allows.
+whether the finding is reproduced at the sizes a CPU allows, by the rules of
+`How verdicts are given`_.
+"""
+RULES_INTRO = """\
+A claim is tested in one or more settings (an RM, a shift, a data set), each a figure with its
+95% interval; the figures' table of each finding marks them, with the side of 0 (no effect)
+that the claim takes and the size it claims, if any. The verdict follows from the intervals
+alone:
+"""
+RULES_CLOSE = """\
+Where a finding's file lacks an interval the rules need, its verdict stands only if no
+outcome of the missing figure could change it; otherwise the verdict measured before these
+rules stays, and the finding says which figure is missing. The rules are applied by
+``benchmarks/verdict_rules.py`` (``python benchmarks/verdicts.py`` applies them again to the
+files written).
 """
 
 
@@ -83,23 +104,80 @@ def _plot(found: dict, path: Path) -> None:
     plt.close(fig)
 
 
+@cache
+def _rules() -> tuple[tuple[str, str], ...]:
+    """The written rules, (verdict, when), from the module that applies them."""
+    spec = importlib.util.spec_from_file_location("verdict_rules_for_page", RULES_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module.RULES
+
+
+def _rules_section() -> list[str]:
+    title = "How verdicts are given"
+    lines = [title, "-" * len(title), "", *RULES_INTRO.splitlines(), ""]
+    lines += [f"- **{label}**: {when}" for label, when in _rules()]
+    return [*lines, "", *RULES_CLOSE.splitlines(), ""]
+
+
+def _claimed(part: dict) -> str:
+    """What the claim says of one setting's figure, in words."""
+    null, sign, size = part.get("null", 0), part["sign"], part.get("size")
+    side = {1: f"above {null:g}", -1: f"below {null:g}", 0: f"either side of {null:g}"}[sign]
+    if size is None:
+        return side
+    return side + (f", by {size:.3g} or more" if sign == 0 else
+                   f", reaching {null + sign * size:.3g}")  # fmt: skip
+
+
+def _figure_rows(found: dict) -> tuple[list[str], list[list[str]], str]:
+    """The figures' table: each figure, and where the verdict rests on it, what the claim
+    says of it and how it came out."""
+    header = ["figure", "unit", "value", "95% interval", "over"]
+    rows = [[f["label"], f["unit"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}",
+             f"{f['n']:,} {f.get('n_of', 'pairs')}"] for f in found["figures"]]  # fmt: skip
+    if "verdict_rule" not in found:
+        return header, rows, "43 15 11 18 13"
+    parts = {p["figure"]: p for p in found["verdict_rule"]["parts"]}
+    for f, row in zip(found["figures"], rows):
+        part = parts.get(f["key"])
+        row += [_claimed(part), part["outcome"]] if part else ["\u2013", "\u2013"]
+    return [*header, "claimed", "outcome"], rows, "31 12 8 14 11 14 10"
+
+
+def _verdict_lines(found: dict) -> list[str]:
+    lines = [f"**Verdict: {found['verdict']}.** {found['reading']}", ""]
+    record = found.get("verdict_rule")
+    if record is None:
+        return lines
+    rules = dict(_rules())
+    said = (f"{record['rule']}: {rules[record['rule']]}" if record["rule"] in rules
+            else record.get("note", record["rule"]))
+    missing = [p["figure"] for p in record["parts"] if p["outcome"] == "missing"]
+    if missing and record["rule"] in rules:
+        said += (f" The interval of {', '.join(missing)} is missing here; no outcome of it "
+                 "could change the verdict.")
+    lines += [f"*By the rules:* {said}", ""]
+    if record.get("caveat"):
+        lines += [f"*Caveat:* {record['caveat']}", ""]
+    return lines
+
+
 def _section(found: dict) -> list[str]:
     title = found["title"]
     lines = [title, "-" * len(title), ""]
     for part in ("claim", "source", "data"):
         lines += [f"**{part.capitalize()}.** {found[part]}", ""]
     lines += ["**Command.**", "", ".. code-block:: bash", "", f"   {found['command']}", ""]
-    rows = [[f["label"], f["unit"], f"{f['value']:.3f}", f"{f['lo']:.3f} to {f['hi']:.3f}",
-             f"{f['n']:,} {f.get('n_of', 'pairs')}"] for f in found["figures"]]  # fmt: skip
-    lines += _list_table(["figure", "unit", "value", "95% interval", "over"], rows,
-                         "43 15 11 18 13")  # fmt: skip
+    header, rows, widths = _figure_rows(found)
+    lines += _list_table(header, rows, widths)
     lines += [f".. image:: _figures/{found['name']}.png", f"   :alt: {title}", ""]
     for table in found.get("tables", []):
         lines += [f"**{table['caption']}**", ""]
         lines += _list_table(table["columns"], table["rows"])
-    lines += [f"**Verdict: {found['verdict']}.** {found['reading']}", "",
-              f"Measured {found['measured']}.", ""]  # fmt: skip
-    return lines
+    lines += _verdict_lines(found)
+    return [*lines, f"Measured {found['measured']}.", ""]
 
 
 def write_page(app, config=None) -> None:
@@ -110,6 +188,7 @@ def write_page(app, config=None) -> None:
             for f in found]  # fmt: skip
     lines += _list_table(["finding", "claim", "source", "rmlens's figure [95% interval]",
                           "verdict"], rows, "18 26 18 26 12")  # fmt: skip
+    lines += _rules_section()
     for f in found:
         _plot(f, FOLDER / "_figures" / f"{f['name']}.png")
         lines += _section(f)

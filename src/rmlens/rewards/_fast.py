@@ -309,23 +309,26 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
 
 @contextmanager
 def compiled_layers(model: nn.Module, rt, config):
-    """Inside the block, the decoder layers of ``model`` (whose base model's config is
-    ``config``; ``rt`` its ``_nets.Runtime``) run a flat batch as one compiled function each
+    """Inside the block, the decoder layers of ``model`` (whose base model's config is ``config``;
+    ``rt`` its ``_nets.Runtime``) run a flat batch as one compiled function each
     (:func:`decoder_layer`, inductor), where that pays: bf16 on a CPU, a decoder of
-    :data:`LAYERED` blocks at least :data:`MIN_COMPILED` wide, transformers 5. In bf16 on
-    AMX the matmuls are a minority of an eager step; compiled, the norms, rotary
-    embeddings, LoRA sums, SiLU, softmax and residual adds fuse into a few kernels each way
-    (SmolLM2-135M, 32 pairs of 256 tokens, 2 threads: an epoch 1.3x faster than with
-    compiled norms alone). A layer whose projections are not plain linear or fusable LoRA
-    layers, or a call other than a flat batch's, runs the model's own forward; so does
-    every layer once compiling has failed. Yields whether the layers were replaced."""
+    :data:`LAYERED` blocks (SiLU, no attention dropout) at least :data:`MIN_COMPILED` wide,
+    transformers 5. In bf16 on AMX the matmuls are a minority of an eager step; compiled,
+    the norms, rotary embeddings, LoRA sums, SiLU, softmax and residual adds fuse into a few
+    kernels each way (SmolLM2-135M, 32 pairs of 256 tokens, 2 threads: an epoch 1.16x to
+    1.3x faster than with compiled norms alone). A layer whose projections are not plain
+    linear or fusable LoRA layers, or a call other than a flat batch's, runs the model's own
+    forward; so does every layer once compiling has failed. Yields whether the layers were
+    replaced."""
     import transformers
 
     wide = getattr(config, "hidden_size", 0) >= MIN_COMPILED
     kind = getattr(config, "model_type", None) in LAYERED
+    plain = getattr(config, "hidden_act", None) == "silu" and not getattr(
+        config, "attention_dropout", 0.0)  # as decoder_layer writes them
     new = int(transformers.__version__.split(".")[0]) >= 5  # layers return a tensor
     layers = []
-    if rt.precision == "bf16" and rt.device == "cpu" and wide and kind and new:
+    if rt.precision == "bf16" and rt.device == "cpu" and wide and kind and plain and new:
         layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")
                   and "forward" not in vars(m)]  # fmt: skip
     for layer in layers:

@@ -9,7 +9,7 @@ on ``--pairs`` synthetic pairs, and prints:
   seconds (per-pair gradients, Gram matrix, eigendecomposition) against the training's;
 - tokens per second and MFU of the runs' training (issue 48): the tokens it processed (a
   pair's shared prompt once, no padding) over each run's seconds outside its influence
-  pass, and their model FLOPs (``_flops.py``: 4NT + 2nT + attention) against the matmul
+  pass, and their model FLOPs (``helpers/flops.py``: 4NT + 2nT + attention) against the matmul
   peak measured here at the model's shapes (bf16 on a GPU, fp32 on a CPU), and against the
   GPU's nominal dense bf16 peak where ``NOMINAL`` knows it;
 - peak GPU memory (``torch.cuda.max_memory_allocated``);
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
+from helpers.flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
 from scipy.special import expit
 
 from rmlens.data import synthesize

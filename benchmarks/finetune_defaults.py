@@ -20,35 +20,19 @@ import time
 import warnings
 from pathlib import Path
 
-import numpy as np
+from helpers.pairs import HH, shortest
 
-from rmlens.backbones import load_backbone
-from rmlens.backbones._tokenize import encode_pair
 from rmlens.data import load_pairs
 from rmlens.hub import train
 from rmlens.rewards import TrainConfig
 from rmlens.rewards._metrics import not_learned
 from rmlens.stats import pairwise_accuracy
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared/data/hh-rlhf-harmless-base-test.jsonl.gz"
-
-
-def shortest(pairs, model: str, n: int, max_length: int):
-    """The ``n`` pairs with the shortest longer side, all within ``max_length`` tokens."""
-    bb = load_backbone(model)
-    longest = []
-    for p, c, r in zip(pairs.prompt, pairs.chosen, pairs.rejected):
-        longest.append(max(encode_pair(bb.tokenizer, p, c, 1 << 30, format=bb.format)[1],
-                           encode_pair(bb.tokenizer, p, r, 1 << 30, format=bb.format)[1]))
-    order = np.argsort(longest, kind="stable")
-    keep = [i for i in order if longest[i] <= max_length][:n]
-    return pairs.iloc[keep].reset_index(drop=True)
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--data", default=str(DEFAULT))
+    parser.add_argument("--data", default=str(HH))
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--heldout", type=int, default=200)
     parser.add_argument("--max-length", type=int, default=128)

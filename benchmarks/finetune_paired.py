@@ -12,7 +12,7 @@ Settings (each a LoRA RM per run, the audit's fine-tuning with one learning rate
 For each: a disjoint brute-force reference (plan seed 1, ``--reference-runs``, rounded up to
 whole repeats of the plan; 25 for SmolLM2) that grows over invocations and survives restarts:
 each finished run is committed under ``benchmarks/references/<setting>/``
-(``reference_store.py``), restored into the work folder's audit before it grows, and read
+(``helpers/reference_store.py``), restored into the work folder's audit before it grows, and read
 from there by the report on any machine; and a 5-run paired
 audit of plan seed 0 read two ways: ``gauss-newton`` (per-pair gradients of the LoRA
 adapters and the head, a Woodbury solve in pair space), and ``last-layer`` (the head alone,
@@ -50,10 +50,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from finetune_defaults import DEFAULT as HH
-from finetune_defaults import shortest
-from paired_cm import cm_from, reliability_at
-from reference_store import committed_runs, grow, load_reference, read_info, seconds_per_run
+from helpers.cm import cm_from, reliability_at
+from helpers.pairs import HH, shortest
+from helpers.reference_store import committed_runs, grow, load_reference, read_info, seconds_per_run
 
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig

@@ -34,11 +34,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from helpers.cm import cm_from, reliability_at
 
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig
 from rmlens.memorization import AuditConfig, audit
-from rmlens.memorization._reliability import run_sides, side_means, split_half
 from rmlens.memorization._run_folders import load_matrices
 from rmlens.rewards import FrozenHeadTrainer, HeadConfig
 from rmlens.stats import spearman
@@ -63,29 +63,6 @@ def load(name: str):
     if not path.exists():
         return None
     return load_pairs(path)
-
-
-def cm_from(m, runs: np.ndarray) -> np.ndarray:
-    """CM per pair from the runs ``runs`` (column positions) of matrices ``m``."""
-    w = np.zeros((len(m.runs), 1))
-    w[runs, 0] = 1
-    tm, tg = side_means(*run_sides(m.p, m.member, m.val, m.p_cf), w)
-    return (tm - tg)[:, 0]
-
-
-def reliability_at(m, n_runs: int, folds: int) -> float:
-    """CM's Spearman-Brown reliability from the first ``n_runs`` runs: whole repeats as
-    halves (as the audit does), or single runs for the paired estimator below 2 repeats."""
-    cols = np.arange(n_runs)
-    sub = [a[:, cols] for a in (m.p, m.member, m.val)]
-    p_cf = None if m.p_cf is None else m.p_cf[:, cols]
-    if n_runs >= 2 * folds:
-        rel = split_half(*sub, cols // folds, folds=folds, p_cf=p_cf)
-        return rel["cm"]["spearman_brown"]
-    if p_cf is None:
-        return float("nan")  # brute force: every pair needs in- and out-runs in each half
-    rel = split_half(*sub, cols, folds=1, p_cf=p_cf)  # each run a unit of its own
-    return rel["cm"]["spearman_brown"]
 
 
 def run_audit(pairs, cache: Path, out: Path, runs: int, seed: int, **kw) -> tuple[float, Path]:

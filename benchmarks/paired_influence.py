@@ -37,7 +37,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from paired_cm import DATA, cm_from, reliability_at
+from helpers.cm import cm_from, reliability_at
+from paired_cm import DATA
 
 from rmlens.data import load_pairs, synthesize
 from rmlens.data._synth_config import SynthConfig

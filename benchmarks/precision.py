@@ -2,7 +2,7 @@
 
 A speed-up that changes numbers is a change of method (issue 57), so every pass that
 ``precision auto`` runs in bf16 is checked against fp32 here, on the shortest HH-RLHF
-harmless pairs (``finetune_defaults.shortest``, 128 tokens), in one process per check:
+harmless pairs (``helpers.pairs.shortest``, 128 tokens), in one process per check:
 
 - ``frozen``: the frozen audit (25 runs, default heads) of ``--frozen-pairs`` pairs on
   features encoded in each precision, for MiniLM and SmolLM2: CM's Spearman between the
@@ -41,8 +41,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from finetune_defaults import DEFAULT as HH
-from finetune_defaults import shortest
+from helpers.pairs import HH, shortest
 from scipy import stats as sps
 
 from rmlens.data import load_pairs

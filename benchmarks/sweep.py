@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _flops import linear_shapes
+from helpers.flops import linear_shapes
 
 PROMPT = "What, in one word, is the greatest thing ever?"
 HH = Path(__file__).resolve().parents[2] / "shared" / "data" / "hh-rlhf-harmless-base-test.jsonl.gz"
@@ -108,7 +108,7 @@ def write_preset(rm_dir: Path, preset: Path) -> None:
 
 def peak_flops(shapes: list[tuple[int, int]], rows: int, dtype=torch.float32,
                repeats: int = 20) -> tuple[float, float]:  # fmt: skip
-    """The matmul peak in ``dtype`` at the model's linear shapes (``_flops.linear_shapes``)
+    """The matmul peak in ``dtype`` at the model's linear shapes (``helpers.flops.linear_shapes``)
     with ``rows`` rows, as ``benchmarks/train.py`` measures it: the fastest shape, (per wall
     second, per CPU second)."""
     best = (0.0, 0.0)

@@ -10,7 +10,7 @@ and in fp32. rmlens encodes each pair's
 shared prompt once (block mask) and groups batches by length; TRL runs chosen and rejected
 as two padded sequences. Pairs longer than the maximum length are left out for both (TRL
 drops them). Prints pairs per second and the ratio, and the share of the machine's matmul
-peak that rmlens's fine-tuning reaches: model FLOPs as ``benchmarks/_flops.py`` counts them
+peak that rmlens's fine-tuning reaches: model FLOPs as ``benchmarks/helpers/flops.py`` counts them
 (4NT + 2nT + attention) over the seconds of its whole ``fit``, against the fastest GEMM at
 the model's shapes in the fastest precision the machine multiplies natively (bf16 on a CPU
 with AMX or AVX512-BF16), timed before and after the runs. ``--profile`` also times a few
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from _flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
+from helpers.flops import attended, linear_shapes, matmul_peak, non_embedding, step_flops, trained
 
 from rmlens.backbones import native_bf16, resolve_model, torch_dtype
 from rmlens.backbones._tokenize import encode_pair_text

@@ -25,8 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from finetune_defaults import DEFAULT as HH
-from finetune_defaults import shortest
+from helpers.pairs import HH, shortest
 
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit

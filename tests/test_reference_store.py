@@ -1,5 +1,5 @@
-"""Brute-force references committed in the repository (benchmarks/reference_store.py, issue
-59): exported whole and once, read back without the audit, restored so that a grown audit
+"""Brute-force references committed in the repository (benchmarks/helpers/reference_store.py,
+issue 59): exported whole and once, read back without the audit, restored so that a grown audit
 trains only the runs not committed, and refused for another audit's runs."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from rmlens.rewards._trainer_base import RunScores
 
 # the fake RM's quality and few-runs warnings are beside the point here
 pytestmark = pytest.mark.filterwarnings("ignore::rmlens._errors.RmlensWarning")
-STORE = Path(__file__).resolve().parents[1] / "benchmarks" / "reference_store.py"
+STORE = Path(__file__).resolve().parents[1] / "benchmarks" / "helpers" / "reference_store.py"
 CONFIG = AuditConfig(runs=5, seed=1, estimator="brute", n_boot=0)
 DROPPED = 3  # a pair the trainer cannot use: never scored, NaN in every run
 

@@ -1,9 +1,9 @@
-"""The written verdict rules (benchmarks/verdict_rules.py) on hand-made intervals, and their
-application to the findings' files (benchmarks/verdicts.py, issue 59 item 6)."""
+"""The written verdict rules (benchmarks/findings/verdict_rules.py) on hand-made intervals, and
+their application to the findings' files (benchmarks/findings/verdicts.py, issue 59 item 6)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import shutil
 import sys
@@ -16,12 +16,10 @@ FINDINGS = ROOT / "docs" / "findings"
 
 
 def _load(name: str):
-    """A benchmarks module under its own name, as the findings scripts import it."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    """A module of benchmarks/findings/, imported as the findings command imports it."""
+    if str(ROOT / "benchmarks") not in sys.path:  # after the installed packages
+        sys.path.append(str(ROOT / "benchmarks"))
+    return importlib.import_module(f"findings.{name}")
 
 
 rules = _load("verdict_rules")
@@ -126,13 +124,13 @@ def test_the_scripts_give_the_rules_verdict():
     findings and the checkpoint finding (read from benchmarks/results) carry the verdict
     and record of the stored files."""
     pytest.importorskip("rmlens.tokens")
-    tokens = _load("findings_tokens")
+    tokens = _load("tokens")
     stored = {n: json.loads((FINDINGS / f"tokens-{n}.json").read_text())
               for n in ("framing", "frequency")}  # fmt: skip
     built = [tokens.framing_finding(stored["framing"]["figures"],
                                     stored["framing"]["tables"][0]["rows"], "data"),
              tokens.frequency_finding(stored["frequency"]["figures"], [], "data")]
     checkpoint = json.loads((FINDINGS / "memorization-checkpoint.json").read_text())
-    built.append(_load("findings_checkpoint").checkpoint_regime(Path("unused")))
+    built.append(_load("checkpoint").checkpoint_regime(Path("unused")))
     for new, old in zip(built, [*stored.values(), checkpoint]):
         assert (new["verdict"], new["verdict_rule"]) == (old["verdict"], old["verdict_rule"])

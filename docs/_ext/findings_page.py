@@ -7,9 +7,9 @@ one table of claims and verdicts at its top, then a section per finding with its
 a table (each over its ``n`` units: ``n_of``, pairs unless it says otherwise) and as a plot
 (``docs/findings/_figures/NAME.png``, drawn here from the same file).
 A figure enters the page only through a file that its command wrote. The verdicts follow the
-written rules of ``benchmarks/verdict_rules.py``, which the page prints ("How verdicts are
-given"); each file's ``verdict_rule`` says which figures the claim rests on and how each came
-out, shown in the figures' table.
+written rules of ``benchmarks/findings/verdict_rules.py``, which the page prints ("How
+verdicts are given"); each file's ``verdict_rule`` says which figures the claim rests on
+and how each came out, shown in the figures' table.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 
 FOLDER = Path(__file__).resolve().parents[1] / "findings"
-RULES_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "verdict_rules.py"
+RULES_FILE = Path(__file__).resolve().parents[2] / "benchmarks/findings/verdict_rules.py"
 INTRO = """\
 Findings
 ========
@@ -43,8 +43,8 @@ RULES_CLOSE = """\
 Where a finding's file lacks an interval the rules need, its verdict stands only if no
 outcome of the missing figure could change it; otherwise the verdict measured before these
 rules stays, and the finding says which figure is missing. The rules are applied by
-``benchmarks/verdict_rules.py`` (``python benchmarks/verdicts.py`` applies them again to the
-files written).
+``benchmarks/findings/verdict_rules.py`` (``python benchmarks/verdicts.py`` applies them
+again to the files written).
 """
 
 

@@ -16,9 +16,9 @@ import datetime
 import json
 from pathlib import Path
 
-from verdicts import judged
+from findings.verdicts import judged
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 STANDING = 0.85  # the benchmark's figure the one-checkpoint audit quoted (MiniLM, HH-1000)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from verdicts import judged
+from findings.verdicts import judged
 
 from rmlens.data import load_pairs
 from rmlens.stats import percentile_interval, spearman
@@ -53,7 +53,7 @@ TAILS = {1.0: "positive: a long tail of high-scoring tokens",
 def token_pairs(data: str, hh: Path, squality: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``TRAIN_PAIRS + HELD_OUT`` pairs of ``data``, split by prompt: HH's shortest within
     ``MAX_LENGTH`` SmolLM2 tokens; SQuALITY's drawn at random (their answers cut there)."""
-    from finetune_defaults import shortest
+    from helpers.pairs import shortest
 
     n = TRAIN_PAIRS + HELD_OUT
     if data == "hh":

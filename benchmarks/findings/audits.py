@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from findings.common import (
     RUNS,
     SQUALITY,
@@ -20,7 +21,6 @@ from findings.common import (
     memorized,
 )
 from findings.verdicts import judged
-
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit, cm_links
 from rmlens.stats import group_draws, percentile_interval, spearman

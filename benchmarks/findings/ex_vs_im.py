@@ -8,9 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from findings.common import HH, SEEDS, SQUALITY, interval_texts
 from findings.verdicts import judged
-
 from rmlens.data import load_pairs
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
 from findings.common import (
     HH,
     RUNS,
@@ -20,7 +21,6 @@ from findings.common import (
     memorized,
 )
 from findings.verdicts import judged
-
 from rmlens.data import SynthConfig, load_pairs, synthesize
 from rmlens.memorization import cm_links
 from rmlens.stats import group_draws, percentile_interval, spearman

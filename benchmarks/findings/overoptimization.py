@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from findings.verdicts import judged
 
+from findings.verdicts import judged
 from rmlens.data import load_pairs
 from rmlens.memorization import AuditConfig, audit
 

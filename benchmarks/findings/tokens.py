@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from findings.verdicts import judged
 
+from findings.verdicts import judged
 from rmlens.data import load_pairs
 from rmlens.stats import percentile_interval, spearman
 from rmlens.tokens import DEFAULT_PROMPTS, frequency_bias, moments, sweep, word_features

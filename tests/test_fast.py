@@ -225,3 +225,19 @@ def test_compiled_layers_step_aside_for_layers_they_cannot_fuse(monkeypatch):
         assert used
         out = _flat_forward(model, ids, position_ids, spans)
     assert not calls and out.shape == (1, ids.shape[1], 32)  # dropout: peft's own layers
+
+
+def test_only_explicit_rms_train_through_the_compiled_layers(monkeypatch, tiny_causal_dir):
+    """An implicit RM's reward is a log-ratio to a reference read by the model's own layers;
+    the compiled layers' rounding would not cancel in it."""
+    calls = []
+    monkeypatch.setattr(_fast, "compiled_layers",
+                        lambda *a: calls.append(1) or contextlib.nullcontext(False))  # fmt: skip
+    pairs = length_pairs(8)
+    for trainer, kind in ((ExplicitRMTrainer, "explicit"), (ImplicitRMTrainer, "implicit")):
+        config = TrainConfig(rm_kind=kind, model=str(tiny_causal_dir), epochs=1,
+                             batch_size=4, max_length=48, device="cpu", eval_fraction=0.0,
+                             patience=0)  # fmt: skip
+        trainer(config).fit(pairs, quiet=True)
+        assert len(calls) == 1  # the explicit fit's, and no more
+

@@ -20,6 +20,7 @@ without torch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -323,7 +324,11 @@ class _TunedTrainer(PerRun, Trainer):
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
         config = self.base_.model.config
-        norms, layers = compiled_norms(net, rt, config), compiled_layers(net, rt, config)
+        norms = compiled_norms(net, rt, config)
+        # an implicit RM's reward is its log-ratio to a reference read eagerly: the compiled
+        # layers' rounding would not cancel in it
+        layers = (compiled_layers(net, rt, config) if self.rm_kind == "explicit"
+                  else contextlib.nullcontext(False))  # fmt: skip
         with fused_layers(net), norms, layers, bar as advance:
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:

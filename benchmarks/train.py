@@ -113,7 +113,7 @@ def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 
     optimizer and the building of batches timed around them."""
     from torch.profiler import ProfilerActivity, profile
 
-    from rmlens.rewards._fast import fused_layers
+    from rmlens.rewards._fast import fast_passes
     from rmlens.rewards._metrics import RunningStats
     from rmlens.rewards._packing import length_batches
 
@@ -127,7 +127,7 @@ def profile_steps(trainer: ExplicitRMTrainer, pairs: pd.DataFrame, steps: int = 
     ops = {key: 0.0 for key in (*CATEGORIES, "other tensor ops")}
     clock = {"forward and backward": 0.0, "optimizer": 0.0, "building batches": 0.0}
     net.train()
-    with fused_layers(net):
+    with fast_passes(net, rt, trainer.base_.model.config):  # as fit runs its steps
         for index in batches:
             start = time.perf_counter()
             rt.batch(examples, index)

@@ -44,6 +44,7 @@ per-token outer products over each example's span.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 from contextlib import contextmanager
@@ -338,6 +339,17 @@ def compiled_layers(model: nn.Module, rt, config):
     finally:
         for layer in layers:
             layer.__dict__.pop("forward", None)
+
+
+@contextmanager
+def fast_passes(model: nn.Module, rt, config, compiled_blocks: bool = True):
+    """A fine-tuning step's shortcuts inside the block: :func:`fused_layers`,
+    :func:`compiled_norms` and, with ``compiled_blocks``, :func:`compiled_layers`. An
+    implicit RM goes without the last: its reward is a log-ratio to a reference read through
+    the model's own layers, and the compiled layers' rounding would not cancel in it."""
+    layers = compiled_layers(model, rt, config) if compiled_blocks else contextlib.nullcontext()
+    with fused_layers(model), compiled_norms(model, rt, config), layers:
+        yield
 
 
 def flat_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,

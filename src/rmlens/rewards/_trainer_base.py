@@ -6,6 +6,7 @@ command line without torch or pandas.
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -317,3 +318,31 @@ def dropped_ids(ids, train_index, weights) -> dict:
         return {}
     zero = np.asarray(train_index, dtype=int)[np.asarray(weights) == 0]
     return {"dropped_ids": [str(i) for i in np.asarray(ids)[zero]]} if len(zero) else {}
+
+
+def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based)."""
+    if step < warmup:
+        return (step + 1) / (warmup + 1)  # linear warmup
+    progress = (step - warmup) / max(1, total - warmup)
+    if schedule == "linear":
+        return max(0.0, 1.0 - progress)
+    if schedule == "cosine":
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+    return 1.0
+
+
+def adamw(net, cfg, objective=None):
+    """AdamW over ``net``'s trainable weights: the body at ``cfg.lr``, the head (and a
+    ``poe`` bias expert of ``objective``) at ``cfg.head_lr``."""
+    import torch
+
+    head, body = [], []
+    for name, p in net.named_parameters():
+        if p.requires_grad:
+            (head if name.startswith("head.") else body).append(p)
+    if objective is not None:
+        head += list(objective.parameters())
+    groups = [{"params": body, "lr": cfg.lr, "base_lr": cfg.lr},
+              {"params": head, "lr": cfg.head_lr, "base_lr": cfg.head_lr}]  # fmt: skip
+    return torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.weight_decay)

@@ -20,7 +20,6 @@ without torch.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +34,9 @@ from rmlens.rewards._finetune_per_run import PerRun
 from rmlens.rewards._metrics import learning_advice, not_learned
 from rmlens.rewards._trainer_base import (
     Trainer,
+    adamw,
     eval_split,
+    lr_factor,
     objective_inputs,
     warn_dropped,
     without_evaluation,
@@ -295,7 +296,7 @@ class _TunedTrainer(PerRun, Trainer):
         from rmlens.progress import progress_bar
         from rmlens.rewards._base_model import load_trainable, trainable_state
         from rmlens.rewards._checkpoint import restore, save
-        from rmlens.rewards._fast import compiled_layers, compiled_norms, fused_layers
+        from rmlens.rewards._fast import fast_passes
         from rmlens.rewards._metrics import RunningStats
         from rmlens.rewards._packing import length_batches
 
@@ -323,13 +324,8 @@ class _TunedTrainer(PerRun, Trainer):
             objective.train()
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
-        config = self.base_.model.config
-        norms = compiled_norms(net, rt, config)
-        # an implicit RM's reward is its log-ratio to a reference read eagerly: the compiled
-        # layers' rounding would not cancel in it
-        layers = (compiled_layers(net, rt, config) if self.rm_kind == "explicit"
-                  else contextlib.nullcontext(False))  # fmt: skip
-        with fused_layers(net), norms, layers, bar as advance:
+        passes = fast_passes(net, rt, self.base_.model.config, self.rm_kind == "explicit")
+        with passes, bar as advance:
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:
                 epoch = state["epoch"]
@@ -401,20 +397,8 @@ class _TunedTrainer(PerRun, Trainer):
             stats.add(rewards, batch.valid, float(loss.detach()))
 
     def _optimizer(self, cfg: TrainConfig, objective=None):
-        """AdamW over the trainable weights: the body at ``lr``, the head (and a ``poe``
-        bias expert) at ``head_lr``."""
-        # lazy: torch, transformers load only when this runs
-        import torch
-
-        head, body = [], []
-        for name, p in self.net_.named_parameters():
-            if p.requires_grad:
-                (head if name.startswith("head.") else body).append(p)
-        if objective is not None:
-            head += list(objective.parameters())
-        groups = [{"params": body, "lr": cfg.lr, "base_lr": cfg.lr},
-                  {"params": head, "lr": cfg.head_lr, "base_lr": cfg.head_lr}]  # fmt: skip
-        return torch.optim.AdamW([g for g in groups if g["params"]], weight_decay=cfg.weight_decay)
+        """AdamW over the trainable weights (``_trainer_base.adamw``)."""
+        return adamw(self.net_, cfg, objective)
 
     def _evaluate(self, examples: list, cfg: TrainConfig, objective=None, extras=None) -> dict:
         """Loss and pairwise metrics of ``examples`` (names as in ``reward_stats``); with an
@@ -486,17 +470,6 @@ class ImplicitRMTrainer(_TunedTrainer):
         self.net_.fill_references(examples, self.runtime_, self.config_.batch_size)
 
 
-
-def lr_factor(step: int, total: int, warmup: int, schedule: str) -> float:
-    """Multiplier of the base learning rate at optimizer step ``step`` (0-based)."""
-    if step < warmup:
-        return (step + 1) / (warmup + 1)  # linear warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    if schedule == "linear":
-        return max(0.0, 1.0 - progress)
-    if schedule == "cosine":
-        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
-    return 1.0
 
 def make_trainer(
     config: TrainConfig | None = None, *, backbone: Backbone | None = None, bias=None

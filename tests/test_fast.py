@@ -191,9 +191,8 @@ def test_compiled_layers_replace_flat_calls_only_and_are_undone(monkeypatch):
 
     model, ids, position_ids, spans = _tiny_lora_llama()
     calls = []
-    eager = _fast.decoder_layer
-    monkeypatch.setattr(_fast, "_compiled_layer",
-                        lambda: lambda *a: calls.append(1) or eager(*a))  # fmt: skip
+    monkeypatch.setattr(_fast, "run_compiled",
+                        lambda function, eager, *a, **k: calls.append(1) or function(*a))
     monkeypatch.setattr(_fast, "MIN_COMPILED", 0)
     rt = SimpleNamespace(precision="bf16", device="cpu")
     config = model.base_model.model.config
@@ -218,7 +217,7 @@ def test_compiled_layers_step_aside_for_layers_they_cannot_fuse(monkeypatch):
 
     model, ids, position_ids, spans = _tiny_lora_llama(lora_dropout=0.1)
     calls = []
-    monkeypatch.setattr(_fast, "_compiled_layer", lambda: lambda *a: calls.append(1))
+    monkeypatch.setattr(_fast, "run_compiled", lambda *a, **k: calls.append(1))
     monkeypatch.setattr(_fast, "MIN_COMPILED", 0)
     rt = SimpleNamespace(precision="bf16", device="cpu")
     with _fast.compiled_layers(model, rt, model.base_model.model.config) as used:

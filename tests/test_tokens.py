@@ -220,6 +220,17 @@ def test_mismatch_falls_back_to_full_scoring(tok, lm, head):
     np.testing.assert_allclose(frame.score, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_the_fp32_check_allows_a_thousandth_of_the_spread_and_catches_a_fault():
+    from rmlens.tokens._sweep import _agree
+
+    scores = np.array([-3.0, 0.0, 3.0, 6.0])  # spread (standard deviation) 3.354
+    full = scores[:2]
+    assert _agree(full + 0.0033, full, None, scores)  # SmolLM2's run-to-run fp32 noise
+    assert not _agree(full + 0.04, full, None, scores)  # over 1% of the spread (0.0335)
+    assert not _agree(full + 3.0, full, None, scores)  # a cache fault: about the spread
+    assert _agree(full + 1.0, full, 1 / 3, scores) and not _agree(full + 1.2, full, 1 / 3, scores)
+
+
 def test_encoder_scored_in_full(tok):
     from transformers import BertConfig, BertModel
 

@@ -54,6 +54,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from rmlens.backbones import attention, attention_mode, held_precision
+from rmlens.backbones._blocks import (
+    PROJECTIONS,
+    compilable,
+    rms_norm,
+    rotated,
+    run_compiled,
+)
 
 FLAT = "rmlens_flat"
 
@@ -145,32 +152,15 @@ def fused_layers(model: nn.Module):
 
 NORMED = ("llama", "mistral", "qwen2", "qwen3")  # RMSNorm: w * bf16(x * rsqrt(mean(x^2) + eps))
 MIN_COMPILED = 256  # hidden sizes below this (test models) run eagerly: compiling costs more
-_compile_failed: list[str] = []
-
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-             out: torch.dtype | None = None) -> torch.Tensor:  # fmt: skip
-    """transformers' RMSNorm of these models, written as one function to compile; ``out``:
-    its result cast to that dtype, as the matmuls it feeds would cast it."""
-    xf = x.float()
-    normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-    y = weight * normed.to(x.dtype)
-    return y if out is None else y.to(out)
-
-
-@functools.cache
-def _compiled_rms_norm():
-    return torch.compile(rms_norm, dynamic=True)
 
 
 def _norm_forward(self, out: torch.dtype | None, x: torch.Tensor) -> torch.Tensor:
-    if not _compile_failed:
-        try:
-            return _compiled_rms_norm()(x, self.weight, self.variance_epsilon, out)
-        except Exception as err:  # no compiler here: the eager norm, same numbers
-            _compile_failed.append(f"{type(err).__name__}: {err}")
-    y = type(self).forward(self, x)
-    return y if out is None else y.to(out)
+    def eager():
+        y = type(self).forward(self, x)
+        return y if out is None else y.to(out)
+
+    return run_compiled(rms_norm, eager, x, self.weight, self.variance_epsilon, out,
+                        autocast=True)  # fmt: skip
 
 
 # the norms whose output only feeds linear layers (a block's two), not the residual stream
@@ -209,9 +199,6 @@ def compiled_norms(model: nn.Module, rt, config):
             layer.__dict__.pop("forward", None)
 
 
-LAYERED = ("llama", "mistral", "qwen2")  # pre-norm blocks: RMSNorm, rotary attention, SiLU MLP
-
-
 def _project(layer, x: torch.Tensor, adapter: str | None) -> torch.Tensor:
     """A linear layer on ``x`` in ``x``'s dtype: peft's ``W x + b + s B A x`` for a LoRA
     layer's ``adapter``, ``W x + b`` for a plain one (its weights cast per call)."""
@@ -226,14 +213,9 @@ def _project(layer, x: torch.Tensor, adapter: str | None) -> torch.Tensor:
         layer.scaling[adapter])
 
 
-def _rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat((-x[..., half:], x[..., :half]), -1) * sin
-
-
 def decoder_layer(layer, h, cos, sin, source, target, bias, adapters: tuple) -> torch.Tensor:
-    """One pre-norm decoder block (:data:`LAYERED`) on a flat row ``h`` (1, N, d), fp32:
-    transformers' forward written as one function to compile, with
+    """One pre-norm decoder block (``backbones._blocks``) on a flat row ``h`` (1, N, d),
+    fp32: transformers' forward written as one function to compile, with
     :func:`flat_attention`'s padded batch of examples (``source``, ``target``, the additive
     ``bias`` (units, 1, L, L)). The matmuls run in the bias's dtype (bf16: the residual
     stream, norms, rotary embeddings and softmax statistics stay fp32, as under bf16
@@ -247,8 +229,8 @@ def decoder_layer(layer, h, cos, sin, source, target, bias, adapters: tuple) -> 
     def heads(t):  # (1, N, k d) -> (1, k, N, d)
         return t.view(1, n, -1, d).transpose(1, 2)
 
-    q = _rotated(heads(_project(attn.q_proj, x, q_a)), cos[:, None], sin[:, None])
-    k = _rotated(heads(_project(attn.k_proj, x, k_a)), cos[:, None], sin[:, None])
+    q = rotated(heads(_project(attn.q_proj, x, q_a)), cos[:, None], sin[:, None])
+    k = rotated(heads(_project(attn.k_proj, x, k_a)), cos[:, None], sin[:, None])
     v = heads(_project(attn.v_proj, x, v_a))
 
     def padded(t):  # (1, k, N, d) -> (units, k, L, d)
@@ -264,22 +246,13 @@ def decoder_layer(layer, h, cos, sin, source, target, bias, adapters: tuple) -> 
     return h + _project(mlp.down_proj, act, down_a)
 
 
-@functools.cache
-def _compiled_layer():
-    return torch.compile(decoder_layer, dynamic=True)
-
-
-_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")  # fmt: skip
-
-
 def _adapters(layer) -> tuple | None:
     """Each projection's one active adapter (None: a plain linear layer), or None where a
     projection is something else (several adapters, dropout, hooks, another kind)."""
     from peft.tuners.lora import Linear
 
     out = []
-    for path in _PROJECTIONS:
+    for path in PROJECTIONS:
         proj = layer.get_submodule(path)
         if type(proj) is nn.Linear and not proj._forward_hooks and not proj._forward_pre_hooks:
             out.append(None)
@@ -294,42 +267,31 @@ def _layer_forward(self, hidden_states, *args, **kwargs):
     spans = kwargs.get("rmlens_spans")
     adapters = None if args or spans is None or kwargs.get("cache") is not None else (
         _adapters(self))  # fmt: skip
-    if adapters is None or _compile_failed:
+    if adapters is None:
         return type(self).forward(self, hidden_states, *args, **kwargs)
     cos, sin = kwargs["position_embeddings"]
     layout = _layout(spans, True, hidden_states.device)
-    bias = layout.bias(torch.bfloat16)
-    try:
-        with torch.autocast(hidden_states.device.type, enabled=False):
-            return _compiled_layer()(self, hidden_states, cos, sin, layout.source,
-                                     layout.target, bias, adapters)  # fmt: skip
-    except Exception as err:  # no compiler here: the model's own layer, same math
-        _compile_failed.append(f"{type(err).__name__}: {err}")
-        return type(self).forward(self, hidden_states, *args, **kwargs)
+    return run_compiled(decoder_layer, lambda: type(self).forward(self, hidden_states, *args,
+                                                                  **kwargs),
+                        self, hidden_states, cos, sin, layout.source, layout.target,
+                        layout.bias(torch.bfloat16), adapters)  # fmt: skip
 
 
 @contextmanager
 def compiled_layers(model: nn.Module, rt, config):
-    """Inside the block, the decoder layers of ``model`` (whose base model's config is ``config``;
-    ``rt`` its ``_nets.Runtime``) run a flat batch as one compiled function each
-    (:func:`decoder_layer`, inductor), where that pays: bf16 on a CPU, a decoder of
-    :data:`LAYERED` blocks (SiLU, no attention dropout) at least :data:`MIN_COMPILED` wide,
-    transformers 5. In bf16 on AMX the matmuls are a minority of an eager step; compiled,
-    the norms, rotary embeddings, LoRA sums, SiLU, softmax and residual adds fuse into a few
-    kernels each way (SmolLM2-135M, 32 pairs of 256 tokens, 2 threads: an epoch 1.16x to
-    1.3x faster than with compiled norms alone). A layer whose projections are not plain
-    linear or fusable LoRA layers, or a call other than a flat batch's, runs the model's own
-    forward; so does every layer once compiling has failed. Yields whether the layers were
-    replaced."""
-    import transformers
-
-    wide = getattr(config, "hidden_size", 0) >= MIN_COMPILED
-    kind = getattr(config, "model_type", None) in LAYERED
-    plain = getattr(config, "hidden_act", None) == "silu" and not getattr(
-        config, "attention_dropout", 0.0)  # as decoder_layer writes them
-    new = int(transformers.__version__.split(".")[0]) >= 5  # layers return a tensor
+    """Inside the block, the decoder layers of ``model`` (whose base model's config is
+    ``config``; ``rt`` its ``_nets.Runtime``) run a flat batch as one compiled function each
+    (:func:`decoder_layer`, inductor), where that pays: bf16 on a CPU, a decoder of Llama,
+    Mistral or Qwen2 blocks (``backbones._blocks.compilable``: SiLU, no attention dropout)
+    at least :data:`MIN_COMPILED` wide, transformers 5. In bf16 on AMX the matmuls are a
+    minority of an eager step; compiled, the norms, rotary embeddings, LoRA sums, SiLU,
+    softmax and residual adds fuse into a few kernels each way (SmolLM2-135M, 32 pairs of
+    256 tokens, 2 threads: an epoch 1.16x to 1.3x faster than with compiled norms alone). A
+    layer whose projections are not plain linear or fusable LoRA layers, or a call other
+    than a flat batch's, runs the model's own forward; so does every layer once compiling
+    has failed. Yields whether the layers were replaced."""
     layers = []
-    if rt.precision == "bf16" and rt.device == "cpu" and wide and kind and plain and new:
+    if rt.precision == "bf16" and rt.device == "cpu" and compilable(config, MIN_COMPILED):
         layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")
                   and "forward" not in vars(m)]  # fmt: skip
     for layer in layers:

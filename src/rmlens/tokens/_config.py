@@ -27,7 +27,7 @@ class SweepConfig(ScoreConfig):
         "help": "Prompts; default the greatest / best / worst thing ever, in one word."})
     max_tokens: int | None = field(default=None, metadata={
         "help": "Sweep only the first N token ids (a quick look); default the whole vocabulary."})
-    batch_size: int = field(default=256, metadata={"help": "Candidates per forward pass."})
+    batch_size: int = field(default=512, metadata={"help": "Candidates per forward pass."})
     top_k: int = field(default=10, metadata={"help": "Top and bottom tokens kept per prompt."})
     min_share: float = field(default=0.99, metadata={
         "help": "The cached prefix is the longest one shared by this share of candidates."})

@@ -17,6 +17,7 @@ from torch import nn
 
 from rmlens.backbones import plain_attention
 from rmlens.tokens._attention import shared_prefix_mode
+from rmlens.tokens._compiled import compiled_suffix
 
 
 def model_device(model: nn.Module) -> torch.device:
@@ -78,15 +79,16 @@ def run_suffix(model: nn.Module, cache: Any, prefix_len: int, suffix: torch.Tens
     """Run ``suffix`` (B, s) after a cached prefix of length L, shared by the batch.
 
     Positions are ``L .. L + s - 1`` and every key is real. With ``fast`` and a supported
-    architecture the prefix keys and values go to :func:`shared_prefix_attention` once;
-    otherwise the cache's (1, heads, L, head_dim) tensors are expanded to B rows (a view)
-    and the model concatenates the suffix keys and values onto them.
+    architecture the prefix keys and values go to :func:`shared_prefix_attention` once
+    (in bf16, through compiled layers where the model allows: ``_compiled.py``); otherwise
+    the cache's (1, heads, L, head_dim) tensors are expanded to B rows (a view) and the
+    model concatenates the suffix keys and values onto them.
     """
     b, s = suffix.shape
     device = model_device(model)
     positions = torch.arange(prefix_len, prefix_len + s, device=device).expand(b, s)
     if fast and plain_attention(model):
-        with shared_prefix_mode(model):
+        with shared_prefix_mode(model), compiled_suffix(model):
             return model(input_ids=suffix.to(device), position_ids=positions, use_cache=False,
                          prefix_kv=prefix_kv(cache))
     batch_cache = copy.deepcopy(cache)

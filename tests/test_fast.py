@@ -186,6 +186,38 @@ def test_decoder_layer_is_the_models_own_layer_on_a_flat_row():
         assert (out - args[0]).abs().max() > 1e-2  # the layer did something
 
 
+def test_decoder_layer_has_the_models_own_gradients_on_a_flat_row():
+    """Backward through ``decoder_layer`` (its LoRA operator, its padded batch of examples)
+    gives the model's own layer's gradients, input and adapters, in fp32."""
+    model, ids, position_ids, spans = _tiny_lora_llama()
+    layer = next(m for m in model.modules() if type(m).__name__ == "LlamaDecoderLayer")
+    seen = []
+    hook = layer.register_forward_hook(lambda m, a, kw, out: seen.append((a, kw)),
+                                       with_kwargs=True)  # fmt: skip
+    _flat_forward(model, ids, position_ids, spans)
+    hook.remove()
+    (h, *_), kwargs = seen[0]
+    cos, sin = kwargs["position_embeddings"]
+    layout = _fast._layout(spans, True, "cpu")
+    g = torch.randn(h.shape, generator=torch.Generator().manual_seed(0))
+    adapters = [p for name, p in layer.named_parameters() if "lora_" in name]
+    grads = []
+    for run in ("own", "ours"):
+        x = h.detach().clone().requires_grad_()
+        if run == "own":
+            with _fast.flat_mode(model):
+                out = layer(x, **{k: v for k, v in kwargs.items() if k != "hidden_states"})
+        else:
+            out = _fast.decoder_layer(layer, x, cos, sin, layout.source, layout.target,
+                                      layout.bias(torch.float32), ("default",) * 7)
+        dx, *da = torch.autograd.grad(out, [x, *adapters], g)
+        grads.append([dx, *da])
+    assert len(adapters) == 14
+    for own, ours in zip(*grads):
+        torch.testing.assert_close(ours, own, rtol=1e-4, atol=1e-5)
+    assert grads[0][0].abs().max() > 1e-2
+
+
 def test_compiled_layers_replace_flat_calls_only_and_are_undone(monkeypatch):
     from types import SimpleNamespace
 

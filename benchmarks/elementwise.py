@@ -5,7 +5,7 @@ elementwise passes (RMSNorm, SiLU-times-input, residual adds) take a larger shar
 forward and backward, at SmolLM2-135M's shapes (``--rows`` tokens, 576 wide, 1,536 in the
 MLP), in bf16 on the CPU:
 
-- ``rmsnorm``: transformers' ``LlamaRMSNorm`` against ``backbones._blocks.rms_norm`` compiled
+- ``rmsnorm``: transformers' ``LlamaRMSNorm`` against ``backbones.rms_norm`` compiled
   (what ``rewards._fast.compiled_norms`` runs);
 - ``silu_mul``: ``silu(gate) * up``, LlamaMLP's activation, eager against compiled.
 
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
-from rmlens.backbones._blocks import rms_norm
+from rmlens.backbones import rms_norm
 
 
 def silu_mul(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:

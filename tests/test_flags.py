@@ -57,7 +57,8 @@ COMMANDS = {
     "overoptimize": ([(OveroptimizeConfig, ())], {"--candidates", "--out", "--json", "--quiet"}),
     "data candidates": (
         [(CandidatesConfig, ())],
-        {"--out", "--from", "--gold-rm", "--holdout", "--pairs-out", "--map", "--sep", "--quiet"},
+        {"--out", "--from", "--gold-rm", "--holdout", "--pairs-out", "--map", "--sep", "--quiet",
+         "--policy-model", "--max-new-tokens", "--temperature", "--top-p", "--precision"},
     ),
     "report": ([(ReportConfig, ())], {"--quiet"}),
     # --prompts names a file of prompts, which become the `prompts` field

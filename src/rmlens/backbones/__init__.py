@@ -8,6 +8,11 @@ __all__, __getattr__, __dir__ = attach(
         "_attention": [
             "FLAT_ENCODERS", "PLAIN_ATTENTION", "attention_mode", "flat_encoder", "plain_attention",
         ],
+        # the pre-norm decoder block as plain functions, for the compiled passes
+        "_blocks": [
+            "LAYERED", "PROJECTIONS", "compilable", "compile_failures", "rms_norm", "rotated",
+            "run_compiled",
+        ],
         "_cache": ["EmbeddingCache"],
         "_featurize": [
             "PairFeatures", "featurize", "collate", "encode_ids", "encode_texts", "pool",
@@ -18,6 +23,8 @@ __all__, __getattr__, __dir__ = attach(
             "FORMATS", "FORMAT_CONSTRAINT", "RESOLVED", "format_field", "resolve_format",
             "truncation_message", "truncation_of", "warn_truncation",
         ],
+        # a policy's samples (best-of-n on real prompts)
+        "_generate": ["load_policy", "prompt_text", "sample_responses"],
         "_load": ["Backbone", "load_backbone", "default_max_length", "is_causal", "model_identity"],
         # light: the configs read PRECISION_CONSTRAINT and precision_field
         "_precision": [

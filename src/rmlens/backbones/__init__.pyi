@@ -7,6 +7,13 @@ from ._attention import PLAIN_ATTENTION as PLAIN_ATTENTION
 from ._attention import attention_mode as attention_mode
 from ._attention import flat_encoder as flat_encoder
 from ._attention import plain_attention as plain_attention
+from ._blocks import LAYERED as LAYERED
+from ._blocks import PROJECTIONS as PROJECTIONS
+from ._blocks import compilable as compilable
+from ._blocks import compile_failures as compile_failures
+from ._blocks import rms_norm as rms_norm
+from ._blocks import rotated as rotated
+from ._blocks import run_compiled as run_compiled
 from ._cache import EmbeddingCache as EmbeddingCache
 from ._featurize import PairFeatures as PairFeatures
 from ._featurize import collate as collate
@@ -23,6 +30,9 @@ from ._formats import resolve_format as resolve_format
 from ._formats import truncation_message as truncation_message
 from ._formats import truncation_of as truncation_of
 from ._formats import warn_truncation as warn_truncation
+from ._generate import load_policy as load_policy
+from ._generate import prompt_text as prompt_text
+from ._generate import sample_responses as sample_responses
 from ._load import Backbone as Backbone
 from ._load import default_max_length as default_max_length
 from ._load import is_causal as is_causal

@@ -52,6 +52,9 @@ AUTO_BF16 = {
     # 100 are fp32's, but the rest keep bf16's scores, shifted by 0.14 (a third of their
     # spread): the score moments (skew 1.30 -> 1.64) and frequency bias move
     "sweep": False,
+    # a policy's samples (`data candidates --policy`): not yet measured against fp32 (the
+    # mean gold of the samples over seeds), so fp32
+    "generate": False,
 }
 _CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 AUTO_ENV = "RMLENS_AUTO_PRECISION"

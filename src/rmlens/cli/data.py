@@ -173,6 +173,27 @@ def candidates(
         None, "--pairs-out",
         help="With --from: where to write the gold-labelled pairs the proxies train on.",
     ),  # fmt: skip
+    policy_model: str | None = typer.Option(
+        None, "--policy-model",
+        help="With --from: a causal LM (a preset, folder or hub id) that writes the "
+        "candidates to the prompts of the pairs: --responses samples to each pooled prompt, "
+        "two to each other prompt, whose pair the gold RM labels.",
+    ),  # fmt: skip
+    max_new_tokens: int = typer.Option(
+        48, "--max-new-tokens", min=1, help="With --policy-model: the longest response, in tokens."
+    ),
+    temperature: float = typer.Option(
+        1.0, "--temperature", min=0.0, help="With --policy-model: the sampling temperature (> 0)."
+    ),
+    top_p: float | None = typer.Option(
+        None, "--top-p", min=0.0, max=1.0,
+        help="With --policy-model: nucleus sampling's mass (default: the whole distribution).",
+    ),  # fmt: skip
+    precision: str = typer.Option(
+        "auto", "--precision",
+        help="With --policy-model: the policy's precision, fp32, bf16 or auto (fp32: bf16 "
+        "sampling is not yet shown to keep the responses' gold).",
+    ),  # fmt: skip
     column_map: list[str] = map_option(),
     sep: str | None = sep_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No status line."),
@@ -204,14 +225,74 @@ def candidates(
     typed = typed_flags(ctx, dict.fromkeys((*SYNTHETIC_ONLY, "n_responses")))
     n = config.n_responses if "n_responses" in typed else None
     typed = [t for t in typed if t != "n_responses"]
-    if typed:
+    if policy_model is None and (top_p is not None or precision != "auto"):
+        raise InputError("--top-p and --precision apply to --policy-model (sampled "
+                         "candidates) only")  # fmt: skip
+    if typed and not (policy_model is not None and typed == ["n_prompts"]):
         raise InputError(f"--{typed[0].replace('_', '-')} applies to the synthetic world only, "
                          "not to --from")  # fmt: skip
     if gold_rm is None:
         raise InputError("--from needs --gold-rm: the RM whose reward is the gold")
     if holdout <= 0:
         raise InputError("--holdout must be above 0 (the share of prompts in the pool)")
+    if policy_model is not None:
+        if temperature <= 0:
+            raise InputError("--temperature must be above 0")
+        sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature,
+                    "top_p": top_p}  # fmt: skip
+        n_prompts = config.n_prompts if "n_prompts" in typed else None
+        _policy_pool(source, policy_model, gold_rm, holdout, pairs_out, out, n or 64, n_prompts,
+                     sampling, precision, config.seed, column_map, sep, quiet)  # fmt: skip
+        return
     _real_pool(source, gold_rm, holdout, pairs_out, out, n, config.seed, column_map, sep, quiet)
+
+
+def _policy_pool(source, policy, gold_rm, holdout, pairs_out, out, n, n_prompts, sampling,
+                 precision, seed, column_map, sep, quiet) -> None:  # fmt: skip
+    import numpy as np
+
+    from rmlens.backbones import (
+        load_policy,
+        precision_note,
+        resolve_precision,
+        sample_responses,
+    )
+    from rmlens.cli._common import load_table
+    from rmlens.data import candidates_from_policy, save_pairs, to_text
+    from rmlens.hub import load_rm
+    from rmlens.progress import progress_bar
+    from rmlens.rewards import resolve_device
+
+    pairs = load_table(source, column_map, sep=sep)
+    distinct = list({to_text(p): p for p in pairs["prompt"]}.values())
+    if n_prompts is not None:
+        order = np.random.default_rng(seed).permutation(len(distinct))[:n_prompts]
+        distinct = [distinct[i] for i in sorted(order)]
+    device = resolve_device("auto")
+    resolved = resolve_precision(precision, device, task="generate")
+    if not quiet:
+        print(f"policy {policy}: {precision_note(precision, device, task='generate')}",
+              file=sys.stderr)  # fmt: skip
+    lm, tokenizer = load_policy(policy, device=device, precision=resolved)
+
+    def write(prompts, k):
+        with progress_bar(f"sampling {k} per prompt", total=len(prompts), quiet=quiet) as step:
+            return sample_responses(lm, tokenizer, prompts, k, seed=seed, advance=step,
+                                    **sampling)  # fmt: skip
+
+    rm = load_rm(gold_rm)
+    pool, gold_pairs = candidates_from_policy(distinct, write, rm.score, n_responses=n,
+                                              holdout=holdout, seed=seed)  # fmt: skip
+    path = save_pairs(pool, out)
+    if pairs_out is not None and len(gold_pairs):
+        save_pairs(gold_pairs, pairs_out)
+    if not quiet:
+        n_pool = pool["prompt_id"].nunique()
+        print(f"wrote {len(pool)} samples of {policy} ({n_pool} prompts x {n}, gold: "
+              f"{gold_rm}, mean gold {pool['gold'].mean():.3f}) to {path}", file=sys.stderr)
+        if pairs_out is not None:
+            print(f"wrote {len(gold_pairs)} pairs of its samples to the other prompts, "
+                  f"labelled by the gold RM, to {pairs_out}", file=sys.stderr)  # fmt: skip
 
 
 def _real_pool(source, gold_rm, holdout, pairs_out, out, n, seed, column_map, sep, quiet) -> None:

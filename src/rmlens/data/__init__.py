@@ -7,7 +7,10 @@ __all__, __getattr__, __dir__ = attach(
     {
         "_synth_config": ["MECHANISMS", "SynthConfig"],
         "_candidates_config": ["CandidatesConfig"],
-        "_candidates": ["candidates_from_pairs", "generate_candidates", "load_candidates"],
+        "_candidates": [
+            "candidates_from_pairs", "candidates_from_policy", "generate_candidates",
+            "load_candidates",
+        ],
         "_dedupe": ["DEDUPE", "dedupe_pairs", "first_copies", "join_groups"],
         "converters": ["convert", "converter_names"],
         "_load": ["find_problems", "load_pairs", "load_rankings", "save_pairs", "validate_pairs"],

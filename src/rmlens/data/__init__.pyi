@@ -3,6 +3,7 @@ imports an IDE or a type checker follows to their code; tests/test_stubs.py keep
 in step with ``__all__``."""
 
 from ._candidates import candidates_from_pairs as candidates_from_pairs
+from ._candidates import candidates_from_policy as candidates_from_policy
 from ._candidates import generate_candidates as generate_candidates
 from ._candidates import load_candidates as load_candidates
 from ._candidates_config import CandidatesConfig as CandidatesConfig

@@ -259,6 +259,70 @@ def candidates_from_pairs(
     return pool, _relabel(train, g_c, g_r)
 
 
+def candidates_from_policy(
+    prompts: list,
+    write,
+    gold,
+    *,
+    n_responses: int = 64,
+    holdout: float = 0.5,
+    seed: int = 0,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A pool of a policy's own samples with a gold RM's reward, and gold-labelled pairs of
+    its samples to other prompts: Gao et al. (2023)'s synthetic-gold protocol.
+
+    The prompts are shuffled (seeded); a ``holdout`` share of them forms the pool, each with
+    ``n_responses`` samples, and every other prompt gets two samples, one pair, its chosen
+    side the one gold scores higher (``margin`` the gold difference). Pairs whose two samples
+    are the same text are left out.
+
+    Parameters
+    ----------
+    prompts : list
+        Distinct prompts (text, transcripts or chat messages).
+    write : callable
+        ``write(prompts, n) -> list of n responses per prompt``: the policy's sampler
+        (``rmlens.backbones.sample_responses``).
+    gold : callable
+        ``gold(prompts, responses) -> rewards (n,)``: the gold RM's ``score``.
+    n_responses : int, default=64
+    holdout : float, default=0.5
+        Share of the prompts in the pool, in (0, 1].
+    seed : int, default=0
+
+    Returns
+    -------
+    pool : DataFrame
+        ``prompt_id, candidate_id, prompt, response, gold``.
+    gold_pairs : DataFrame
+        ``prompt, chosen, rejected, gold_chosen, gold_rejected, margin``.
+    """
+    order = np.random.default_rng(seed).permutation(len(prompts))
+    n_pool = max(1, int(round(holdout * len(prompts))))
+    pooled = [prompts[i] for i in order[:n_pool]]
+    others = [prompts[i] for i in order[n_pool:]]
+    samples = write(pooled, n_responses)
+    pair_samples = write(others, 2) if others else []
+    rows = [{"prompt_id": f"p{j:04d}", "candidate_id": f"p{j:04d}-{c:03d}", "prompt": prompt,
+             "response": response}
+            for j, (prompt, responses) in enumerate(zip(pooled, samples))
+            for c, response in enumerate(responses)]  # fmt: skip
+    pool = pd.DataFrame(rows)
+    kept = [(p, a, b) for p, (a, b) in zip(others, pair_samples) if a != b]
+    prompts_all = list(pool["prompt"]) + [p for p, _, _ in kept] * 2
+    responses = list(pool["response"]) + [a for _, a, _ in kept] + [b for _, _, b in kept]
+    scores = np.asarray(gold(prompts_all, responses), dtype=float)
+    pool["gold"] = scores[: len(pool)]
+    g_a, g_b = np.split(scores[len(pool):], 2)
+    pairs = pd.DataFrame({"prompt": [p for p, _, _ in kept], "chosen": [a for _, a, _ in kept],
+                          "rejected": [b for _, _, b in kept]})  # fmt: skip
+    columns = ["prompt", "chosen", "rejected", "gold_chosen", "gold_rejected", "margin"]
+    if not kept:
+        return pool, pd.DataFrame(columns=columns)
+    out = _relabel(pairs, g_a, g_b)
+    return pool, out[columns]
+
+
 def _relabel(pairs: pd.DataFrame, g_chosen: np.ndarray, g_rejected: np.ndarray) -> pd.DataFrame:
     """The pairs with the side gold prefers as chosen (ties keep the original label)."""
     out = pairs.copy()

@@ -53,10 +53,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rmlens.backbones import attention, attention_mode, held_precision
-from rmlens.backbones._blocks import (
+from rmlens.backbones import (
     PROJECTIONS,
+    attention,
+    attention_mode,
     compilable,
+    held_precision,
     rms_norm,
     rotated,
     run_compiled,
@@ -268,7 +270,7 @@ def _project(layer, x: torch.Tensor, adapter: str | None) -> torch.Tensor:
 
 
 def decoder_layer(layer, h, cos, sin, source, target, bias, adapters: tuple) -> torch.Tensor:
-    """One pre-norm decoder block (``backbones._blocks``) on a flat row ``h`` (1, N, d),
+    """One pre-norm decoder block (``backbones.compilable``) on a flat row ``h`` (1, N, d),
     fp32: transformers' forward written as one function to compile, with
     :func:`flat_attention`'s padded batch of examples (``source``, ``target``, the additive
     ``bias`` (units, 1, L, L)). The matmuls run in the bias's dtype (bf16: the residual
@@ -336,7 +338,7 @@ def compiled_layers(model: nn.Module, rt, config):
     """Inside the block, the decoder layers of ``model`` (whose base model's config is
     ``config``; ``rt`` its ``_nets.Runtime``) run a flat batch as one compiled function each
     (:func:`decoder_layer`, inductor), where that pays: bf16 on a CPU, a decoder of Llama,
-    Mistral or Qwen2 blocks (``backbones._blocks.compilable``: SiLU, no attention dropout)
+    Mistral or Qwen2 blocks (``backbones.compilable``: SiLU, no attention dropout)
     at least :data:`MIN_COMPILED` wide, transformers 5. In bf16 on AMX the matmuls are a
     minority of an eager step; compiled, the norms, rotary embeddings, LoRA sums, SiLU,
     softmax and residual adds fuse into a few kernels each way (SmolLM2-135M, 32 pairs of

@@ -18,8 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from rmlens.backbones import held_precision
-from rmlens.backbones._blocks import PROJECTIONS, compilable, rms_norm, rotated, run_compiled
+from rmlens.backbones import (
+    PROJECTIONS,
+    compilable,
+    held_precision,
+    rms_norm,
+    rotated,
+    run_compiled,
+)
 
 
 def suffix_layer(layer, h, cos, sin, k_pre, v_pre) -> torch.Tensor:
@@ -88,7 +94,7 @@ def _plain(layer: nn.Module) -> bool:
 def compiled_suffix(model: nn.Module):
     """Inside the block, a call of ``model`` with ``prefix_kv`` (the sweep's shared-prefix
     route) runs each decoder layer as :func:`suffix_layer`, compiled, where that pays: a
-    decoder of Llama, Mistral or Qwen2 blocks (``backbones._blocks.compilable``) held in
+    decoder of Llama, Mistral or Qwen2 blocks (``backbones.compilable``) held in
     bf16 (``backbones.hold_weights``) on a CPU, every projection a plain linear layer (a
     merged RM's). Elsewhere, and once compiling has failed, the model's own layers run.
     Yields whether the layers were replaced."""

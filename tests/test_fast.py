@@ -274,3 +274,22 @@ def test_only_explicit_rms_train_through_the_compiled_layers(monkeypatch, tiny_c
         trainer(config).fit(pairs, quiet=True)
         assert len(calls) == 1  # the explicit fit's, and no more
 
+
+
+def test_with_compiled_layers_auto_lays_short_batches_out_flat(tiny_causal_dir):
+    """Short, nearly unpadded examples run padded in eager passes, flat through the
+    compiled layers (the layers only compile flat rows)."""
+    from dataclasses import replace
+
+    from rmlens.rewards._nets import flat_pays
+
+    pairs = length_pairs(8).assign(chosen="a b", rejected="c d")  # equal, short lengths
+    config = TrainConfig(model=str(tiny_causal_dir), max_length=48, device="cpu",
+                         eval_fraction=0.0, patience=0)  # fmt: skip
+    trainer = ExplicitRMTrainer(config)
+    trainer._setup()
+    examples = trainer._examples(pairs)[0]
+    assert not flat_pays(examples)
+    rt = replace(trainer.runtime_, mode="auto")
+    assert rt.batch(examples, [0, 1, 2]).spans is None  # packed
+    assert replace(rt, compiled=True).batch(examples, [0, 1, 2]).spans is not None  # flat

@@ -364,10 +364,11 @@ def fast_passes(model: nn.Module, rt, config, compiled_blocks: bool = True):
     """A fine-tuning step's shortcuts inside the block: :func:`fused_layers`,
     :func:`compiled_norms` and, with ``compiled_blocks``, :func:`compiled_layers`. An
     implicit RM goes without the last: its reward is a log-ratio to a reference read through
-    the model's own layers, and the compiled layers' rounding would not cancel in it."""
+    the model's own layers, and the compiled layers' rounding would not cancel in it. Yields
+    whether the compiled layers are in."""
     layers = compiled_layers(model, rt, config) if compiled_blocks else contextlib.nullcontext()
-    with fused_layers(model), compiled_norms(model, rt, config), layers:
-        yield
+    with fused_layers(model), compiled_norms(model, rt, config), layers as compiled:
+        yield bool(compiled)
 
 
 def flat_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,

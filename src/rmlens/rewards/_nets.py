@@ -438,6 +438,11 @@ class Runtime:
     device: str = "cpu"
     precision: str = "fp32"
     side: str = "right"
+    # the decoder layers run flat batches compiled (``_fast.compiled_layers``): ``auto``
+    # lays every batch out flat, short ones included (SmolLM2-135M, 96 HH pairs at 128
+    # tokens, bf16, 2 threads: a whole ``rmlens train`` epoch 9.2 s flat against 12.9 s
+    # with the short batches padded)
+    compiled: bool = False
 
     @property
     def dtype(self) -> torch.dtype:
@@ -447,7 +452,7 @@ class Runtime:
         chosen = [examples[i] for i in index]
         mode = self.mode
         if mode == "auto":
-            mode = "flat" if flat_pays(chosen) else "packed"
+            mode = "flat" if self.compiled or flat_pays(chosen) else "packed"
         return collate(
             chosen, index, pad_id=self.pad_id, mode=mode, side=self.side, dtype=self.dtype
         ).to(self.device)

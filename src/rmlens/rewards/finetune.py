@@ -21,6 +21,7 @@ without torch.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -325,7 +326,8 @@ class _TunedTrainer(PerRun, Trainer):
         done = state["epoch"] * n_batches + state["batch"]
         bar = progress_bar("training", total=cfg.epochs * n_batches, quiet=quiet)
         passes = fast_passes(net, rt, self.base_.model.config, self.rm_kind == "explicit")
-        with passes, bar as advance:
+        with passes as compiled, bar as advance:
+            self.runtime_ = replace(rt, compiled=compiled)  # flat batches, short ones too
             advance(done)
             while state["epoch"] < cfg.epochs and not state["stopped"]:
                 epoch = state["epoch"]
@@ -368,6 +370,7 @@ class _TunedTrainer(PerRun, Trainer):
                 state.update(epoch=epoch + 1, batch=0, stats=None)
                 if ckpt is not None:
                     save(ckpt, net, opt, state, fingerprint, best, objective)
+        self.runtime_ = rt  # the compiled layers are out again
         if best is not None:
             load_trainable(net, best)
         net.eval()

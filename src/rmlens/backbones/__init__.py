@@ -10,8 +10,8 @@ __all__, __getattr__, __dir__ = attach(
         ],
         # the pre-norm decoder block as plain functions, for the compiled passes
         "_blocks": [
-            "LAYERED", "PROJECTIONS", "compilable", "compile_failures", "rms_norm", "rotated",
-            "run_compiled",
+            "LAYERED", "PROJECTIONS", "compilable", "compile_failures", "decoder_layers",
+            "layers_running", "rms_norm", "rotated", "run_compiled",
         ],
         "_cache": ["EmbeddingCache"],
         "_featurize": [

@@ -11,6 +11,8 @@ from ._blocks import LAYERED as LAYERED
 from ._blocks import PROJECTIONS as PROJECTIONS
 from ._blocks import compilable as compilable
 from ._blocks import compile_failures as compile_failures
+from ._blocks import decoder_layers as decoder_layers
+from ._blocks import layers_running as layers_running
 from ._blocks import rms_norm as rms_norm
 from ._blocks import rotated as rotated
 from ._blocks import run_compiled as run_compiled

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -52,6 +52,25 @@ def compilable(config, min_width: int | None = None) -> bool:
             and getattr(config, "hidden_act", None) == "silu"
             and not getattr(config, "attention_dropout", 0.0)
             and int(transformers.__version__.split(".")[0]) >= 5)  # fmt: skip
+
+
+def decoder_layers(model) -> list:
+    """The decoder layers of ``model`` whose forward nothing has replaced yet."""
+    return [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")
+            and "forward" not in vars(m)]  # fmt: skip
+
+
+@contextlib.contextmanager
+def layers_running(layers: list, forward: Callable) -> Iterator[bool]:
+    """Inside the block each of ``layers`` runs ``forward(layer, ...)`` in place of its own
+    forward, restored after; yields whether any was replaced."""
+    for layer in layers:
+        layer.forward = functools.partial(forward, layer)
+    try:
+        yield bool(layers)
+    finally:
+        for layer in layers:
+            layer.__dict__.pop("forward", None)
 
 
 def run_compiled(function: Callable, eager: Callable, *args, autocast: bool = False):

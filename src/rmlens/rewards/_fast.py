@@ -58,7 +58,9 @@ from rmlens.backbones import (
     attention,
     attention_mode,
     compilable,
+    decoder_layers,
     held_precision,
+    layers_running,
     rms_norm,
     rotated,
     run_compiled,
@@ -346,17 +348,9 @@ def compiled_layers(model: nn.Module, rt, config):
     layer whose projections are not plain linear or fusable LoRA layers, or a call other
     than a flat batch's, runs the model's own forward; so does every layer once compiling
     has failed. Yields whether the layers were replaced."""
-    layers = []
-    if rt.precision == "bf16" and rt.device == "cpu" and compilable(config, MIN_COMPILED):
-        layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")
-                  and "forward" not in vars(m)]  # fmt: skip
-    for layer in layers:
-        layer.forward = functools.partial(_layer_forward, layer)
-    try:
-        yield bool(layers)
-    finally:
-        for layer in layers:
-            layer.__dict__.pop("forward", None)
+    use = rt.precision == "bf16" and rt.device == "cpu" and compilable(config, MIN_COMPILED)
+    with layers_running(decoder_layers(model) if use else [], _layer_forward) as replaced:
+        yield replaced
 
 
 @contextmanager

@@ -11,9 +11,6 @@ elementwise passes and autocast's casts than in its matmuls (SmolLM2-135M, 256 s
 
 from __future__ import annotations
 
-import functools
-from contextlib import contextmanager
-
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -21,7 +18,9 @@ from torch import nn
 from rmlens.backbones import (
     PROJECTIONS,
     compilable,
+    decoder_layers,
     held_precision,
+    layers_running,
     rms_norm,
     rotated,
     run_compiled,
@@ -90,7 +89,6 @@ def _plain(layer: nn.Module) -> bool:
                and not p._forward_pre_hooks for path in PROJECTIONS)  # fmt: skip
 
 
-@contextmanager
 def compiled_suffix(model: nn.Module):
     """Inside the block, a call of ``model`` with ``prefix_kv`` (the sweep's shared-prefix
     route) runs each decoder layer as :func:`suffix_layer`, compiled, where that pays: a
@@ -103,12 +101,5 @@ def compiled_suffix(model: nn.Module):
     weight = next(model.parameters())
     if (config is not None and compilable(config) and held_precision(model) == "bf16"
             and weight.device.type == "cpu"):  # fmt: skip
-        layers = [m for m in model.modules() if type(m).__name__.endswith("DecoderLayer")
-                  and "forward" not in vars(m) and _plain(m)]  # fmt: skip
-    for layer in layers:
-        layer.forward = functools.partial(_layer_forward, layer)
-    try:
-        yield bool(layers)
-    finally:
-        for layer in layers:
-            layer.__dict__.pop("forward", None)
+        layers = [m for m in decoder_layers(model) if _plain(m)]
+    return layers_running(layers, _layer_forward)

@@ -5,9 +5,11 @@ tokens): three seeds on HH-RLHF harmless pairs (the same data and objective) and
 SQuALITY pairs (other data, the same objective) at a fourth seed, so that every two RMs
 differ in their seed (an RM's random head can outweigh what 240 pairs teach it). Each is
 trained on 240 pairs and checked on 60 held out by prompt, then swept (``rmlens sweep``)
-over the first ``TOKEN_IDS`` token ids under a positive and a negative prompt. The four
-statistics, each per RM (or pair of RMs) with a 95% bootstrap over tokens (words for the
-word-level ones):
+over every token id of the vocabulary under a positive and a negative prompt. Controls, swept
+under the positive prompt: the initial states of the seed-0 and seed-1 RMs (the backbone
+with its LoRA and head as initialized, untrained) and an RM trained on the HH pairs with
+their sides shuffled (issue 59). The four statistics, each per RM (or pair of RMs) with a
+95% bootstrap over tokens (words for the word-level ones):
 
 - agreement: Spearman of two RMs' scores over the tokens, per prompt;
 - asymmetry: the skewness of an RM's scores (Fisher-Pearson; 0 for a symmetric
@@ -36,8 +38,11 @@ from rmlens.stats import percentile_interval, spearman
 from rmlens.tokens import DEFAULT_PROMPTS, frequency_bias, moments, sweep, word_features
 
 POSITIVE, NEGATIVE = DEFAULT_PROMPTS[1], DEFAULT_PROMPTS[2]  # the best / worst thing ever
-TOKEN_IDS = 16384  # of SmolLM2's 49,152: about 7 minutes per RM and prompt on 2 cores
+TOKEN_IDS = None  # every id of SmolLM2's 49,152: about 4 minutes per RM and prompt in fp32
 TOKEN_RMS = (("hh", 0), ("hh", 1), ("hh", 3), ("squality", 2))  # no two share a seed
+# the controls: the trained RMs' initial states (backbone, LoRA as initialized, the random
+# head of seeds 0 and 1) and an RM trained on HH pairs whose sides were shuffled (seed 0)
+NULL_RMS = (("untrained", 0), ("untrained", 1), ("shuffled", 0))
 TRAIN_PAIRS, HELD_OUT = 240, 60
 MAX_LENGTH = 128
 TOP = 100
@@ -101,6 +106,16 @@ def fig(key: str, label: str, value: float, lo: float, hi: float, n: int, unit: 
             "claimed": None}  # fmt: skip
 
 
+def swept(rms: dict[str, Path], out: Path, prompts: list[str]) -> dict[str, pd.DataFrame]:
+    """Each RM swept (``rmlens sweep``, resumed where it stopped) under ``prompts``, as one
+    row per token (:func:`wide`)."""
+    summary = sweep([str(path) for path in rms.values()], out=out, prompts=prompts,
+                    max_tokens=TOKEN_IDS, quiet=True)  # fmt: skip
+    folders = {m["rm"]: m["folder"] for m in summary["models"].values()}
+    return {name: wide(pd.read_parquet(out / folders[str(path)] / "sweep.parquet"))
+            for name, path in rms.items()}  # fmt: skip
+
+
 def wide(table: pd.DataFrame) -> pd.DataFrame:
     """One row per token: its decoded text and its score under each prompt."""
     scores = table.pivot_table(index="token_id", columns="prompt", values="score")
@@ -128,6 +143,34 @@ def agreement_figures(tables: dict[str, pd.DataFrame]) -> tuple[list, list]:
                              & set(both[f"{prompt}_b"].nsmallest(TOP).index)) / TOP  # fmt: skip
                 rows.append([f"{a} / {b}", word, f"{rho:.3f}", f"{top:.0%}", f"{bottom:.0%}"])
     return figures, rows
+
+
+NULL_PAIRS = (("untrained-seed0", "untrained-seed1"), ("hh-seed0", "untrained-seed0"),
+              ("hh-seed1", "untrained-seed1"), ("hh-seed0", "shuffled-seed0"),
+              ("untrained-seed0", "shuffled-seed0"))  # fmt: skip
+
+
+def null_figures(tables: dict[str, pd.DataFrame], nulls: dict[str, pd.DataFrame]
+                 ) -> tuple[list, list, list]:  # fmt: skip
+    """The controls under the positive prompt: the Spearman of two random heads, of each
+    trained RM with its own initial state, and of the shuffled-label RM; each control's
+    skewness; and their table rows."""
+    every = {**tables, **nulls}
+    agree, skew, rows = [], [], []
+    for a, b in NULL_PAIRS:
+        both = every[a].join(every[b], lsuffix="_a", rsuffix="_b", how="inner")
+        x, y = both[f"{POSITIVE}_a"].to_numpy(), both[f"{POSITIVE}_b"].to_numpy()
+        lo, hi = boot(lambda r, x=x, y=y: spearman(x[r], y[r]), len(x))
+        agree.append(fig(f"null:agreement:{a}:{b}", f"{a} and {b}, \"best\"", spearman(x, y),
+                         lo, hi, len(x), "Spearman"))  # fmt: skip
+    for name, table in nulls.items():
+        x = table[POSITIVE].to_numpy()
+        lo, hi = boot(lambda r, x=x: moments(x[r])["skew"], len(x))
+        skew.append(fig(f"null:asymmetry:{name}", f"{name}, \"best\"", moments(x)["skew"], lo,
+                        hi, len(x), "skewness"))  # fmt: skip
+    for f in (*agree, *skew):
+        rows.append([f["label"], f["unit"], f"{f['value']:+.3f} [{f['lo']:+.3f}, {f['hi']:+.3f}]"])
+    return agree, skew, rows
 
 
 def valence_slopes(z: np.ndarray, valence: np.ndarray) -> tuple[float, float]:
@@ -187,7 +230,8 @@ def finding(name: str, title: str, claim: str, data: str, figures: list, reading
     """One finding's file, its verdict by the written rules; its headline is every figure
     under the positive prompt (each RM, or pair of RMs), so that the top table shows them
     all, not a chosen one."""
-    headline = [f["key"] for f in figures if not f["key"].endswith(":worst")]
+    headline = [f["key"] for f in figures
+                if not f["key"].endswith(":worst") and not f["key"].startswith("null:")]
     return judged({"name": name, "title": title, "claim": claim, "source": SOURCE,
                    "command": COMMAND, "data": data, "figures": figures,
                    "headline": headline, "verdict": None, "reading": reading,
@@ -195,15 +239,36 @@ def finding(name: str, title: str, claim: str, data: str, figures: list, reading
                    "measured": datetime.date.today().isoformat()})  # fmt: skip
 
 
+def null_rm(kind: str, seed: int, work: Path, hh: Path, squality: Path) -> Path:
+    """A control RM on the HH training pairs: ``untrained``, one epoch at a learning rate of
+    1e-12 (the backbone, its LoRA and the head as seed ``seed`` initializes them, saved as
+    any RM); ``shuffled``, trained as the others on the pairs with each one's sides swapped
+    at random (half of them), so that no preference is left to learn."""
+    from rmlens.hub import train
+    from rmlens.rewards import TrainConfig
+
+    out = work / "tokens" / f"null-{kind}-seed{seed}"
+    fit, _ = token_pairs("hh", hh, squality)
+    if not (out / "rm_config.json").exists():
+        tiny = {"lr": 1e-12, "head_lr": 1e-12, "epochs": 1} if kind == "untrained" else {}
+        if kind == "shuffled":
+            swap = np.random.default_rng(seed).random(len(fit)) < 0.5
+            fit = fit.copy()
+            fit.loc[swap, ["chosen", "rejected"]] = fit.loc[swap, ["rejected", "chosen"]].values
+        config = TrainConfig(model="smollm2-135m", max_length=MAX_LENGTH, device="cpu",
+                             seed=seed, **tiny)  # fmt: skip
+        train(fit, config, out=out, quiet=True)
+    return out
+
+
 def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
     trained = {f"{data}-seed{seed}": token_rm(data, seed, work, hh, squality)
                for data, seed in TOKEN_RMS}  # fmt: skip
-    summary = sweep([str(path) for path, _ in trained.values()], out=work / "tokens" / "sweep",
-                    prompts=[POSITIVE, NEGATIVE], max_tokens=TOKEN_IDS, quiet=True)
-    folders = {m["rm"]: m["folder"] for m in summary["models"].values()}
-    tables = {name: wide(pd.read_parquet(work / "tokens" / "sweep" / folders[str(path)]
-                                         / "sweep.parquet"))
-              for name, (path, _) in trained.items()}  # fmt: skip
+    tables = swept({name: path for name, (path, _) in trained.items()}, work / "tokens" / "sweep",
+                   [POSITIVE, NEGATIVE])  # fmt: skip
+    nulls = swept({f"{kind}-seed{seed}": null_rm(kind, seed, work, hh, squality)
+                   for kind, seed in NULL_RMS},
+                  work / "tokens" / "sweep-null", [POSITIVE])  # fmt: skip
     quality = [[name, str(q["n_train"]), f"{q['train']:.3f}", str(q["n_held_out"]),
                 f"{q['held_out']:.3f}"] for name, (_, q) in trained.items()]  # fmt: skip
     quality_table = {"caption": "The swept RMs: accuracy on their training pairs (last epoch) "
@@ -211,6 +276,12 @@ def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
                      "columns": ["RM", "trained on", "train accuracy", "held out",
                                  "held-out accuracy"], "rows": quality}  # fmt: skip
     agree, agree_rows = agreement_figures(tables)
+    null_agree, null_skew, null_rows = null_figures(tables, nulls)
+    controls = {"caption": "The controls under \"best\": the trained RMs' initial states "
+                "(untrained, the backbone with its LoRA and head as seeds 0 and 1 initialize "
+                "them) and an RM trained on the same HH pairs with their sides shuffled",
+                "columns": ["RMs", "statistic", "value [95% interval over tokens]"],
+                "rows": null_rows}  # fmt: skip
     per_rm = [rm_figures(name, table) for name, table in tables.items()]
     asym = [f for a, _, _, _, _ in per_rm for f in a]
     framing = [f for _, fr, _, _, _ in per_rm for f in fr]
@@ -219,15 +290,17 @@ def tokens(work: Path, hh: Path, squality: Path) -> list[dict]:
     prompt_rows = [prompts for *_, prompts in per_rm]
     data = (f"four LoRA RMs on pretrained SmolLM2-135M-Instruct ({MAX_LENGTH} tokens, "
             f"rmlens train's defaults): HH-RLHF harmless at seeds 0, 1 and 3, SQuALITY at seed 2, "
-            f"each trained on {TRAIN_PAIRS} pairs; swept over the first {TOKEN_IDS:,} of the "
-            f"49,152 token ids under \"{POSITIVE}\" and \"{NEGATIVE}\"; 95% bootstraps over "
-            f"tokens")  # fmt: skip
-    return [agreement_finding(agree, agree_rows, quality_table, data),
-            asymmetry_finding(asym, agree_rows, rm_rows, data),
+            f"each trained on {TRAIN_PAIRS} pairs; swept over every token id of the vocabulary "
+            f"(49,152, the special ones left out) under \"{POSITIVE}\" and \"{NEGATIVE}\"; "
+            f"the controls (untrained at seeds 0 and 1, HH with shuffled sides at seed 0) "
+            f"under \"{POSITIVE}\"; 95% bootstraps over tokens")  # fmt: skip
+    return [agreement_finding(agree, agree_rows, quality_table, data, null_agree, controls),
+            asymmetry_finding(asym, agree_rows, rm_rows, data, null_skew, controls),
             framing_finding(framing, prompt_rows, data), frequency_finding(freq, rm_rows, data)]
 
 
-def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> dict:
+def agreement_finding(figures: list, rows: list, quality: dict, data: str, nulls: list,
+                      controls: dict) -> dict:  # fmt: skip
     same = [f for f in figures if f["key"].count(":hh-") == 2]  # agreement:hh-..:hh-..:word
     other = [f for f in figures if "squality" in f["key"]]
     low = max(f["hi"] for f in same) < 0.9
@@ -245,19 +318,37 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str) -> di
         + "An RM trained on other data (SQuALITY) agrees with them "
         f"at {min(f['value'] for f in other):.2f} to {max(f['value'] for f in other):.2f}. "
         "The intervals are over tokens: they say how well the sweep fixes each Spearman, "
-        "not how much another seed would move it. The paper compares ten public RMs of 2B "
-        "to 27B parameters over whole vocabularies; here four 135M RMs trained on 240 pairs "
-        f"each, over a third of the vocabulary.")
+        "not how much another seed would move it. " + null_reading(nulls) + " The paper "
+        "compares ten public RMs of 2B to 27B parameters over whole vocabularies; here four "
+        "135M RMs trained on 240 pairs each, over the whole vocabulary.")
     return finding("tokens-agreement", "Agreement between RMs over the vocabulary",
                    "RMs trained on similar objectives disagree about which tokens score "
-                   "highest and lowest.", data, figures, reading,
+                   "highest and lowest.", data, figures + nulls, reading,
                    [quality, {"caption": f"Agreement per pair of RMs and prompt, with the "
                               f"share of their top and bottom {TOP} tokens in common",
                               "columns": ["RMs", "prompt", "Spearman", f"top {TOP} shared",
-                                          f"bottom {TOP} shared"], "rows": rows}])
+                                          f"bottom {TOP} shared"], "rows": rows}, controls])
 
 
-def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str) -> dict:
+def null_reading(nulls: list) -> str:
+    """What the controls say of the trained RMs' agreement."""
+    value = {f["key"].removeprefix("null:agreement:"): f for f in nulls}
+
+    def text(key: str) -> str:
+        f = value[key]
+        return f"{f['value']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]"
+
+    return (f"Controls: the two initial states (random heads of seeds 0 and 1 on the same "
+            f"backbone) agree at {text('untrained-seed0:untrained-seed1')}; each trained HH "
+            f"RM agrees with its own initial state at {text('hh-seed0:untrained-seed0')} "
+            f"(seed 0) and {text('hh-seed1:untrained-seed1')} (seed 1); the RM trained on "
+            f"shuffled sides agrees with the seed-0 HH RM at "
+            f"{text('hh-seed0:shuffled-seed0')} and with its own initial state at "
+            f"{text('untrained-seed0:shuffled-seed0')}.")
+
+
+def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str,
+                      nulls: list, controls: dict) -> dict:  # fmt: skip
     signs = {np.sign(f["value"]) for f in figures if f["lo"] > 0 or f["hi"] < 0}
     skewed = [f for f in figures if f["lo"] > 0 or f["hi"] < 0]
     ends = [(float(r[3].rstrip("%")), float(r[4].rstrip("%"))) for r in agree_rows]
@@ -275,16 +366,19 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str)
         + (": they agree on their highest tokens more than on their lowest" if bottom_more == 0
            else ": they agree on their lowest tokens more than on their highest"
            if bottom_more == len(ends) else "")
+        + ". Controls under \"best\", skewness: "
+        + "; ".join(f"{f['label']} {f['value']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}]"
+                    for f in nulls)
         + ". The paper's asymmetry is read here as these two statistics (rmlens's "
         "operationalization); its own figures are over ten public RMs and whole "
         "vocabularies.")
     return finding("tokens-asymmetry", "High- and low-scoring tokens are encoded "
                    "asymmetrically", "RMs encode high- and low-scoring tokens asymmetrically.",
-                   data, figures, reading,
+                   data, figures + nulls, reading,
                    [{"caption": "Per RM and prompt: skewness, and the frequency and valence "
                      "coefficients of the score (in SD)",
                      "columns": ["RM", "prompt", "skewness", "per tenfold frequency",
-                                 "per unit valence", "words"], "rows": rm_rows}])
+                                 "per unit valence", "words"], "rows": rm_rows}, controls])
 
 
 def framing_finding(figures: list, prompt_rows: list, data: str) -> dict:
@@ -319,9 +413,8 @@ def frequency_finding(figures: list, rm_rows: list, data: str) -> dict:
                     for f in figures)
         + f". {len(up)} of {len(figures)} are above 0 (frequent words scored higher, as the "
         f"paper finds in almost every RM and prompt) and {len(down)} below 0: at this size "
-        "the sign differs between RMs, seeds of the same data included. The sweep covers the "
-        "tokenizer's first ids, its commonest merges, so rare words are fewer here than in "
-        "a whole-vocabulary sweep.")
+        "the sign differs between RMs, seeds of the same data included. The sweep covers "
+        "every token id of the vocabulary.")
     return finding("tokens-frequency", "Frequent tokens are overvalued",
                    "RMs score frequent words higher than rare ones beyond their sentiment (a "
                    "mere-exposure effect).", data, figures, reading, [])

@@ -91,3 +91,16 @@ def test_sampling_options_need_a_policy(tmp_path, flags):
     result = run_cli(["data", "candidates", "--from", data, "--gold-rm", "x", "--out",
                       tmp_path / "o.jsonl", *flags])  # fmt: skip
     assert result.exit_code == 2 and "apply to --policy-model" in result.stderr
+
+
+def test_a_wrong_gold_rm_fails_before_sampling(tiny_causal_dir, tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    length_pairs(8).to_json(data, orient="records", lines=True)
+    result = run_cli(["data", "candidates", "--from", data, "--policy-model", tiny_causal_dir,
+                      "--gold-rm", tmp_path / "missing", "--out", tmp_path / "o.jsonl"])
+    assert result.exit_code == 2 and "missing" in result.stderr
+    assert "sampling" not in result.stderr
+    result = run_cli(["data", "candidates", "--from", data, "--policy-model", tiny_causal_dir,
+                      "--gold-rm", tmp_path / "missing", "--precision", "fp16", "--out",
+                      tmp_path / "o.jsonl"])  # fmt: skip
+    assert result.exit_code == 2 and "--precision must be" in result.stderr

@@ -238,6 +238,8 @@ def candidates(
     if policy_model is not None:
         if temperature <= 0:
             raise InputError("--temperature must be above 0")
+        if precision not in ("auto", "fp32", "bf16"):
+            raise InputError(f"--precision must be auto, fp32 or bf16, got {precision!r}")
         sampling = {"max_new_tokens": max_new_tokens, "temperature": temperature,
                     "top_p": top_p}  # fmt: skip
         n_prompts = config.n_prompts if "n_prompts" in typed else None
@@ -268,6 +270,7 @@ def _policy_pool(source, policy, gold_rm, holdout, pairs_out, out, n, n_prompts,
     if n_prompts is not None:
         order = np.random.default_rng(seed).permutation(len(distinct))[:n_prompts]
         distinct = [distinct[i] for i in sorted(order)]
+    rm = load_rm(gold_rm)  # before sampling: a wrong --gold-rm fails at once
     device = resolve_device("auto")
     resolved = resolve_precision(precision, device, task="generate")
     if not quiet:
@@ -280,7 +283,6 @@ def _policy_pool(source, policy, gold_rm, holdout, pairs_out, out, n, n_prompts,
             return sample_responses(lm, tokenizer, prompts, k, seed=seed, advance=step,
                                     **sampling)  # fmt: skip
 
-    rm = load_rm(gold_rm)
     pool, gold_pairs = candidates_from_policy(distinct, write, rm.score, n_responses=n,
                                               holdout=holdout, seed=seed)  # fmt: skip
     path = save_pairs(pool, out)

@@ -15,10 +15,10 @@ def test_a_policy_pool_samples_the_held_out_prompts_and_pairs_the_others():
     prompts = [f"question {i}" for i in range(10)]
     calls = []
 
-    def write(batch, n):  # response k of prompt "question i": k + i words, the last two alike
+    def write(batch, n):  # response k of prompt "question i": k + 1 + i % 3 words
         calls.append((list(batch), n))
-        return [[" ".join(["w"] * (k + int(p.split()[1]) % 3 + (k == n - 1 and n == 2)))
-                 for k in range(n)] for p in batch]  # fmt: skip
+        return [[" ".join(["w"] * (k + 1 + int(p.split()[1]) % 3)) for k in range(n)]
+                for p in batch]  # fmt: skip
 
     def gold(prompts, responses):  # the gold RM: longer is better
         return np.array([len(r) for r in responses], dtype=float)

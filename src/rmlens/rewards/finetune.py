@@ -114,9 +114,8 @@ class _TunedTrainer(PerRun, Trainer):
         self.net_ = make_net(bb, cfg).to(device)
 
     def _resolved(self, cfg: TrainConfig) -> TrainConfig:
-        """``cfg`` with the format its base model resolved (chat, raw or pair) and the
-        precision resolved here (fp32 or bf16), so the RM's saved ``train_config`` says how
-        its texts were tokenized and multiplied (and a checkpoint resumes in its own)."""
+        """``cfg`` with its resolved format and precision, so the RM's saved ``train_config``
+        says how its texts were tokenized and multiplied (a checkpoint resumes in its own)."""
         return cfg.replace(format=self.base_.format, precision=self.precision_)
 
     def _reset(self, seed: int) -> None:
@@ -285,8 +284,11 @@ class _TunedTrainer(PerRun, Trainer):
                 objective = ObjectiveModule.from_config(
                     cfg, train=extras, seed=cfg.seed, weights=weights, guide=guide
                 ).to(rt.device)
-            return self._epochs(train, cfg, objective, extras, (eval_examples, eval_extras),
-                                checkpoint_dir, fingerprint, quiet)  # fmt: skip
+            try:
+                return self._epochs(train, cfg, objective, extras, (eval_examples, eval_extras),
+                                    checkpoint_dir, fingerprint, quiet)  # fmt: skip
+            finally:
+                self.runtime_ = rt  # the compiled layers are out again, however it ended
 
     def _epochs(self, train, cfg, objective, extras, evals, checkpoint_dir, fingerprint, quiet):
         """``_train``'s epochs: optimizer steps of ``grad_accum`` length-grouped batches at a
@@ -370,7 +372,6 @@ class _TunedTrainer(PerRun, Trainer):
                 state.update(epoch=epoch + 1, batch=0, stats=None)
                 if ckpt is not None:
                     save(ckpt, net, opt, state, fingerprint, best, objective)
-        self.runtime_ = rt  # the compiled layers are out again
         if best is not None:
             load_trainable(net, best)
         net.eval()

@@ -6,7 +6,8 @@
 - ``checkpoint``: memorization-checkpoint;
 - ``ex_vs_im``: ex-vs-im;
 - ``tokens``: the four tokens-* findings;
-- ``overoptimization``: overoptimization;
+- ``overoptimization``: overoptimization (SQuALITY's human gold);
+- ``policy_bon``: overoptimization-policy, overoptimization-audit (a policy's samples);
 - ``verdict_rules`` and ``verdicts``: the written rules, and the figures each claim rests
   on (``python benchmarks/verdicts.py``);
 - ``common``: the shared data and the frozen audit the memorization findings run.

@@ -46,3 +46,11 @@ def interval_texts(figures: dict, spec: str) -> dict[str, str]:
 
 def memorized(table: pd.DataFrame) -> float:
     return float((table.category == "memorized").mean())
+
+
+def fig(key: str, label: str, value: float, lo: float, hi: float, n: int, unit: str,
+        n_of: str = "tokens") -> dict:
+    """One figure of a finding with its 95% interval; the source claims no size of it."""
+    return {"key": key, "label": label, "value": float(value), "lo": float(lo),
+            "hi": float(hi), "n": int(n), "n_of": n_of, "unit": unit,
+            "claimed": None}  # fmt: skip

@@ -48,6 +48,11 @@ on) and what it rests on. Each finding's module of ``findings/`` measures it
 - ``overoptimization``: best-of-n against SQuALITY's human ratings, the one real gold here,
   and why its 3 answers per question cannot test overoptimization
   (``findings/overoptimization.py``).
+- ``overoptimization-policy``: best-of-n on SmolLM2-135M-Instruct's own samples (64 to each
+  of 200 held-out HH prompts) against a gold RM trained on the HH pairs, with frozen MiniLM
+  proxies at two data sizes and three seeds, their ensembles, and whether each proxy's
+  audit foretells its fall (``findings/policy_bon.py``); writes two files,
+  ``overoptimization-policy.json`` and ``overoptimization-audit.json``.
 
     python benchmarks/findings.py NAME [--work findings-work] [--out docs/findings]
 """
@@ -65,6 +70,7 @@ from findings.common import HH, SHARED, SQUALITY
 from findings.ex_vs_im import ex_vs_im
 from findings.memorization import memorization_links, memorization_users
 from findings.overoptimization import overoptimization
+from findings.policy_bon import overoptimization_policy
 from findings.tokens import tokens
 
 FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,
@@ -72,7 +78,8 @@ FINDINGS = {"memorization-links": memorization_links, "memorization-users": memo
             "memorization-trust": memorization_trust,
             "memorization-checkpoint": checkpoint_regime,
             "tokens": lambda work: tokens(work, HH, SQUALITY),
-            "overoptimization": lambda work: overoptimization(work, SQUALITY)}  # fmt: skip
+            "overoptimization": lambda work: overoptimization(work, SQUALITY),
+            "overoptimization-policy": lambda work: overoptimization_policy(work, HH)}  # fmt: skip
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from findings.common import fig
 from findings.verdicts import judged
 from rmlens.data import load_pairs
 from rmlens.stats import percentile_interval, spearman
@@ -97,13 +98,6 @@ def boot(stat, n: int, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, floa
     """95% percentile interval of ``stat(rows)`` over ``n_boot`` resamples of ``n`` rows."""
     rng = np.random.default_rng(seed)
     return percentile_interval([stat(rng.integers(0, n, n)) for _ in range(n_boot)])
-
-
-def fig(key: str, label: str, value: float, lo: float, hi: float, n: int, unit: str,
-        n_of: str = "tokens") -> dict:
-    return {"key": key, "label": label, "value": float(value), "lo": float(lo),
-            "hi": float(hi), "n": int(n), "n_of": n_of, "unit": unit,
-            "claimed": None}  # fmt: skip
 
 
 def swept(rms: dict[str, Path], out: Path, prompts: list[str]) -> dict[str, pd.DataFrame]:

@@ -140,6 +140,18 @@ def overoptimization(found: dict) -> list[Part]:
     return []
 
 
+def overoptimization_policy(found: dict) -> list[Part]:
+    """The single proxies' gold falling from its peak at each data size, and each ensemble
+    falling less than the single proxies it is made of."""
+    return [part(found, k, 1) for k in keys(found, lambda k: k.startswith(("fall:single",
+                                                                           "softening:")))]
+
+
+def overoptimization_audit(found: dict) -> list[Part]:
+    """A proxy's fall rising with the memorized share, and with the mean CM, of its pairs."""
+    return [part(found, k, 1) for k in ("link:memorized", "link:cm")]
+
+
 CLAIMS: dict[str, Callable[[dict], list[Part]]] = {
     "ex-vs-im": ex_vs_im, "memorization-links": memorization_links,
     "memorization-users": memorization_users, "memorization-modes": memorization_modes,
@@ -148,6 +160,8 @@ CLAIMS: dict[str, Callable[[dict], list[Part]]] = {
     "tokens-agreement": tokens_agreement, "tokens-asymmetry": tokens_asymmetry,
     "tokens-framing": tokens_positive, "tokens-frequency": tokens_positive,
     "overoptimization": overoptimization,
+    "overoptimization-policy": overoptimization_policy,
+    "overoptimization-audit": overoptimization_audit,
 }  # fmt: skip
 
 

@@ -44,6 +44,7 @@ MAX_PROMPT = 160  # tokens of the policy's chat text; longer HH prompts are left
 GOLD_HELD_OUT, GOLD_EPOCHS, GOLD_LENGTH = 0.1, 2, 256
 GOLD_PRECISION = "bf16"  # the gold is a fixed function: its precision only has to be one
 SIZES, SEEDS, RUNS = (300, 1200), (0, 1, 2), 20
+FOLDS = AuditConfig().folds  # each proxy run trains on FOLDS - 1 of the folds
 ENSEMBLES, UWO = ("mean", "min", "uwo"), 0.5
 NS = (1, 2, 4, 8, 16, 32, 64)
 CHUNK = 25  # prompts per saved part of the samples (a restart resumes there)
@@ -291,7 +292,8 @@ def finding(curves, falls, runs, oracle, gold_accuracy, cost, n_pairs, rng) -> l
              "columns": ["proxy", "pairs", *(f"n={n} (KL {k:.2f})" for n, k in zip(NS, kl))],
              "rows": rows}  # fmt: skip
     bon = record("overoptimization-policy", figures, [table], gold_accuracy, cost, n_pairs)
-    bon["reading"] = bon_reading({f["key"]: f for f in figures}, curves, oracle)
+    bon["reading"] = (gold_reading(gold_accuracy, n_pairs) + " "
+                      + bon_reading({f["key"]: f for f in figures}, curves, oracle))
     return [judged(bon), audit_link(runs, gold_accuracy, cost, n_pairs, rng)]
 
 
@@ -337,6 +339,21 @@ def text(f: dict) -> str:
     return f"{f['value']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}]"
 
 
+def gold_reading(gold_accuracy: dict, n_pairs: int) -> str:
+    """Why the gold may stand for the human judge, and how far."""
+    most = max(SIZES) * (FOLDS - 1) // FOLDS
+    return (
+        f"The gold stands for the human judge as Gao et al.'s does: it learned from human "
+        f"judgments of these prompts ({gold_accuracy['n_train']:,} HH pairs, against at "
+        f"most {most} gold-labelled pairs for any proxy run), and it is a fine-tuned 135M "
+        f"model where the proxies are linear heads on a frozen 22M encoder. It is an "
+        f"imperfect judge ({gold_accuracy['held_out']:.0%} accurate on held-out human "
+        f"pairs), but the protocol needs only a fixed reward that the proxies learn from its "
+        f"labels alone: what it measures is how far a proxy learned from few labels drifts "
+        f"from the function that gave them."
+    )
+
+
 def bon_reading(figs: dict, curves: dict, oracle: np.ndarray) -> str:
     """What the curves and falls say, in words, from the figures as measured."""
     said = []
@@ -372,8 +389,8 @@ def link_reading(figs: dict, by_size: pd.DataFrame) -> str:
         f"{text(figs['link:cm'])}). The proxies of {by_size.index[0]} pairs have "
         f"{small.memorized:.0%} of their pairs memorized and fall by {small.fall:+.3f} sd; "
         f"those of {by_size.index[-1]} pairs {large.memorized:.0%} and {large.fall:+.3f}. "
-        f"Within one audit, where the size and seed are fixed and only the run's half of the "
-        f"pairs differs, the link is {text(within)}: "
+        f"Within one audit, where the size and seed are fixed and only the folds a run "
+        f"trains on differ, the link is {text(within)}: "
         + way(within, "the audit tells apart the proxies that hack more beyond the size of "
               "their data", "the proxies with more memorized pairs fall less", "what it adds "
               "beyond the size of the data is not measurable at this size")
@@ -413,6 +430,7 @@ def record(name: str, figures: list, tables: list, gold_accuracy: dict, cost: di
 
 def data_text(gold_accuracy: dict, cost: dict, n_pairs: int) -> str:
     rate = cost["generated_tokens"] / cost["generate_seconds"]
+    sizes, seeds = " and ".join(map(str, SIZES)), ", ".join(map(str, SEEDS))
     return (
         f"Gold: a LoRA SmolLM2-135M-Instruct RM trained on {gold_accuracy['n_train']} "
         f"HH-RLHF harmless pairs, {gold_accuracy['held_out']:.3f} accurate on "
@@ -420,10 +438,10 @@ def data_text(gold_accuracy: dict, cost: dict, n_pairs: int) -> str:
         f"{cost['gold_precision']}. Policy: SmolLM2-135M-Instruct, {N_RESPONSES} samples of "
         f"at most {MAX_NEW_TOKENS} tokens at temperature 1 to each of {POOL_PROMPTS} held-out "
         f"HH prompts, in {cost['policy_precision']}. Proxies: frozen MiniLM heads, the "
-        f"{RUNS} runs of brute-force audits of {' and '.join(map(str, SIZES))} of the "
-        f"{n_pairs} gold-labelled pairs of its samples to other prompts, at seeds "
-        f"{', '.join(map(str, SEEDS))}. Cost on 2 CPU cores: {cost['generated_tokens']:,} "
-        f"tokens generated in {cost['generate_seconds'] / 60:.0f} min ({rate:.0f} tokens/s), "
+        f"{RUNS} runs ({FOLDS}-fold) of brute-force audits of {sizes} of the {n_pairs} "
+        f"gold-labelled pairs of its samples to other prompts, at seeds {seeds}. Cost on 2 "
+        f"CPU cores: {cost['generated_tokens']:,} tokens generated in "
+        f"{cost['generate_seconds'] / 60:.0f} min ({rate:.0f} tokens/s), "
         f"{cost['gold_texts']:,} texts scored by the gold in "
         f"{cost['gold_seconds'] / 60:.0f} min."
     )

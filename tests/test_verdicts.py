@@ -112,6 +112,28 @@ def test_a_verdict_a_missing_figure_could_change_stays_with_a_note():
     assert verdicts.judged({**found, "verdict": None})["verdict"] == "inconclusive"
 
 
+def test_each_kind_of_data_gets_its_own_verdict_and_one_not_measured_is_named():
+    def fig(key, lo, hi):
+        return {"key": key, "label": key, "value": (lo + hi) / 2, "lo": lo, "hi": hi,
+                "n": 100, "unit": "Spearman", "claimed": None}
+
+    ratings = [fig("question_margin", -0.10, 0.07), fig("pair_margin", -0.57, -0.47)]
+    found = {"name": "memorization-margin", "figures": ratings, "verdict": None,
+             "not_measured": {"ranked conversations": "no such pairs here"}}
+    record = verdicts.judged(found)["verdict_rule"]
+    assert record["by_data"] == {"ratings": "not reproduced",
+                                 "ranked conversations": "not testable here"}
+    assert [p["data"] for p in record["parts"]] == ["ratings", "ratings"]
+    both = {"name": "memorization-margin", "verdict": None,
+            "figures": [*ratings, fig("ranked_margin", 0.41, 0.59)]}
+    judged = verdicts.judged(both)
+    assert judged["verdict_rule"]["by_data"] == {"ratings": "not reproduced",
+                                                 "ranked conversations": "reproduced"}
+    assert judged["verdict"] == "partly"  # holds on one kind of data, not on the other
+    assert "by_data" not in verdicts.judged({"name": "overoptimization", "figures": [],
+                                             "verdict": None})["verdict_rule"]
+
+
 def test_caveats_and_unknown_findings():
     users = json.loads((FINDINGS / "memorization-users.json").read_text())
     assert "forced by construction" in users["verdict_rule"]["caveat"]

@@ -1,7 +1,7 @@
 """The findings rmlens exists to test, one module per line of work; each writes
 ``docs/findings/NAME.json`` (``python benchmarks/findings.py NAME``, from ``run.py``).
 
-- ``memorization``: memorization-links, memorization-users;
+- ``memorization``: memorization-links, memorization-margin, memorization-users;
 - ``audits``: memorization-modes, memorization-trust (how far the audits agree);
 - ``checkpoint``: memorization-checkpoint;
 - ``ex_vs_im``: ex-vs-im;

@@ -1,5 +1,6 @@
-"""``memorization-links`` and ``memorization-users``: what CM follows besides memory, and
-whether user-specific taste is memorized (issue 49; ``benchmarks/findings.py`` runs them)."""
+"""``memorization-links``, ``memorization-margin`` and ``memorization-users``: what CM follows
+besides memory (group size; the margin, by kind of data), and whether user-specific taste is
+memorized (issues 49 and 59; ``benchmarks/findings.py`` runs them)."""
 
 from __future__ import annotations
 
@@ -76,10 +77,15 @@ def size_rows(by_size: list[dict]) -> list[list[str]]:
             for b in by_size if b["n_pairs"]]  # fmt: skip
 
 
-def memorization_links(work: Path) -> dict:
-    squality = load_pairs(SQUALITY)
+def squality_pairs() -> pd.DataFrame:
+    pairs = load_pairs(SQUALITY)
     # SQuALITY's prompt is a question without its story: a question is one passage's prompt
-    squality["question"] = squality.passage_id.astype(str) + ": " + squality.prompt
+    pairs["question"] = pairs.passage_id.astype(str) + ": " + pairs.prompt
+    return pairs
+
+
+def memorization_links(work: Path) -> dict:
+    squality = squality_pairs()
     by_question = frozen_audit(squality, "question", work / "squality-by-question")
     by_pair = frozen_audit(squality, "id", work / "squality-by-pair")
     thin = {seed: frozen_audit(thinned(squality, seed), "question",
@@ -88,8 +94,7 @@ def memorization_links(work: Path) -> dict:
     hh["random_group"] = random_groups(len(hh)).astype(str)
     by_random = frozen_audit(hh, "random_group", work / "hh-random-groups")
     # Every link over the data's own dependence unit: the question (SQuALITY), the group (HH)
-    links = {"question": cm_links(by_question), "random": cm_links(by_random),
-             "pair": cm_links(by_pair.assign(group=by_pair.question)),
+    links = {"random": cm_links(by_random),
              **{f"thin{seed}": cm_links(table) for seed, table in thin.items()}}  # fmt: skip
     pooled = pooled_size_link(list(thin.values()))
     figures = [
@@ -99,14 +104,9 @@ def memorization_links(work: Path) -> dict:
         figure("thin_size", "the three cuts pooled: CM with group size", pooled, OASST_SIZE),
         figure("random_size", "HH-RLHF in random groups of 1 to 12: CM with group size",
                links["random"]["group_size"]),
-        figure("question_margin", "SQuALITY grouped by question: CM with the margin",
-               links["question"]["margin"], OASST_MARGIN),
-        figure("pair_margin", "SQuALITY, each pair its own group: CM with the margin",
-               links["pair"]["margin"]),
     ]  # fmt: skip
     fig = {f["key"]: f for f in figures}
     size_holds = above(fig["thin_size"])
-    conflict = by_pair.conflict.fillna(False).astype(bool)
     f = interval_texts(fig, ".2f")
     alone = [b for t in thin.values() for b in cm_links(t)["group_size"]["by_size"]
              if b["sizes"] == "alone"]  # fmt: skip
@@ -122,44 +122,34 @@ def memorization_links(work: Path) -> dict:
         f"nothing, {f['random_size']}; with each question's related pairs cut to a random 1 to "
         f"9, {f['thin_size']} over three cuts, and {memorized_alone:.0%} of the {n_alone} "
         f"pairs left alone in their group are memorized. So the OASST link ({OASST_SIZE}, no "
-        f"single pair memorized) is not a law of the audit: it reflects how that data's large and "
-        f"small prompt groups differ (a prompt's ranked responses share texts), which cannot "
-        f"be tested offline. The margin is the data's, and here it does not go the claimed "
-        f"way: grouped by question CM does not follow it ({f['question_margin']}; TM and TG "
-        f"both rise with it); held out alone CM falls with it ({f['pair_margin']}), carried by "
-        f"the {conflict.sum()} pairs that another annotator judged the other way (mean CM "
-        f"{by_pair.cm[conflict].mean():.3f} against {by_pair.cm[~conflict].mean():.3f}). "
-        f"Large-margin pairs are the easy ones, learned and generalized alike; whether CM goes "
-        f"to them depends on where the annotators of the data disagree."
+        f"single pair memorized) is not a law of the audit: it reflects how that data's large "
+        f"and small prompt groups differ (a prompt's ranked responses share texts), which "
+        f"cannot be tested offline. The margin has its own finding (memorization-margin)."
     )
     thin_rows = [[f"seed {seed}", *row] for seed, table in thin.items()
                  for row in size_rows(cm_links(table)["group_size"]["by_size"])]  # fmt: skip
     return judged({
         "name": "memorization-links",
-        "title": "What CM follows besides memory: group size and margin",
-        "claim": f"CM rises with the size of a pair's group and with its margin (seen on OASST "
-        f"pairs grouped by prompt: Spearman {OASST_SIZE} and {OASST_MARGIN}; large-margin pairs "
-        f"memorized).",
-        "source": "Verhoeven et al., counterfactual memorization of reward models (the margin); "
-        "a user's trial of rmlens on OASST (group size)",
+        "title": "What CM follows besides memory: the size of a pair's group",
+        "claim": f"CM rises with the size of a pair's group (seen on OASST pairs grouped by "
+        f"prompt: Spearman {OASST_SIZE}).",
+        "source": "a user's trial of rmlens on OASST",
         "command": "python benchmarks/findings.py memorization-links",
         "data": f"SQuALITY human-evaluation pairs ({len(squality)} pairs, 100 questions of 20 "
-        f"stories, 4 annotators, margin = rating difference; each question's pairs cut to a "
-        f"random 1 to 9 with seeds {', '.join(map(str, THIN_SEEDS))}: "
-        f"{', '.join(str(len(t)) for t in thin.values())} pairs); HH-RLHF harmless test pairs "
-        f"({len(hh)}); frozen MiniLM heads, {RUNS} brute-force runs of a 5-fold grouped plan "
-        f"per audit; 95% bootstrap over questions (HH: over groups)",
+        f"stories, 4 annotators; each question's pairs cut to a random 1 to 9 with seeds "
+        f"{', '.join(map(str, THIN_SEEDS))}: {', '.join(str(len(t)) for t in thin.values())} "
+        f"pairs); HH-RLHF harmless test pairs ({len(hh)}); frozen MiniLM heads, {RUNS} "
+        f"brute-force runs of a 5-fold grouped plan per audit; 95% bootstrap over questions "
+        f"(HH: over groups)",
         "figures": figures,
-        "headline": ["thin_size", "random_size", "question_margin"],
+        "headline": ["thin_size", "random_size"],
         "verdict": None,  # by the written rules: verdicts.judged
         "reading": reading,
         "tables": [
             {"caption": "The same SQuALITY pairs, held out with their question's pairs or alone",
              "columns": ["held out", "mean CM", "memorized", "mean TM", "mean TG"],
              "rows": [share_row("with the question's pairs", by_question),
-                      share_row("alone", by_pair),
-                      share_row("alone: the pairs another annotator judged the other way",
-                                by_pair[conflict])]},
+                      share_row("alone", by_pair)]},
             {"caption": "CM by group size: each SQuALITY question's pairs cut to 1 to 9",
              "columns": ["cut", "group", "pairs", "mean CM", "memorized"], "rows": thin_rows},
             {"caption": "CM by group size: HH-RLHF in random groups of 1 to 12",
@@ -174,6 +164,84 @@ def memorization_links(work: Path) -> dict:
         ],  # fmt: skip
         "measured": datetime.date.today().isoformat(),
     })
+
+
+RANKED = "ranked conversations"
+RANKED_ABSENT = ("no ranked-conversation pairs on this machine; a reader who has them runs "
+                 "python benchmarks/findings.py memorization-margin --ranked FILE")
+
+
+def memorization_margin(work: Path, ranked: Path | None = None,
+                        ranked_group: str = "prompt") -> dict:
+    """CM's link with the margin on each kind of data: SQuALITY's ratings (margin: the
+    rating difference), grouped by question and each pair alone; and, from ``ranked`` (a
+    pairs file whose ``margin`` is the rank gap), ranked conversations grouped by
+    ``ranked_group``."""
+    squality = squality_pairs()
+    by_question = frozen_audit(squality, "question", work / "squality-by-question")
+    by_pair = frozen_audit(squality, "id", work / "squality-by-pair")
+    figures = [
+        figure("question_margin", "ratings (SQuALITY), grouped by question: CM with the "
+               "margin", cm_links(by_question)["margin"], OASST_MARGIN),
+        figure("pair_margin", "ratings (SQuALITY), each pair its own group: CM with the "
+               "margin", cm_links(by_pair.assign(group=by_pair.question))["margin"]),
+    ]  # fmt: skip
+    audits = ["squality-by-question", "squality-by-pair"]
+    if ranked is not None:
+        pairs = load_pairs(ranked)
+        by_conversation = frozen_audit(pairs, ranked_group, work / "ranked-by-conversation")
+        figures.append(figure("ranked_margin", f"ranked conversations ({ranked.name}), "
+                              f"grouped by {ranked_group}: CM with the margin",
+                              cm_links(by_conversation)["margin"], OASST_MARGIN))  # fmt: skip
+        audits.append("ranked-by-conversation")
+    f = interval_texts({x["key"]: x for x in figures}, ".2f")
+    conflict = by_pair.conflict.fillna(False).astype(bool)
+    ranked_text = (f"On ranked conversations ({ranked.name}, the margin the rank gap), "
+                   f"{f['ranked_margin']}." if ranked is not None else
+                   "Ranked conversations are not measured here: " + RANKED_ABSENT + ".")
+    reading = (
+        f"The margin is the data's, and which way CM goes with it depends on the kind of "
+        f"data. On SQuALITY's ratings (the margin a rating difference) it does not go the "
+        f"claimed way: grouped by question CM does not follow it ({f['question_margin']}; TM "
+        f"and TG both rise with it); held out alone CM falls with it ({f['pair_margin']}), "
+        f"carried by the {conflict.sum()} pairs that another annotator judged the other way "
+        f"(mean CM {by_pair.cm[conflict].mean():.3f} against "
+        f"{by_pair.cm[~conflict].mean():.3f}). Large-margin pairs are the easy ones there, "
+        f"learned and generalized alike; CM goes where the annotators disagree. {ranked_text}"
+    )
+    found = {
+        "name": "memorization-margin",
+        "title": "CM and the margin, by kind of data",
+        "claim": f"CM rises with a pair's margin: large-margin pairs are memorized most "
+        f"(Spearman {OASST_MARGIN} on OASST pairs grouped by prompt).",
+        "source": "Verhoeven et al., counterfactual memorization of reward models",
+        "command": "python benchmarks/findings.py memorization-margin [--ranked FILE]",
+        "data": f"SQuALITY human-evaluation pairs ({len(squality)} pairs, 100 questions, 4 "
+        f"annotators, margin = rating difference)"
+        + (f"; {ranked.name} ({len(pairs)} ranked pairs, margin = rank gap, grouped by "
+           f"{ranked_group})" if ranked is not None else "")
+        + f"; frozen MiniLM heads, {RUNS} brute-force runs of a 5-fold grouped plan per "
+        f"audit; 95% bootstrap over questions (conversations)",
+        "figures": figures,
+        "headline": [x["key"] for x in figures if x["key"] != "pair_margin"],
+        "verdict": None,  # by the written rules: verdicts.judged
+        "reading": reading,
+        "tables": [
+            {"caption": "SQuALITY held out alone: the pairs another annotator judged the "
+             "other way against the rest",
+             "columns": ["pairs", "mean CM", "memorized", "mean TM", "mean TG"],
+             "rows": [share_row("judged the other way", by_pair[conflict]),
+                      share_row("the rest", by_pair[~conflict])]},
+            {"caption": "Held-out accuracy of the audits' RMs (mean over runs)",
+             "columns": ["audit", "held-out accuracy"],
+             "rows": [[name, f"{held_out_accuracy(work / name)['mean']:.3f}"]
+                      for name in audits]},
+        ],  # fmt: skip
+        "measured": datetime.date.today().isoformat(),
+    }
+    if ranked is None:
+        found["not_measured"] = {RANKED: RANKED_ABSENT}
+    return judged(found)
 
 
 def cm_gap(table: pd.DataFrame, mask: np.ndarray, key: str, label: str,
@@ -223,8 +291,7 @@ def cm_without_opposites(out: Path, pairs: pd.DataFrame) -> pd.Series:
 
 
 def memorization_users(work: Path) -> dict:
-    squality = load_pairs(SQUALITY)
-    squality["question"] = squality.passage_id.astype(str) + ": " + squality.prompt
+    squality = squality_pairs()
     # 4 annotators: each run trains on two of them (halves), so 6 distinct splits
     by_user = frozen_audit(squality, "user_id", work / "squality-by-annotator", plan="halves")
     by_user["group"] = by_user.question  # the bootstrap's unit: a question's pairs

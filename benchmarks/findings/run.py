@@ -9,8 +9,8 @@ on) and what it rests on. Each finding's module of ``findings/`` measures it
 ``docs/_ext/findings_page.py`` builds the documentation's findings page from those files.
 
 - ``memorization-links``: what CM follows besides memory. Tried as a new user would on
-  OASST pairs grouped by prompt, CM rose with the size of a pair's group (Spearman 0.32) and
-  with its margin (0.53). Measured here with frozen MiniLM audits (brute force, so every
+  OASST pairs grouped by prompt, CM rose with the size of a pair's group (Spearman 0.32).
+  Measured here with frozen MiniLM audits (brute force, so every
   grouping is read by the same estimator): the SQuALITY pairs grouped by question (a
   story's question), the same pairs each its own group (so that a pair's group-mates stay
   in the runs that hold it out), the same pairs with each question's cut to a random 1 to 9
@@ -18,6 +18,10 @@ on) and what it rests on. Each finding's module of ``findings/`` measures it
   HH-RLHF harmless pairs in random groups of 1 to 12 (groups that share nothing). Each link
   is CM's Spearman across pairs with a 95% bootstrap over questions
   (``rmlens.memorization.cm_links``; over the random groups for HH).
+- ``memorization-margin``: CM's link with the margin, by kind of data: SQuALITY's ratings
+  grouped by question and each pair alone, and ranked conversations from ``--ranked FILE``
+  (a pairs file whose ``margin`` is the rank gap, grouped by ``--ranked-group``) where a
+  reader has them; each kind gets its own verdict.
 - ``memorization-users``: user-specific taste is memorized, not generalized (Verhoeven et
   al.). The SQuALITY pairs grouped by annotator (each run trains on two of the four): the
   mean CM of the pairs that another annotator judged the other way against the rest; and
@@ -55,6 +59,7 @@ on) and what it rests on. Each finding's module of ``findings/`` measures it
   ``overoptimization-policy.json`` and ``overoptimization-audit.json``.
 
     python benchmarks/findings.py NAME [--work findings-work] [--out docs/findings]
+        [--ranked FILE [--ranked-group COLUMN]]
 """
 
 from __future__ import annotations
@@ -68,18 +73,22 @@ from findings.audits import memorization_modes, memorization_trust
 from findings.checkpoint import checkpoint_regime
 from findings.common import HH, SHARED, SQUALITY
 from findings.ex_vs_im import ex_vs_im
-from findings.memorization import memorization_links, memorization_users
+from findings.memorization import memorization_links, memorization_margin, memorization_users
 from findings.overoptimization import overoptimization
 from findings.policy_bon import overoptimization_policy
 from findings.tokens import tokens
 
-FINDINGS = {"memorization-links": memorization_links, "memorization-users": memorization_users,
-            "memorization-modes": memorization_modes, "ex-vs-im": ex_vs_im,
-            "memorization-trust": memorization_trust,
-            "memorization-checkpoint": checkpoint_regime,
-            "tokens": lambda work: tokens(work, HH, SQUALITY),
-            "overoptimization": lambda work: overoptimization(work, SQUALITY),
-            "overoptimization-policy": lambda work: overoptimization_policy(work, HH)}  # fmt: skip
+FINDINGS = {"memorization-links": lambda a: memorization_links(a.work),
+            "memorization-margin": lambda a: memorization_margin(a.work, a.ranked,
+                                                                 a.ranked_group),
+            "memorization-users": lambda a: memorization_users(a.work),
+            "memorization-modes": lambda a: memorization_modes(a.work),
+            "ex-vs-im": lambda a: ex_vs_im(a.work),
+            "memorization-trust": lambda a: memorization_trust(a.work),
+            "memorization-checkpoint": lambda a: checkpoint_regime(a.work),
+            "tokens": lambda a: tokens(a.work, HH, SQUALITY),
+            "overoptimization": lambda a: overoptimization(a.work, SQUALITY),
+            "overoptimization-policy": lambda a: overoptimization_policy(a.work, HH)}  # fmt: skip
 
 
 def main() -> None:
@@ -88,12 +97,16 @@ def main() -> None:
     root = Path(__file__).resolve().parents[2]  # the defaults hold from any folder
     parser.add_argument("--work", type=Path, default=root / "findings-work")
     parser.add_argument("--out", type=Path, default=root / "docs" / "findings")
+    parser.add_argument("--ranked", type=Path, help="memorization-margin: a file of ranked "
+                        "pairs, the margin their rank gap (the kind of data it adds)")
+    parser.add_argument("--ranked-group", default="prompt",
+                        help="memorization-margin: the column of --ranked's conversations")
     args = parser.parse_args()
     if not SQUALITY.exists() or not HH.exists():
         print(f"skipped: the shared data is absent ({SHARED})")
         return
     warnings.filterwarnings("ignore")
-    found = FINDINGS[args.name](args.work)
+    found = FINDINGS[args.name](args)
     args.out.mkdir(parents=True, exist_ok=True)
     for one in found if isinstance(found, list) else [found]:  # a command may test several
         path = args.out / f"{one['name']}.json"

@@ -312,7 +312,7 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str, nulls
         + "An RM trained on other data (SQuALITY) agrees with them "
         f"at {min(f['value'] for f in other):.2f} to {max(f['value'] for f in other):.2f}. "
         "The intervals are over tokens: they say how well the sweep fixes each Spearman, "
-        "not how much another seed would move it. " + null_reading(nulls) + " The paper "
+        "not how much another seed would move it. " + null_reading(nulls, same) + " The paper "
         "compares ten public RMs of 2B to 27B parameters over whole vocabularies; here four "
         "135M RMs trained on 240 pairs each, over the whole vocabulary.")
     return finding("tokens-agreement", "Agreement between RMs over the vocabulary",
@@ -324,21 +324,35 @@ def agreement_finding(figures: list, rows: list, quality: dict, data: str, nulls
                                           f"bottom {TOP} shared"], "rows": rows}, controls])
 
 
-def null_reading(nulls: list) -> str:
-    """What the controls say of the trained RMs' agreement."""
+def null_reading(nulls: list, same: list) -> str:
+    """What the controls say of the trained RMs' agreement (``same``: the Spearman of RMs
+    trained on the same pairs at other seeds)."""
     value = {f["key"].removeprefix("null:agreement:"): f for f in nulls}
 
     def text(key: str) -> str:
         f = value[key]
         return f"{f['value']:.2f} [{f['lo']:.2f}, {f['hi']:.2f}]"
 
+    random_heads = value["untrained-seed0:untrained-seed1"]
+    closer = random_heads["hi"] < min(f["lo"] for f in same)
+    inherited = closer and all(  # each trained RM nearer its own initial state than its kin
+        value[f"hh-seed{s}:untrained-seed{s}"]["lo"]
+        > max(f["hi"] for f in same if f"hh-seed{s}:" in f["key"] + ":") for s in (0, 1))
+    meaning = (" So the disagreement is there before training: two random heads on this "
+               "backbone rank the vocabulary almost independently, training on the same pairs "
+               "brings two seeds closer rather than apart, and each trained RM stays nearer "
+               "its own initial state than any RM trained with it. At this size the "
+               "disagreement between seeds is inherited from their random heads, not learned."
+               if inherited else
+               " Training on the same pairs brings two seeds closer than their random heads "
+               "were." if closer else "")
     return (f"Controls: the two initial states (random heads of seeds 0 and 1 on the same "
             f"backbone) agree at {text('untrained-seed0:untrained-seed1')}; each trained HH "
             f"RM agrees with its own initial state at {text('hh-seed0:untrained-seed0')} "
             f"(seed 0) and {text('hh-seed1:untrained-seed1')} (seed 1); the RM trained on "
             f"shuffled sides agrees with the seed-0 HH RM at "
             f"{text('hh-seed0:shuffled-seed0')} and with its own initial state at "
-            f"{text('untrained-seed0:shuffled-seed0')}.")
+            f"{text('untrained-seed0:shuffled-seed0')}." + meaning)
 
 
 def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str,
@@ -363,7 +377,8 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str,
         + ". Controls under \"best\", skewness: "
         + "; ".join(f"{f['label']} {f['value']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}]"
                     for f in nulls)
-        + ". The paper's asymmetry is read here as these two statistics (rmlens's "
+        + ". " + null_skew_reading(figures, nulls)
+        + "The paper's asymmetry is read here as these two statistics (rmlens's "
         "operationalization); its own figures are over ten public RMs and whole "
         "vocabularies.")
     return finding("tokens-asymmetry", "High- and low-scoring tokens are encoded "
@@ -373,6 +388,17 @@ def asymmetry_finding(figures: list, agree_rows: list, rm_rows: list, data: str,
                      "coefficients of the score (in SD)",
                      "columns": ["RM", "prompt", "skewness", "per tenfold frequency",
                                  "per unit valence", "words"], "rows": rm_rows}, controls])
+
+
+def null_skew_reading(figures: list, nulls: list) -> str:
+    """Whether the controls skew as the trained RMs do."""
+    trained = {np.sign(f["value"]) for f in figures if f["lo"] > 0 or f["hi"] < 0}
+    controls = {np.sign(f["value"]) if f["lo"] > 0 or f["hi"] < 0 else 0.0 for f in nulls}
+    if len(trained) == 1 and controls == trained:
+        return ("The controls, untrained and shuffled alike, skew the same way: at this size "
+                "the skew is the backbone's, through any linear head, not a learned encoding "
+                "of high- and low-scoring tokens. ")
+    return ""
 
 
 def framing_finding(figures: list, prompt_rows: list, data: str) -> dict:

@@ -51,6 +51,9 @@ class Part:
     null : float, default=0.0
         The figure's value under no effect ("0" in ``RULES``): 1 for the agreement of two
         rankings, chance for an overlap.
+    data : str or None, default=None
+        The kind of data the setting measures, where a claim may hold on one kind and not
+        on another: each kind then gets its own verdict too (``decide_by_data``).
     """
 
     figure: str
@@ -59,6 +62,7 @@ class Part:
     hi: float | None
     size: float | None = None
     null: float = 0.0
+    data: str | None = None
 
     def __post_init__(self) -> None:
         if self.sign not in (1, -1, 0):
@@ -118,6 +122,7 @@ class Verdict:
                 row["sign"] = part.sign
                 row.update({"size": part.size} if part.size is not None else {})
                 row.update({"null": part.null} if part.null != 0 else {})
+            row.update({"data": part.data} if part.data is not None else {})
             parts.append({**row, "outcome": said})
         return {"rule": self.label, "parts": parts}
 
@@ -140,3 +145,17 @@ def decide(parts: Sequence[Part]) -> Verdict:
     fills = product((REPRODUCED, NOT_REPRODUCED, INCONCLUSIVE), repeat=len(outcomes) - len(known))
     labels = {combine([*known, *fill]) for fill in fills}
     return Verdict(labels.pop() if len(labels) == 1 else None, tuple(parts), outcomes)
+
+
+def decide_by_data(parts: Sequence[Part]) -> dict[str, str | None]:
+    """The verdict of each kind of data on its own settings (``Part.data``), in the order
+    the kinds first appear; parts of no kind count for none. None as in ``decide``.
+
+    Examples
+    --------
+    >>> decide_by_data([Part("a", 1, 0.4, 0.6, data="ranked"),
+    ...                 Part("b", 1, -0.1, 0.1, data="ratings")])
+    {'ranked': 'reproduced', 'ratings': 'inconclusive'}
+    """
+    kinds = dict.fromkeys(p.data for p in parts if p.data is not None)
+    return {kind: decide([p for p in parts if p.data == kind]).label for kind in kinds}

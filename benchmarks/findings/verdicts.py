@@ -23,12 +23,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from findings.verdict_rules import INCONCLUSIVE, Part, decide
+from findings.verdict_rules import INCONCLUSIVE, NOT_TESTABLE, Part, decide, decide_by_data
 
 FOLDER = Path(__file__).resolve().parents[2] / "docs" / "findings"
-NO_NULL_BASELINE = (
-    "No null baseline yet: the same backbone with an untrained head, or with a head trained "
-    "on shuffled labels, may show {what} too (issue 59's control, not yet measured).")
 OVER_TOKENS = (
     "Each setting is one RM, one training seed, and its interval is over tokens: it leaves "
     "out the training noise, which the RMs trained on the same pairs at other seeds show to "
@@ -38,26 +35,27 @@ CAVEATS = {
     "reach TG above 0.5 while that opposite judgment stays in training, so part of the plain "
     "difference is forced by construction: the verdict rests on the control, each such "
     "pair's CM from only the runs that did not train on its opposite judgment.",
-    "tokens-agreement": NO_NULL_BASELINE.format(what="the same disagreement") + " "
-    + OVER_TOKENS,
-    "tokens-asymmetry": NO_NULL_BASELINE.format(what="the same skew") + " " + OVER_TOKENS,
+    "tokens-agreement": "The controls (an untrained head, a head trained on shuffled "
+    "sides) say where the disagreement comes from: the reading gives them. " + OVER_TOKENS,
+    "tokens-asymmetry": "The controls (untrained heads, a head trained on shuffled sides) "
+    "say whether the skew is learned: the reading gives them. " + OVER_TOKENS,
     "tokens-framing": OVER_TOKENS,
     "tokens-frequency": OVER_TOKENS,
 }  # fmt: skip
 
 
 def part(found: dict, key: str, sign: int, size: float | None = None,
-         null: float = 0.0) -> Part:
+         null: float = 0.0, data: str | None = None) -> Part:
     """The claimed setting of ``found``'s figure ``key``: its interval, and as its size the
     one given or else the figure's ``claimed`` value, if any. A figure the file lacks is a
     part without an interval."""
     fig = next((f for f in found["figures"] if f["key"] == key), None)
     if fig is None:
-        return Part(key, sign, None, None, size, null)
+        return Part(key, sign, None, None, size, null, data)
     if size is None and fig.get("claimed") is not None:
         gap = fig["claimed"] - null
         size = abs(gap) if sign == 0 else sign * gap
-    return Part(key, sign, fig["lo"], fig["hi"], size, null)
+    return Part(key, sign, fig["lo"], fig["hi"], size, null, data)
 
 
 def keys(found: dict, test: Callable[[str], bool]) -> list[str]:
@@ -73,9 +71,20 @@ def ex_vs_im(found: dict) -> list[Part]:
 
 
 def memorization_links(found: dict) -> list[Part]:
-    """CM rising with group size (cut groups, the source's size; random groups) and with
-    the margin (grouped by question, the source's size)."""
-    return [part(found, k, 1) for k in ("thin_size", "random_size", "question_margin")]
+    """CM rising with group size (cut groups, the source's size; random groups)."""
+    return [part(found, k, 1) for k in ("thin_size", "random_size")]
+
+
+MARGIN_DATA = {"question_margin": "ratings", "pair_margin": "ratings",
+               "ranked_margin": "ranked conversations"}  # fmt: skip
+
+
+def memorization_margin(found: dict) -> list[Part]:
+    """CM rising with the margin, on each kind of data measured: ratings (grouped by
+    question, the source's size; each pair alone) and ranked conversations (grouped by
+    conversation, the source's size)."""
+    return [part(found, k, 1, data=MARGIN_DATA[k])
+            for k in keys(found, MARGIN_DATA.__contains__)]  # fmt: skip
 
 
 def memorization_users(found: dict) -> list[Part]:
@@ -154,7 +163,8 @@ def overoptimization_audit(found: dict) -> list[Part]:
 
 CLAIMS: dict[str, Callable[[dict], list[Part]]] = {
     "ex-vs-im": ex_vs_im, "memorization-links": memorization_links,
-    "memorization-users": memorization_users, "memorization-modes": memorization_modes,
+    "memorization-margin": memorization_margin, "memorization-users": memorization_users,
+    "memorization-modes": memorization_modes,
     "memorization-trust": memorization_trust,
     "memorization-checkpoint": memorization_checkpoint,
     "tokens-agreement": tokens_agreement, "tokens-asymmetry": tokens_asymmetry,
@@ -172,7 +182,8 @@ def judged(found: dict) -> dict:
     if found["name"] not in CLAIMS:
         raise ValueError(f"finding {found['name']!r} has no claim in "
                          f"benchmarks/findings/verdicts.py CLAIMS; known: {', '.join(CLAIMS)}")
-    verdict = decide(CLAIMS[found["name"]](found))
+    parts = CLAIMS[found["name"]](found)
+    verdict = decide(parts)
     record, label = verdict.record(), verdict.label
     if label is None:
         label = found.get("verdict") or INCONCLUSIVE
@@ -180,6 +191,10 @@ def judged(found: dict) -> dict:
         record = {**record, "rule": "kept", "note": f"the interval of {', '.join(missing)} "
                   "is missing and could change the verdict: it stays as measured before "
                   "the written rules"}  # fmt: skip
+    if any(p.data is not None for p in parts):  # a claim that may hold on one kind only
+        by_data = {**decide_by_data(parts), **dict.fromkeys(found.get("not_measured", {}),
+                                                            NOT_TESTABLE)}  # fmt: skip
+        record["by_data"] = {kind: said or INCONCLUSIVE for kind, said in by_data.items()}
     if found["name"] in CAVEATS:
         record["caveat"] = CAVEATS[found["name"]]
     out = {}

@@ -159,6 +159,11 @@ def _verdict_lines(found: dict) -> list[str]:
         said += (f" The interval of {', '.join(missing)} is missing here; no outcome of it "
                  "could change the verdict.")
     lines += [f"*By the rules:* {said}", ""]
+    if record.get("by_data"):
+        why = found.get("not_measured", {})
+        kinds = "; ".join(f"{kind}: **{label}**" + (f" ({why[kind]})" if kind in why else "")
+                          for kind, label in record["by_data"].items())  # fmt: skip
+        lines += [f"*By kind of data:* {kinds}.", ""]
     if record.get("caveat"):
         lines += [f"*Caveat:* {record['caveat']}", ""]
     return lines

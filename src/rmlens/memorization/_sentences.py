@@ -356,7 +356,8 @@ LINK_WORDS = {
                    "questions cut at random), so this link says how this data's large and "
                    "small groups differ."),
     "margin": ("the pair's margin", " Which way depends on the data and on what a run holds "
-               "out with each pair (the documentation's Findings page: on SQuALITY, held out "
+               "out with each pair: the documentation's Findings page gives the verdict by kind "
+               "of data (on SQuALITY's ratings CM did not rise with the margin; held out "
                "alone, the small-margin pairs were those that annotators judged both ways)."),
 }  # fmt: skip
 

@@ -112,6 +112,21 @@ def test_a_length_rm_on_a_pool_where_length_opposes_gold_falls_and_the_oracle_ne
     assert summary["spearman_lo"] <= summary["spearman"] <= summary["spearman_hi"] < -0.5
 
 
+def test_a_proxy_blind_to_gold_shows_no_fall_though_its_noisy_curve_has_a_peak():
+    """Best-of-n by noise: gold of the pick is flat in expectation. The peak read from the
+    same curve lies above its last point by noise alone; the cross-fitted fall does not."""
+    rng = np.random.default_rng(0)
+    gold = rng.normal(size=(200, 16))
+    bon = PoolCurves(gold[None], ("gold",), (1, 2, 4, 8, 16), n_boot=300, seed=0)
+    runs = bon.runs(standardize(rng.normal(size=(4, 200, 16))))
+    summary = summarize(runs, bon.oracle(), bon.kl, bon.ns, 0.95)
+    g = runs.values.index("gold")
+    assert runs.curve[g].max() - runs.curve[g, -1] > 0 and summary["peak_n"] < 16
+    assert summary["gold_drop_lo"] < 0 < summary["gold_drop_hi"]
+    oracle = summarize(bon.oracle(), bon.oracle(), bon.kl, bon.ns, 0.95)
+    assert oracle["gold_drop"] == 0.0 and bon.half.sum() == 100  # the oracle only rises
+
+
 @pytest.fixture(scope="module")
 def synthetic_audit(tiny_encoder_dir, tmp_path_factory):
     """A 4-run audit of synthetic pairs on the tiny encoder, and a small pool of its world."""

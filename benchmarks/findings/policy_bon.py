@@ -15,10 +15,11 @@
   pool's gold, against KL_bon = log n - (n - 1) / n.
 
 A peak read from the curve it is measured on favours a fall (noise alone puts the maximum
-above the last point), so the fall is cross-fitted: the prompts are split in two halves,
-each half's peak n is read from the other half's curve, and the fall is the gold at that n
-minus the gold at n = N, averaged over prompts (0 where the curve only rises). Intervals
-resample prompts and runs (prompts and seeds for ensembles).
+above the last point), so the fall is cross-fitted (``rmlens.stats.cross_fitted_fall``, as
+``rmlens overoptimize``'s ``gold_drop``): the prompts are split in two halves, each half's
+peak n is read from the other half's curve, and the fall is the gold at that n minus the
+gold at n = N, averaged over prompts (0 where the curve only rises). Intervals resample
+prompts and runs (prompts and seeds for ensembles).
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ from findings.common import fig, memorized
 from findings.verdicts import judged
 from rmlens.data import load_candidates, load_pairs, to_text
 from rmlens.memorization import AuditConfig, audit
-from rmlens.stats import best_of_n, kl_best_of_n, percentile_interval, spearman
+from rmlens.stats import (
+    best_of_n,
+    cross_fitted_fall,
+    kl_best_of_n,
+    percentile_interval,
+    spearman,
+)
 
 POLICY = GOLD = "smollm2-135m"
 POOL_PROMPTS, N_RESPONSES, MAX_NEW_TOKENS = 200, 64, 48
@@ -196,17 +203,6 @@ def ensemble(z: np.ndarray, kind: str) -> np.ndarray:
     if kind == "min":
         return z.min(axis=0)
     return z.mean(axis=0) - (UWO * z.var(axis=0) if kind == "uwo" else 0.0)
-
-
-def cross_fitted_fall(curve: np.ndarray, half: np.ndarray) -> np.ndarray:
-    """Per prompt, the gold at the peak n read from the other half's mean curve minus the
-    gold at the largest n: ``curve`` (..., P, K) -> (..., P)."""
-    out = np.empty(curve.shape[:-1])
-    for side in (True, False):
-        peak = curve[..., half != side, :].mean(axis=-2).argmax(axis=-1)  # (...,)
-        at = np.take_along_axis(curve[..., half == side, :], peak[..., None, None], axis=-1)
-        out[..., half == side] = at[..., 0] - curve[..., half == side, -1]
-    return out
 
 
 def boot(values: np.ndarray, rng, n_boot: int = N_BOOT) -> tuple[float, float]:

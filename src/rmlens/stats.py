@@ -33,6 +33,7 @@ __all__ = [
     "best_of_n",
     "best_of_n_weights",
     "bootstrap_runs",
+    "cross_fitted_fall",
     "group_draws",
     "kl_best_of_n",
     "log_loss",
@@ -760,3 +761,40 @@ def kl_best_of_n(n) -> np.ndarray:
     """
     n = np.asarray(n, dtype=float)
     return np.log(n) - (n - 1) / n
+
+
+def cross_fitted_fall(curves, half) -> np.ndarray:
+    """Per pool, the value at the peak read from the other half's mean curve minus the value
+    at the curve's last point.
+
+    A peak read from the curve it is measured on favours a fall: noise alone puts the
+    maximum above the last point. Here each half of the pools (prompts) takes its peak's
+    position from the other half, so a curve that only rises gives 0 and noise averages
+    out to 0 (Gao et al. 2023's overoptimization, told apart from sampling noise).
+
+    Parameters
+    ----------
+    curves : array-like of shape (..., n_pools, K)
+        Each pool's curve over K points (the n of best-of-n), any leading axes (runs) each
+        read on its own.
+    half : array-like of bool, shape (n_pools,)
+        The pools of one half (True) and of the other (False); both non-empty.
+
+    Returns
+    -------
+    ndarray of shape (..., n_pools)
+
+    Examples
+    --------
+    >>> cross_fitted_fall([[0.0, 2.0, 1.0], [0.0, 1.0, 2.0]], [True, False]).tolist()
+    [0.0, -1.0]
+    """
+    curves, half = np.asarray(curves, dtype=float), np.asarray(half, dtype=bool)
+    if half.all() or not half.any():
+        raise ValueError("`half` must put pools on both sides")
+    out = np.empty(curves.shape[:-1])
+    for side in (True, False):
+        peak = curves[..., half != side, :].mean(axis=-2).argmax(axis=-1)
+        at = np.take_along_axis(curves[..., half == side, :], peak[..., None, None], axis=-1)
+        out[..., half == side] = at[..., 0] - curves[..., half == side, -1]
+    return out

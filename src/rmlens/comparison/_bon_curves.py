@@ -15,6 +15,10 @@ ensembles pick by a combination of the runs' z-scores:
 
 The oracle picks by gold itself (the ceiling). Intervals resample runs and prompts together
 (the ensembles are rebuilt from each draw's runs); the oracle resamples prompts.
+
+The gold's fall is cross-fitted (``rmlens.stats.cross_fitted_fall``): the prompts are split
+in two halves once (seeded), each half's peak n is read from the other half's curve, and
+the fall is gold there minus gold at the largest n, so that noise alone gives 0 on average.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from scipy.stats import rankdata
 from rmlens.stats import (
     best_of_n,
     bootstrap_runs,
+    cross_fitted_fall,
     kl_best_of_n,
     percentile_interval,
     run_weights,
@@ -86,6 +91,9 @@ class Curves:
     spearman_draws: np.ndarray | None  # (n_boot,)
     per_run: np.ndarray | None = None  # (R, len(values), K): single-RM rows only
     per_run_spearman: np.ndarray | None = None  # (R,)
+    fall: float = float("nan")  # the gold's cross-fitted fall (module docstring)
+    fall_draws: np.ndarray | None = None  # (n_boot,)
+    per_run_fall: np.ndarray | None = None  # (R,)
 
 
 class PoolCurves:
@@ -102,6 +110,16 @@ class PoolCurves:
         self.rng = np.random.default_rng(seed)
         n_prompts = self.gold.shape[0]
         self.prompt_w = run_weights(bootstrap_runs(n_prompts, n_boot, self.rng), n_prompts)
+        # its own generator: the bootstrap's draws stay those of a pool read without it
+        split = np.random.default_rng([seed, 1]).permutation(n_prompts) < n_prompts // 2
+        self.half = split if n_prompts >= 2 else None
+        self.g = 1 + names.index("gold")  # gold's row of a per-prompt result (proxy first)
+
+    def _fall(self, gold: np.ndarray) -> np.ndarray:
+        """Per prompt, the cross-fitted fall of gold curves (..., P, K); NaN for one prompt."""
+        if self.half is None:
+            return np.full(gold.shape[:-1], np.nan)
+        return cross_fitted_fall(gold, self.half)
 
     def _per_prompt(self, score: np.ndarray) -> np.ndarray:
         """(1 + k, P, K): best-of-n by ``score`` (P, N) of the score itself and each value."""
@@ -114,20 +132,24 @@ class PoolCurves:
         """Best-of-n by gold itself: its proxy row is gold's."""
         per = self._per_prompt(self.gold)  # (1 + k, P, K)
         curve = per.mean(axis=1)
-        draws = None
+        fall = self._fall(per[self.g])
+        draws = fall_draws = None
         if self.n_boot:
-            norm = self.prompt_w.sum(1)[:, None, None]
-            draws = np.einsum("vpk,bp->bvk", per, self.prompt_w) / norm
+            norm = self.prompt_w.sum(1)
+            draws = np.einsum("vpk,bp->bvk", per, self.prompt_w) / norm[:, None, None]
+            fall_draws = self.prompt_w @ fall / norm
         names = ("proxy", *self.names)
-        return Curves(names, curve, draws, 1.0, None)
+        return Curves(names, curve, draws, 1.0, None, fall=float(fall.mean()),
+                      fall_draws=fall_draws)  # fmt: skip
 
     def runs(self, z: np.ndarray) -> Curves:
         """The mean of single-RM curves over runs z (R, P, N)."""
         per = np.stack([self._per_prompt(zr) for zr in z])  # (R, 1 + k, P, K)
         rho = spearman_rows(z, self.gold_ranks, b_ranked=True)  # (R, P): within prompts
         per_run = per.mean(axis=2)
+        fall = self._fall(per[:, self.g])  # (R, P)
         names = ("proxy", *self.names)
-        draws = rho_draws = None
+        draws = rho_draws = fall_draws = None
         if self.n_boot:
             run_w = run_weights(bootstrap_runs(len(z), self.n_boot, self.rng), len(z))
             norm = run_w.sum(1) * self.prompt_w.sum(1)  # (B,)
@@ -136,8 +158,11 @@ class PoolCurves:
             finite = np.isfinite(rho).astype(float)  # a prompt whose gold is constant: no rho
             rho_draws = (np.einsum("rp,br,bp->b", np.nan_to_num(rho), run_w, self.prompt_w)
                          / np.einsum("rp,br,bp->b", finite, run_w, self.prompt_w))
+            fall_draws = np.einsum("rp,br,bp->b", fall, run_w, self.prompt_w) / norm
         return Curves(names, per_run.mean(0), draws, float(np.nanmean(rho)), rho_draws,
-                      per_run=per_run, per_run_spearman=np.nanmean(rho, axis=1))  # fmt: skip
+                      per_run=per_run, per_run_spearman=np.nanmean(rho, axis=1),
+                      fall=float(fall.mean()), fall_draws=fall_draws,
+                      per_run_fall=fall.mean(axis=1))  # fmt: skip
 
     def ensemble(self, z: np.ndarray, kind: str, lam: float) -> Curves:
         """Best-of-n by an ensemble of runs z (R, P, N); each draw rebuilds it from its runs."""
@@ -145,37 +170,41 @@ class PoolCurves:
         per = self._per_prompt(score)
         rho = spearman_rows(score, self.gold_ranks, b_ranked=True)
         names = ("proxy", *self.names)
-        draws = rho_draws = None
+        draws = rho_draws = fall_draws = None
         if self.n_boot:
             run_w = run_weights(bootstrap_runs(len(z), self.n_boot, self.rng), len(z))
             draws = np.empty((self.n_boot, len(names), len(self.ns)))
-            rho_draws = np.empty(self.n_boot)
+            rho_draws, fall_draws = np.empty(self.n_boot), np.empty(self.n_boot)
             for b in range(self.n_boot):
                 score = combine_runs(z, kind, run_w[b], lam)
                 v = self.prompt_w[b]
-                draws[b] = self._mean(self._per_prompt(score), v)
+                drawn = self._per_prompt(score)
+                draws[b] = self._mean(drawn, v)
+                fall_draws[b] = self._fall(drawn[self.g]) @ v / v.sum()
                 r = spearman_rows(score, self.gold_ranks, b_ranked=True)
                 rho_draws[b] = np.dot(np.nan_to_num(r), v) / np.dot(np.isfinite(r), v)
-        return Curves(names, per.mean(axis=1), draws, float(np.nanmean(rho)), rho_draws)
+        return Curves(names, per.mean(axis=1), draws, float(np.nanmean(rho)), rho_draws,
+                      fall=float(self._fall(per[self.g]).mean()),
+                      fall_draws=fall_draws)  # fmt: skip
 
 
 def summarize(curves: Curves, oracle: Curves, kl: np.ndarray, ns, level: float) -> dict:
     """The figures of one RM row: gold at N (where the proxy is highest: its curve only
-    rises), the n where gold peaks and its peak, the drop from peak to N, the area between
-    the oracle's and the RM's gold curves over KL, and the within-prompt proxy-gold
-    Spearman; each with its interval when there are draws."""
+    rises), the n where gold peaks and its peak, the drop from peak to N (cross-fitted: the
+    module docstring), the area between the oracle's and the RM's gold curves over KL, and
+    the within-prompt proxy-gold Spearman; each with its interval when there are draws."""
     g = curves.values.index("gold")
 
     def figures(gold: np.ndarray, top: np.ndarray) -> dict:  # (..., K) each
         return {
             "gold_at_max_n": gold[..., -1],
             "gold_peak": gold.max(-1),
-            "gold_drop": gold.max(-1) - gold[..., -1],
             "oracle_gap_area": _trapezoid(top - gold, kl, axis=-1),
         }
 
     point = figures(curves.curve[g], oracle.curve[g])
     out = {name: float(value) for name, value in point.items()}
+    out["gold_drop"] = curves.fall
     out["peak_n"] = int(ns[int(np.argmax(curves.curve[g]))])
     out["spearman"] = curves.spearman
     if curves.draws is not None:
@@ -183,6 +212,9 @@ def summarize(curves: Curves, oracle: Curves, kl: np.ndarray, ns, level: float) 
         drawn = figures(curves.draws[:, g], top)
         for name, values in drawn.items():
             out[f"{name}_lo"], out[f"{name}_hi"] = percentile_interval(values, level)
+        if curves.fall_draws is not None:
+            out["gold_drop_lo"], out["gold_drop_hi"] = percentile_interval(curves.fall_draws,
+                                                                           level)  # fmt: skip
         if curves.spearman_draws is not None:
             out["spearman_lo"], out["spearman_hi"] = percentile_interval(
                 curves.spearman_draws, level)
@@ -199,7 +231,7 @@ def run_summaries(curves: Curves, oracle: Curves, kl: np.ndarray, ns) -> list[di
     for r, per in enumerate(curves.per_run):
         gold, top = per[g], oracle.curve[g]
         rows.append({"gold_at_max_n": float(gold[-1]), "gold_peak": float(gold.max()),
-                     "gold_drop": float(gold.max() - gold[-1]),
+                     "gold_drop": float(curves.per_run_fall[r]),
                      "oracle_gap_area": float(_trapezoid(top - gold, kl)),
                      "peak_n": int(ns[int(np.argmax(gold))]),
                      "spearman": float(curves.per_run_spearman[r])})  # fmt: skip

@@ -60,6 +60,31 @@ def test_samples_are_n_per_prompt_bounded_and_seeded(tiny_causal_dir):
     assert len({r for rs in first for r in rs}) > 3  # sampled, not one greedy answer
 
 
+def test_the_shared_prefix_route_samples_as_generate_does(tiny_causal_dir):
+    """Each prompt read once and its cache copied to its samples: the same sequences as
+    ``generate`` reading it once per sample, under the same seed (left padding included)."""
+    import torch
+
+    from rmlens.backbones._generate import _sample
+
+    lm, tok = load_policy(str(tiny_causal_dir))
+    texts = [prompt_text(tok, p) for p in ("hi", "tell me a much longer story, please, now")]
+    batch = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    assert (batch["attention_mask"] == 0).any()  # one prompt is padded on the left
+    sampling = {"do_sample": True, "top_k": 0, "top_p": 1.0, "temperature": 1.0,
+                "max_new_tokens": 6, "pad_token_id": tok.pad_token_id, "output_logits": True,
+                "return_dict_in_generate": True}  # fmt: skip
+    routes = []
+    for shared in (True, False):
+        torch.manual_seed(0)
+        routes.append(_sample(lm, batch, 3, shared_prefix=shared, **sampling))
+    shared, plain = routes
+    assert shared.sequences.shape == (6, batch["input_ids"].shape[1] + 6)
+    assert torch.equal(shared.sequences, plain.sequences)
+    for a, b in zip(shared.logits, plain.logits):  # each step's logits, every sequence
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
 def test_cli_writes_a_policy_pool_and_its_gold_pairs(tiny_causal_dir, tmp_path):
     data = tmp_path / "pairs.jsonl"
     pairs = length_pairs(24)

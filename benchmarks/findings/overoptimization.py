@@ -122,18 +122,14 @@ def finding(summary: list[dict], pool: pd.DataFrame, accuracy: dict, n_pairs: in
         f"the furthest a pool of 3 goes: KL_bon = log 3 - 2/3 = {KL_3:.2f} nats. There the "
         f"proxies' pick gains {f['gold:frozen MiniLM']} rating points of gold (the oracle "
         f"{f['gold:oracle']}; the mean ensemble {f['gold:frozen MiniLM ensemble mean']}), "
-        f"and no RM's gold falls before n = 3 (largest drop from its peak: "
+        f"and no RM's gold falls before n = 3 (largest cross-fitted drop from its peak: "
         f"{max(drops.values()):.1f}). So the curves only rise here, as Gao et al.'s do at "
         f"small KL: their gold peaks and falls at several nats, with n in the thousands. "
         f"Neither overoptimization nor the ensembles' protection against it (Coste et al.) "
-        f"can be tested on this pool. What it would take: Gao et al.'s synthetic-gold setup, "
-        f"a gold RM labelling a policy's samples, with hundreds of samples per prompt "
-        f"(rmlens data candidates --from builds the pool and its gold from any gold RM, but "
-        f"only from responses that exist); 256 samples of about 100 tokens for each of 200 "
-        f"prompts is about 5 million generated tokens, on the order of half a day for "
-        f"SmolLM2-135M on 2 CPU cores at the rate its vocabulary sweep scores tokens, and "
-        f"the gold RM should be larger than the proxies. On the synthetic pairs, where the "
-        f"gold is planted, the gallery's example draws the full curves.")
+        f"can be tested on this pool. Gao et al.'s synthetic-gold setup, a gold RM labelling "
+        f"a policy's own samples, tests them: the finding overoptimization-policy (64 samples "
+        f"of SmolLM2-135M-Instruct to each of 200 held-out HH prompts). On the synthetic "
+        f"pairs, where the gold is planted, the gallery's example draws the full curves.")
     return judged({
         "name": "overoptimization",
         "title": "Best-of-n overoptimization against a human gold",

@@ -20,6 +20,13 @@ harmless pairs (``helpers.pairs.shortest``, 128 tokens), in one process per chec
   vocabulary; the default prompts) in each precision, bf16's extremes scored again in fp32
   as ``rmlens sweep`` does: the top and bottom 100 tokens (kept when identical), the tokens
   scored again, and the seconds each sweep took.
+- ``generate``: SmolLM2-135M-Instruct's samples (``rmlens.backbones.sample_responses``,
+  temperature 1, 48 new tokens) to the last ``--generate-prompts`` HH prompts, 32 each, at
+  each seed in each precision, scored by ``--gold-rm`` (default: the gold RM of
+  ``findings.py overoptimization-policy``, in bf16 for both): the gold of bf16's samples
+  minus fp32's, per prompt over the seeds, in sd of fp32's samples' gold, with its 95%
+  t-interval over prompts (kept when it lies within +-0.1), the same for their length in
+  tokens, and the tokens per second of each.
 - ``paired``: a paired fine-tuned audit (LoRA MiniLM, ``--paired-runs`` runs, one plan) in
   each precision: CM's Spearman between them against the fp32 audit's split-half
   reliability (kept when at least it).
@@ -28,7 +35,7 @@ Figures go to ``--out`` (default ``benchmarks/results/precision.json``), each ch
 name, so the checks can run one at a time (``--checks``). ``docs/benchmarks.rst`` gives the
 table. Not part of the tests.
 
-    python benchmarks/precision.py [--checks frozen,finetune,export,sweep,paired]
+    python benchmarks/precision.py [--checks frozen,finetune,export,sweep,generate,paired]
         [--seeds 0,1,2] [--frozen-pairs 1000] [--work DIR]
 """
 
@@ -213,8 +220,44 @@ def paired(args) -> dict:
     return out
 
 
+def generate(args) -> dict:
+    from findings.policy_bon import policy_prompts
+
+    from rmlens.backbones import load_policy, sample_responses
+    from rmlens.hub import load_rm
+
+    prompts = policy_prompts(HH)[-args.generate_prompts:]
+    gold = load_rm(args.gold_rm, device="cpu", precision="bf16")
+    per, rate = {}, {}
+    for precision in PRECISIONS:
+        lm, tokenizer = load_policy("smollm2-135m", precision=precision)
+        golds, lengths, tokens, seconds = [], [], 0, 0.0
+        for seed in args.seeds:
+            start = time.perf_counter()
+            samples = sample_responses(lm, tokenizer, prompts, 32, max_new_tokens=48, seed=seed)
+            seconds += time.perf_counter() - start
+            flat = [r for rs in samples for r in rs]
+            count = np.array([len(tokenizer(r, add_special_tokens=False).input_ids)
+                              for r in flat]).reshape(len(prompts), -1)  # fmt: skip
+            tokens += int(count.sum())
+            golds.append(gold.score(np.repeat(prompts, 32).tolist(), flat).reshape(
+                len(prompts), -1))  # fmt: skip
+            lengths.append(count)
+        per[precision] = (np.concatenate(golds, 1), np.concatenate(lengths, 1))
+        rate[precision] = tokens / seconds
+    scale = per["fp32"][0].std()
+    gold_diff = (per["bf16"][0].mean(1) - per["fp32"][0].mean(1)) / scale
+    length_diff = per["bf16"][1].mean(1) - per["fp32"][1].mean(1)
+    out = {"prompts": len(prompts), "samples_per_prompt": 32 * len(args.seeds),
+           "seeds": args.seeds, "gold_diff_sd": t_interval(list(gold_diff)),
+           "length_diff_tokens": t_interval(list(length_diff)),
+           "tokens_per_second": rate}  # fmt: skip
+    print(out, flush=True)
+    return out
+
+
 CHECKS = {"frozen": frozen, "finetune": finetune, "export": export, "sweep": sweep,
-          "paired": paired}  # fmt: skip
+          "generate": generate, "paired": paired}  # fmt: skip
 
 
 def main() -> None:
@@ -226,6 +269,9 @@ def main() -> None:
     parser.add_argument("--paired-pairs", type=int, default=200)
     parser.add_argument("--paired-runs", type=int, default=5)
     parser.add_argument("--sweep-tokens", type=int, default=4096)
+    parser.add_argument("--generate-prompts", type=int, default=16)
+    parser.add_argument("--gold-rm",
+                        default=str(ROOT / "findings-work/overoptimization-policy/gold"))
     parser.add_argument("--work", default=str(ROOT / "precision-work"))
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()

@@ -60,6 +60,21 @@ def test_samples_are_n_per_prompt_bounded_and_seeded(tiny_causal_dir):
     assert len({r for rs in first for r in rs}) > 3  # sampled, not one greedy answer
 
 
+
+def test_prompts_are_padded_left_whatever_the_callers_tokenizer_says(tiny_causal_dir,
+                                                                      monkeypatch):
+    import rmlens.backbones._generate as generate
+
+    lm, tok = load_policy(str(tiny_causal_dir))
+    tok.padding_side = "right"  # a tokenizer of the caller's, set up for training
+    seen, sample = [], generate._sample
+    monkeypatch.setattr(generate, "_sample",
+                        lambda lm, batch, n, **kw: seen.append(batch) or sample(lm, batch, n, **kw))
+    sample_responses(lm, tok, ["hi", "tell me a much longer story"], 2, max_new_tokens=3)
+    mask = seen[0]["attention_mask"]
+    assert mask[0, 0] == 0 and mask[0, -1] == 1 and mask[1].all()  # the short one padded left
+
+
 def test_the_shared_prefix_route_samples_as_generate_does(tiny_causal_dir):
     """Each prompt read once and its cache copied to its samples: the same sequences as
     ``generate`` reading it once per sample, under the same seed (left padding included)."""

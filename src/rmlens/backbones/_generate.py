@@ -106,7 +106,8 @@ def sample_responses(
     out: list[list[str]] = []
     for start in range(0, len(texts), per_call):
         chunk = texts[start : start + per_call]
-        batch = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+        batch = tokenizer(chunk, return_tensors="pt", padding=True, padding_side="left",
+                          add_special_tokens=False)  # fmt: skip
         ids = _sample(lm, batch.to(device), n, max_new_tokens=max_new_tokens,
                       pad_token_id=tokenizer.pad_token_id, **sampling)  # fmt: skip
         new = ids[:, batch["input_ids"].shape[1]:]

@@ -12,6 +12,7 @@ template, as raw text.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -125,13 +126,16 @@ def _sample(lm, batch, n: int, *, shared_prefix: bool = True, **generation) -> t
     its cache is repeated ``n`` times; ``generate`` then reads only the last token (its
     positions from the attention mask, as for the plain route)."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
-    if not shared_prefix or ids.shape[1] < 2:
-        return lm.generate(input_ids=ids, attention_mask=mask, num_return_sequences=n,
-                           **generation)  # fmt: skip
-    positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-    cache = lm(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
-               position_ids=positions[:, :-1], use_cache=True).past_key_values
-    cache.batch_repeat_interleave(n)
-    return lm.generate(input_ids=ids.repeat_interleave(n, dim=0),
-                       attention_mask=mask.repeat_interleave(n, dim=0), past_key_values=cache,
+    if shared_prefix and ids.shape[1] >= 2:
+        # transformers 5 calls the KV cache ``cache``, 4.x ``past_key_values``
+        key = "cache" if "cache" in inspect.signature(lm.forward).parameters else "past_key_values"
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
+        cache = lm(input_ids=ids[:, :-1], attention_mask=mask[:, :-1],
+                   position_ids=positions[:, :-1], use_cache=True)[key]
+        if hasattr(cache, "batch_repeat_interleave"):  # a cache that copies per row
+            cache.batch_repeat_interleave(n)
+            return lm.generate(input_ids=ids.repeat_interleave(n, dim=0),
+                               attention_mask=mask.repeat_interleave(n, dim=0), **{key: cache},
+                               **generation)  # fmt: skip
+    return lm.generate(input_ids=ids, attention_mask=mask, num_return_sequences=n,
                        **generation)  # fmt: skip

@@ -288,7 +288,7 @@ def finding(curves, falls, runs, oracle, gold_accuracy, cost, n_pairs, rng) -> l
              "columns": ["proxy", "pairs", *(f"n={n} (KL {k:.2f})" for n, k in zip(NS, kl))],
              "rows": rows}  # fmt: skip
     bon = record("overoptimization-policy", figures, [table], gold_accuracy, cost, n_pairs)
-    bon["reading"] = (gold_reading(gold_accuracy, n_pairs) + " "
+    bon["reading"] = (gold_reading(gold_accuracy) + " "
                       + bon_reading({f["key"]: f for f in figures}, curves, oracle))
     return [judged(bon), audit_link(runs, gold_accuracy, cost, n_pairs, rng)]
 
@@ -335,7 +335,7 @@ def text(f: dict) -> str:
     return f"{f['value']:+.2f} [{f['lo']:+.2f}, {f['hi']:+.2f}]"
 
 
-def gold_reading(gold_accuracy: dict, n_pairs: int) -> str:
+def gold_reading(gold_accuracy: dict) -> str:
     """Why the gold may stand for the human judge, and how far."""
     most = max(SIZES) * (FOLDS - 1) // FOLDS
     return (
